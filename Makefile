@@ -1,0 +1,94 @@
+# tubed — build, test, install.
+#
+#   make            build build/tubed and build/tubed-bench
+#   make run        build and start tubed on 127.0.0.1:11300
+#   make check      unit tests (check) + integration tests (real binary, sockets)
+#                   + the same suite under AddressSanitizer/UBSan
+#   make asan       only the sanitizer run
+#   make fuzz       libFuzzer harnesses for a short fixed time (clang)
+#   make bench      tubed vs beanstalkd side by side (tests/bench/)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+BUILD    ?= build
+VERSION  := 0.1.0
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-unused-parameter
+CSTD     := -std=c11 -D_GNU_SOURCE
+OPT      ?= -O2 -g
+SAN_FLAGS :=
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+OPT := -O1 -g
+endif
+CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
+LDFLAGS_ALL := $(SAN_FLAGS) $(LDFLAGS)
+
+LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
+BENCH_SRC := $(wildcard src/bench/*.c)
+BENCH_OBJ := $(BENCH_SRC:src/bench/%.c=$(BUILD)/obj/bench/%.o)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
+
+.PHONY: all run check unit integration asan fuzz bench install clean deb
+all: $(BUILD)/tubed $(BUILD)/tubed-bench
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj/bench
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h) | $(BUILD)/obj/bench
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/obj/bench $(BUILD)/unit:
+	mkdir -p $@
+
+$(BUILD)/libtubed.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tubed: $(BUILD)/obj/main.o $(BUILD)/libtubed.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+$(BUILD)/tubed-bench: $(BENCH_OBJ)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lm
+
+$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) | $(BUILD)/unit
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Isrc -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+run: $(BUILD)/tubed
+	$(BUILD)/tubed -l 127.0.0.1 -p 11300
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; CK_FORK=yes $$t; done
+
+integration: $(BUILD)/tubed $(BUILD)/tubed-bench
+	python3 tests/integration/run.py --bin $(BUILD)/tubed
+
+# The sanitizer run builds a second tree so the normal build stays untouched.
+asan:
+	$(MAKE) BUILD=build/asan SAN=1 unit integration
+
+check: unit integration
+	$(MAKE) asan
+
+fuzz:
+	$(MAKE) -C tests/fuzz run
+
+bench: all
+	bash tests/bench/run.sh
+
+install: $(BUILD)/tubed $(BUILD)/tubed-bench
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 0755 $(BUILD)/tubed $(BUILD)/tubed-bench $(DESTDIR)$(BINDIR)/
+	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+
+clean:
+	rm -rf build

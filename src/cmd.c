@@ -1,0 +1,458 @@
+#include "cmd.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "log.h"
+#include "parse.h"
+#include "queue.h"
+#include "reserve.h"
+#include "server.h"
+#include "stats.h"
+
+typedef void (*Handler)(Conn *c, const Cmd *cmd);
+
+static Server *srv(Conn *c)
+{
+    return c->srv;
+}
+
+/* A job that only this connection may act on as a worker. */
+static Job *reserved_by(Conn *c, uint64_t id)
+{
+    Job *j = job_table_find(&srv(c)->jobs, id);
+
+    return j && j->state == JOB_RESERVED && j->owner == c ? j : NULL;
+}
+
+static void set_flag(Conn *c, uint8_t flag, uint64_t *counter)
+{
+    if (!(c->flags & flag)) {
+        c->flags |= flag;
+        (*counter)++;
+    }
+}
+
+/* ---- producer --------------------------------------------------------- */
+
+static void do_put(Conn *c, const Cmd *cmd)
+{
+    Server *s = srv(c);
+    Job *j;
+
+    if (cmd->bytes > s->cfg.max_job_size) {
+        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_JOB_TOO_BIG);
+        return;
+    }
+    set_flag(c, CONN_PRODUCER, &s->producer_ct);
+    /* The id is taken now, as beanstalkd does: a put that then fails
+     * (EXPECTED_CRLF, DRAINING) still uses it up. */
+    j = job_alloc(s->next_id++, cmd->bytes);
+    if (!j) {
+        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
+        return;
+    }
+    j->pri = cmd->pri;
+    j->delay = cmd->delay;
+    j->ttr = cmd->ttr ? cmd->ttr : 1;
+    j->created = s->now;
+    c->in_job = j;
+    c->body_got = 0;
+    conn_set_state(c, CONN_BODY);
+}
+
+void cmd_put_body_done(Conn *c)
+{
+    Server *s = srv(c);
+    Job *j = c->in_job;
+
+    c->in_job = NULL;
+    conn_set_state(c, CONN_CMD);
+    if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
+        job_free(j);
+        conn_reply_lit(c, "EXPECTED_CRLF\r\n");
+        return;
+    }
+    if (s->draining) {
+        job_free(j);
+        conn_reply_lit(c, "DRAINING\r\n");
+        return;
+    }
+    if (queue_add(s, j, c->use) < 0)
+        conn_replyf(c, "BURIED %llu\r\n", (unsigned long long)j->id);
+    else
+        conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+}
+
+static Tube *tube_for(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_get(&srv(c)->tubes, cmd->name, cmd->name_len);
+
+    if (!t)
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+    return t;
+}
+
+static void do_use(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tube_for(c, cmd);
+
+    if (!t)
+        return;
+    tube_ref(t);
+    t->using_ct++;
+    c->use->using_ct--;
+    tube_unref(&srv(c)->tubes, c->use);
+    c->use = t;
+    conn_replyf(c, "USING %s\r\n", t->name);
+}
+
+/* ---- worker ----------------------------------------------------------- */
+
+static void do_reserve(Conn *c, const Cmd *cmd)
+{
+    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
+    reserve_start(srv(c), c, INT64_MAX);
+}
+
+static void do_reserve_timeout(Conn *c, const Cmd *cmd)
+{
+    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
+    reserve_start(srv(c), c, (int64_t)cmd->count * NS_PER_SEC);
+}
+
+static void do_reserve_job(Conn *c, const Cmd *cmd)
+{
+    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+
+    if (!j || j->state == JOB_RESERVED) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
+    if (queue_reserve(srv(c), c, j) < 0) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    conn_reply_job(c, "RESERVED", j);
+}
+
+static void do_delete(Conn *c, const Cmd *cmd)
+{
+    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+
+    if (!j || (j->state == JOB_RESERVED && j->owner != c)) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    j->tube->cmd_delete++;
+    queue_delete(srv(c), j);
+    conn_reply_lit(c, "DELETED\r\n");
+}
+
+static void do_release(Conn *c, const Cmd *cmd)
+{
+    Job *j = reserved_by(c, cmd->id);
+
+    if (!j) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_detach(srv(c), j);
+    j->pri = cmd->pri;
+    j->delay = cmd->delay;
+    j->releases++;
+    if (queue_enqueue(srv(c), j, cmd->delay) < 0) {
+        queue_bury(srv(c), j);
+        conn_reply_lit(c, "BURIED\r\n");
+        return;
+    }
+    conn_reply_lit(c, "RELEASED\r\n");
+}
+
+static void do_bury(Conn *c, const Cmd *cmd)
+{
+    Job *j = reserved_by(c, cmd->id);
+
+    if (!j) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_detach(srv(c), j);
+    j->pri = cmd->pri;
+    j->buries++;
+    queue_bury(srv(c), j);
+    conn_reply_lit(c, "BURIED\r\n");
+}
+
+static void do_touch(Conn *c, const Cmd *cmd)
+{
+    Job *j = reserved_by(c, cmd->id);
+
+    if (!j) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    queue_touch(srv(c), j);
+    conn_reply_lit(c, "TOUCHED\r\n");
+}
+
+static int watch_index(const Conn *c, const Tube *t)
+{
+    for (uint32_t i = 0; i < c->nwatch; i++)
+        if (c->watch[i].tube == t)
+            return (int)i;
+    return -1;
+}
+
+static int watch_grow(Conn *c)
+{
+    uint32_t cap = c->watch_cap * 2;
+    Watch *w;
+
+    if (c->watch == &c->watch0) {
+        w = tb_malloc(cap * sizeof *w);
+        if (w)
+            w[0] = c->watch0;
+    } else {
+        w = tb_realloc(c->watch, cap * sizeof *w);
+    }
+    if (!w)
+        return -1;
+    /* Not waiting (commands are not read then), so no wait_link is in a
+     * list and the records can move. */
+    for (uint32_t i = 0; i < c->nwatch; i++)
+        list_init(&w[i].wait_link);
+    c->watch = w;
+    c->watch_cap = cap;
+    return 0;
+}
+
+static void do_watch(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tube_for(c, cmd);
+
+    if (!t)
+        return;
+    if (watch_index(c, t) < 0) {
+        if (c->nwatch == c->watch_cap && watch_grow(c) < 0) {
+            if (t->refs == 0) { /* just created for us: drop it again */
+                tube_ref(t);
+                tube_unref(&srv(c)->tubes, t);
+            }
+            conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+            return;
+        }
+        c->watch[c->nwatch].tube = t;
+        c->watch[c->nwatch].conn = c;
+        list_init(&c->watch[c->nwatch].wait_link);
+        c->nwatch++;
+        tube_ref(t);
+        t->watching_ct++;
+    }
+    conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
+}
+
+static void do_ignore(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
+    int i = t ? watch_index(c, t) : -1;
+
+    if (i >= 0) {
+        if (c->nwatch == 1) {
+            conn_reply_lit(c, "NOT_IGNORED\r\n");
+            return;
+        }
+        /* The last record takes the freed slot, as beanstalkd's set does;
+         * list-tubes-watched shows that order. */
+        c->watch[i] = c->watch[--c->nwatch];
+        list_init(&c->watch[i].wait_link);
+        t->watching_ct--;
+        tube_unref(&srv(c)->tubes, t);
+    }
+    conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
+}
+
+/* ---- other ------------------------------------------------------------ */
+
+static void reply_found(Conn *c, Job *j)
+{
+    if (j)
+        conn_reply_job(c, "FOUND", j);
+    else
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+}
+
+static void do_peek(Conn *c, const Cmd *cmd)
+{
+    reply_found(c, job_table_find(&srv(c)->jobs, cmd->id));
+}
+
+static void do_peek_ready(Conn *c, const Cmd *cmd)
+{
+    reply_found(c, heap_top(&c->use->ready));
+}
+
+static void do_peek_delayed(Conn *c, const Cmd *cmd)
+{
+    reply_found(c, heap_top(&c->use->delay));
+}
+
+static void do_peek_buried(Conn *c, const Cmd *cmd)
+{
+    List *n = list_first(&c->use->buried);
+
+    reply_found(c, n ? container_of(n, Job, link) : NULL);
+}
+
+static void do_kick(Conn *c, const Cmd *cmd)
+{
+    conn_replyf(c, "KICKED %u\r\n", queue_kick(srv(c), c->use, cmd->count));
+}
+
+static void do_kick_job(Conn *c, const Cmd *cmd)
+{
+    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+
+    if (!j || queue_kick_job(srv(c), j) < 0)
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+    else
+        conn_reply_lit(c, "KICKED\r\n");
+}
+
+static void reply_doc(Conn *c, Buf *b)
+{
+    conn_reply_data(c, b);
+    buf_free(b);
+}
+
+static void do_stats(Conn *c, const Cmd *cmd)
+{
+    Buf b = {0};
+
+    stats_server(srv(c), &b);
+    reply_doc(c, &b);
+}
+
+static void do_stats_job(Conn *c, const Cmd *cmd)
+{
+    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+    Buf b = {0};
+
+    if (!j) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    stats_job(srv(c), j, &b);
+    reply_doc(c, &b);
+}
+
+static void do_stats_tube(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
+    Buf b = {0};
+
+    if (!t) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    stats_tube(srv(c), t, &b);
+    reply_doc(c, &b);
+}
+
+static void do_list_tubes(Conn *c, const Cmd *cmd)
+{
+    Buf b = {0};
+
+    stats_list_tubes(srv(c), &b);
+    reply_doc(c, &b);
+}
+
+static void do_list_tube_used(Conn *c, const Cmd *cmd)
+{
+    conn_replyf(c, "USING %s\r\n", c->use->name);
+}
+
+static void do_list_tubes_watched(Conn *c, const Cmd *cmd)
+{
+    Buf b = {0};
+
+    stats_list_watched(c, &b);
+    reply_doc(c, &b);
+}
+
+static void do_quit(Conn *c, const Cmd *cmd)
+{
+    conn_finish(c);
+}
+
+static void do_pause_tube(Conn *c, const Cmd *cmd)
+{
+    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
+
+    if (!t) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    if (queue_pause(srv(c), t, cmd->delay) < 0) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    conn_reply_lit(c, "PAUSED\r\n");
+}
+
+static const Handler handlers[CMD_COUNT] = {
+    [CMD_PUT] = do_put,
+    [CMD_PEEK] = do_peek,
+    [CMD_PEEK_READY] = do_peek_ready,
+    [CMD_PEEK_DELAYED] = do_peek_delayed,
+    [CMD_PEEK_BURIED] = do_peek_buried,
+    [CMD_RESERVE_TIMEOUT] = do_reserve_timeout,
+    [CMD_RESERVE_JOB] = do_reserve_job,
+    [CMD_RESERVE] = do_reserve,
+    [CMD_DELETE] = do_delete,
+    [CMD_RELEASE] = do_release,
+    [CMD_BURY] = do_bury,
+    [CMD_KICK] = do_kick,
+    [CMD_KICK_JOB] = do_kick_job,
+    [CMD_TOUCH] = do_touch,
+    [CMD_STATS_JOB] = do_stats_job,
+    [CMD_STATS_TUBE] = do_stats_tube,
+    [CMD_STATS] = do_stats,
+    [CMD_USE] = do_use,
+    [CMD_WATCH] = do_watch,
+    [CMD_IGNORE] = do_ignore,
+    [CMD_LIST_TUBES_WATCHED] = do_list_tubes_watched,
+    [CMD_LIST_TUBE_USED] = do_list_tube_used,
+    [CMD_LIST_TUBES] = do_list_tubes,
+    [CMD_QUIT] = do_quit,
+    [CMD_PAUSE_TUBE] = do_pause_tube,
+};
+
+void cmd_line(Conn *c, const char *line, size_t len)
+{
+    Server *s = srv(c);
+    Cmd cmd;
+    ParseResult r = parse_command(line, len, &cmd);
+
+    if (log_verbosity >= 2)
+        log_msg(LOG_CMD, "fd %d: <%.*s>", c->ev.fd, (int)(len > 80 ? 80 : len), line);
+    if (r == PARSE_UNKNOWN) {
+        conn_reply_lit(c, "UNKNOWN_COMMAND\r\n");
+        return;
+    }
+    if (r == PARSE_BAD_FORMAT) {
+        if (cmd.counted)
+            s->cmd_ct[cmd.type]++;
+        /* beanstalkd checks a put's size before its trailing junk, so an
+         * oversized body is still read and thrown away. */
+        if (cmd.counted && cmd.type == CMD_PUT && cmd.bytes > s->cfg.max_job_size)
+            conn_discard(c, (uint64_t)cmd.bytes + 2, AFTER_JOB_TOO_BIG);
+        else
+            conn_reply_lit(c, "BAD_FORMAT\r\n");
+        return;
+    }
+    s->cmd_ct[cmd.type]++;
+    handlers[cmd.type](c, &cmd);
+}

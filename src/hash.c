@@ -1,0 +1,113 @@
+#include "hash.h"
+
+#include "alloc.h"
+
+#define HASH_MIN_BUCKETS 16
+
+int hash_init(Hash *h, HashFn node_hash)
+{
+    h->len = 0;
+    h->node_hash = node_hash;
+    h->buckets = tb_calloc(HASH_MIN_BUCKETS, sizeof *h->buckets);
+    h->nbuckets = h->buckets ? HASH_MIN_BUCKETS : 0;
+    return h->buckets ? 0 : -1;
+}
+
+void hash_free(Hash *h)
+{
+    tb_free(h->buckets);
+    h->buckets = NULL;
+    h->nbuckets = h->len = 0;
+}
+
+uint64_t hash_u64(uint64_t x)
+{
+    /* splitmix64 finaliser: sequential ids spread over all buckets. */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t hash_bytes(const void *p, size_t len)
+{
+    /* FNV-1a, then mixed; tube names are short. */
+    const unsigned char *s = p;
+    uint64_t x = 0xcbf29ce484222325ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        x ^= s[i];
+        x *= 0x100000001b3ULL;
+    }
+    return hash_u64(x);
+}
+
+static void rehash(Hash *h, size_t nbuckets)
+{
+    HashNode **nb = tb_calloc(nbuckets, sizeof *nb);
+
+    if (!nb)
+        return; /* keep the old array: slower chains, still correct */
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        HashNode *n = h->buckets[i];
+        while (n) {
+            HashNode *next = n->next;
+            size_t b = h->node_hash(n) & (nbuckets - 1);
+            n->next = nb[b];
+            nb[b] = n;
+            n = next;
+        }
+    }
+    tb_free(h->buckets);
+    h->buckets = nb;
+    h->nbuckets = nbuckets;
+}
+
+void hash_insert(Hash *h, HashNode *n)
+{
+    size_t b;
+
+    if (h->len >= h->nbuckets)
+        rehash(h, h->nbuckets * 2);
+    b = h->node_hash(n) & (h->nbuckets - 1);
+    n->next = h->buckets[b];
+    h->buckets[b] = n;
+    h->len++;
+}
+
+HashNode *hash_find(const Hash *h, uint64_t hv, HashEq eq, const void *key)
+{
+    HashNode *n;
+
+    for (n = h->buckets[hv & (h->nbuckets - 1)]; n; n = n->next)
+        if (eq(n, key))
+            return n;
+    return NULL;
+}
+
+int hash_remove(Hash *h, HashNode *n)
+{
+    HashNode **pp;
+
+    for (pp = &h->buckets[h->node_hash(n) & (h->nbuckets - 1)]; *pp;
+         pp = &(*pp)->next) {
+        if (*pp == n) {
+            *pp = n->next;
+            n->next = NULL;
+            h->len--;
+            if (h->nbuckets > HASH_MIN_BUCKETS && h->len < h->nbuckets / 4)
+                rehash(h, h->nbuckets / 2);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void hash_each(const Hash *h, void (*fn)(HashNode *n, void *arg), void *arg)
+{
+    for (size_t i = 0; i < h->nbuckets; i++)
+        for (HashNode *n = h->buckets[i]; n; n = n->next)
+            fn(n, arg);
+}

@@ -1,0 +1,47 @@
+/*
+ * hash.h — an intrusive chained hash table that grows and shrinks.
+ *
+ * Contract: elements embed a HashNode; the table never allocates per
+ * element, so hash_insert() cannot fail (if the bucket array cannot grow,
+ * chains just get longer). The caller gives each element's 64-bit hash
+ * (node_hash, used when resizing) and compares keys itself through
+ * hash_find's eq callback. The bucket array doubles when the load passes 1
+ * and halves below 1/4, so memory follows the live count.
+ */
+#ifndef TUBED_HASH_H
+#define TUBED_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct HashNode HashNode;
+struct HashNode {
+    HashNode *next;
+};
+
+typedef uint64_t (*HashFn)(const HashNode *n);
+typedef int (*HashEq)(const HashNode *n, const void *key);
+
+typedef struct Hash {
+    HashNode **buckets;
+    size_t nbuckets; /* a power of two, at least 16 */
+    size_t len;
+    HashFn node_hash;
+} Hash;
+
+/* Allocates the first bucket array; -1 if that fails (startup only). */
+int hash_init(Hash *h, HashFn node_hash);
+void hash_free(Hash *h);
+void hash_insert(Hash *h, HashNode *n);
+HashNode *hash_find(const Hash *h, uint64_t hv, HashEq eq, const void *key);
+/* Unlink n; returns 0 if it was found, -1 if it is not in the table. */
+int hash_remove(Hash *h, HashNode *n);
+
+/* Call fn on every element; fn must not modify the table. */
+void hash_each(const Hash *h, void (*fn)(HashNode *n, void *arg), void *arg);
+
+/* Good mixing functions for integer and string keys. */
+uint64_t hash_u64(uint64_t x);
+uint64_t hash_bytes(const void *p, size_t len);
+
+#endif

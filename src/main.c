@@ -1,0 +1,44 @@
+/*
+ * main.c — tubed: a work-queue server speaking the beanstalk protocol.
+ *
+ * Startup order matters: parse flags, bind the sockets (which may need
+ * root), drop privileges, then serve.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "opts.h"
+#include "priv.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+    static Server srv; /* large (event array); not on the stack */
+    Config cfg;
+    char err[256];
+    int r;
+
+    opts_defaults(&cfg);
+    r = opts_parse(&cfg, argc, argv, stdout, err, sizeof err);
+    if (r == OPTS_EXIT_OK)
+        return 0;
+    if (r == OPTS_ERROR) {
+        fprintf(stderr, "tubed: %s\n", err);
+        opts_usage(stderr, argv[0]);
+        return 2;
+    }
+    log_verbosity = cfg.verbosity;
+    if (server_init(&srv, &cfg) < 0)
+        return 1;
+    if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
+        log_err("cannot drop privileges: %s", err);
+        return 1;
+    }
+    log_info("tubed %s started, pid %ld", TUBED_VERSION, (long)getpid());
+    r = server_run(&srv);
+    server_free(&srv);
+    log_info("stopped");
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,125 @@
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define BACKLOG 1024
+
+static int listen_unix(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int fd;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, errlen, "unix socket path too long: %s", path);
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    /* Replace a stale socket from an earlier run, never a regular file. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        listen(fd, BACKLOG) < 0) {
+        snprintf(err, errlen, "bind %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int listen_ai(const struct addrinfo *ai, char *err, size_t errlen)
+{
+    int one = 1;
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, BACKLOG) < 0) {
+        snprintf(err, errlen, "bind: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int net_listen(const char *addr, int port, char *err, size_t errlen)
+{
+    struct addrinfo hints = {0}, *res, *ai;
+    char portstr[16];
+    int rc, fd = -1;
+
+    if (addr && strncmp(addr, "unix:", 5) == 0)
+        return listen_unix(addr + 5, err, errlen);
+    if (addr && !*addr)
+        addr = NULL;
+    hints.ai_family = addr ? AF_UNSPEC : AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(portstr, sizeof portstr, "%d", port);
+    rc = getaddrinfo(addr, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "address %s: %s", addr ? addr : "*", gai_strerror(rc));
+        return -1;
+    }
+    for (ai = res; ai && fd < 0; ai = ai->ai_next)
+        fd = listen_ai(ai, err, errlen);
+    freeaddrinfo(res);
+    return fd;
+}
+
+int net_accept(int lfd)
+{
+    int one = 1;
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+void net_describe(int fd, char *out, size_t outlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        snprintf(out, outlen, "fd %d", fd);
+        return;
+    }
+    if (ss.ss_family == AF_UNIX) {
+        snprintf(out, outlen, "unix:%s", ((struct sockaddr_un *)&ss)->sun_path);
+    } else if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        snprintf(out, outlen, "%s:%d", host, ntohs(sin->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        snprintf(out, outlen, "[%s]:%d", host, ntohs(sin6->sin6_port));
+    } else {
+        snprintf(out, outlen, "fd %d", fd);
+    }
+}

@@ -1,0 +1,22 @@
+/*
+ * net.h — socket setup. Policy-free: functions return -1 and describe the
+ * failure in the caller's buffer; the caller decides whether to exit.
+ *
+ * Contract: net_listen() opens a non-blocking, close-on-exec listening
+ * socket for "HOST" + port (IPv4 or IPv6 literal or name; NULL or "" means
+ * all IPv4 addresses) or for "unix:/path" (an existing socket file at that
+ * path is replaced). net_accept() returns a non-blocking client fd with
+ * TCP_NODELAY set where it applies, or -1 with errno (EAGAIN when none is
+ * pending).
+ */
+#ifndef TUBED_NET_H
+#define TUBED_NET_H
+
+#include <stddef.h>
+
+int net_listen(const char *addr, int port, char *err, size_t errlen);
+int net_accept(int lfd);
+/* Human-readable local address of a socket, for logs. */
+void net_describe(int fd, char *out, size_t outlen);
+
+#endif

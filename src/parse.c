@@ -1,0 +1,190 @@
+#include "parse.h"
+
+#include <string.h>
+
+#include "numparse.h"
+
+enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_PUT, ARG_RELEASE, ARG_BURY,
+                ARG_TUBE, ARG_PAUSE };
+
+static const struct {
+    const char *word;
+    unsigned char word_len;
+    unsigned char shape;
+} table[CMD_COUNT] = {
+#define X(e, w, a) [CMD_##e] = {w, sizeof(w) - 1, a},
+    TUBED_COMMANDS(X)
+#undef X
+};
+
+static const char *const names[CMD_COUNT] = {
+#define X(e, w, a) [CMD_##e] = w,
+    TUBED_COMMANDS(X)
+#undef X
+};
+
+const char *cmd_name(CmdType type)
+{
+    static char trimmed[CMD_COUNT][24];
+    size_t n;
+
+    if (type >= CMD_COUNT)
+        return "unknown";
+    if (!trimmed[type][0]) {
+        n = strlen(names[type]);
+        if (n && names[type][n - 1] == ' ')
+            n--;
+        memcpy(trimmed[type], names[type], n);
+        trimmed[type][n] = '\0';
+    }
+    return trimmed[type];
+}
+
+static int name_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '/' ||
+           c == ';' || c == '.' || c == '$' || c == '_' || c == '(' ||
+           c == ')';
+}
+
+int tube_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > MAX_TUBE_NAME || name[0] == '-')
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char((unsigned char)name[i]))
+            return 0;
+    return 1;
+}
+
+/* A cursor over the argument part of a line. */
+typedef struct {
+    const char *p, *end;
+} Args;
+
+static void skip_spaces(Args *a)
+{
+    while (a->p < a->end && *a->p == ' ')
+        a->p++;
+}
+
+static size_t digit_run(const Args *a)
+{
+    const char *q = a->p;
+
+    while (q < a->end && *q >= '0' && *q <= '9')
+        q++;
+    return (size_t)(q - a->p);
+}
+
+static int next_u64(Args *a, uint64_t *out)
+{
+    size_t n;
+
+    skip_spaces(a);
+    n = digit_run(a);
+    if (parse_u64(a->p, n, out) < 0)
+        return -1;
+    a->p += n;
+    return 0;
+}
+
+static int next_u32(Args *a, uint32_t *out)
+{
+    size_t n;
+
+    skip_spaces(a);
+    n = digit_run(a);
+    if (parse_u32(a->p, n, out) < 0)
+        return -1;
+    a->p += n;
+    return 0;
+}
+
+/* The name ends at the first character that cannot be in a name; whether
+ * it is a legal name is checked by the caller. */
+static int next_name(Args *a, Cmd *cmd)
+{
+    const char *q;
+
+    skip_spaces(a);
+    for (q = a->p; q < a->end && name_char((unsigned char)*q); q++)
+        ;
+    if (q == a->p)
+        return -1;
+    cmd->name = a->p;
+    cmd->name_len = (size_t)(q - a->p);
+    a->p = q;
+    return 0;
+}
+
+static int parse_args(int shape, Args *a, Cmd *cmd)
+{
+    switch (shape) {
+    case ARG_NONE:
+        return 0;
+    case ARG_ID:
+        return next_u64(a, &cmd->id);
+    case ARG_COUNT:
+        return next_u32(a, &cmd->count);
+    case ARG_PUT:
+        if (next_u32(a, &cmd->pri) < 0 || next_u32(a, &cmd->delay) < 0 ||
+            next_u32(a, &cmd->ttr) < 0)
+            return -1;
+        return next_u32(a, &cmd->bytes);
+    case ARG_RELEASE:
+        if (next_u64(a, &cmd->id) < 0 || next_u32(a, &cmd->pri) < 0)
+            return -1;
+        return next_u32(a, &cmd->delay);
+    case ARG_BURY:
+        if (next_u64(a, &cmd->id) < 0)
+            return -1;
+        return next_u32(a, &cmd->pri);
+    case ARG_TUBE:
+        /* The whole rest of the line is the name: "use  x" and "use x "
+         * are malformed, as in beanstalkd. */
+        if (!tube_name_valid(a->p, (size_t)(a->end - a->p)))
+            return -1;
+        cmd->name = a->p;
+        cmd->name_len = (size_t)(a->end - a->p);
+        a->p = a->end;
+        return 0;
+    case ARG_PAUSE:
+        if (next_name(a, cmd) < 0 || next_u32(a, &cmd->delay) < 0 ||
+            a->p != a->end)
+            return -1;
+        if (!tube_name_valid(cmd->name, cmd->name_len)) {
+            cmd->counted = 1;
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+ParseResult parse_command(const char *line, size_t len, Cmd *cmd)
+{
+    Args a;
+    int t;
+
+    memset(cmd, 0, sizeof *cmd);
+    for (t = 0; t < CMD_COUNT; t++)
+        if (len >= table[t].word_len &&
+            memcmp(line, table[t].word, table[t].word_len) == 0)
+            break;
+    if (t == CMD_COUNT)
+        return memchr(line, '\0', len) ? PARSE_BAD_FORMAT : PARSE_UNKNOWN;
+    cmd->type = (CmdType)t;
+    if (memchr(line, '\0', len))
+        return PARSE_BAD_FORMAT;
+    a.p = line + table[t].word_len;
+    a.end = line + len;
+    if (parse_args(table[t].shape, &a, cmd) < 0)
+        return PARSE_BAD_FORMAT;
+    if (a.p != a.end) {
+        cmd->counted = cmd->type == CMD_PUT;
+        return PARSE_BAD_FORMAT;
+    }
+    return PARSE_OK;
+}

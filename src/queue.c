@@ -1,0 +1,256 @@
+#include "queue.h"
+
+#include "clock.h"
+#include "conn.h"
+#include "reserve.h"
+
+#define URGENT_THRESHOLD 1024
+
+static void count_ready(Server *s, Job *j, int d)
+{
+    s->jobs_ct.ready += (uint64_t)(int64_t)d;
+    if (j->pri < URGENT_THRESHOLD) {
+        s->jobs_ct.urgent += (uint64_t)(int64_t)d;
+        j->tube->urgent_ct += (uint64_t)(int64_t)d;
+    }
+}
+
+void queue_detach(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+
+    switch (j->state) {
+    case JOB_READY:
+        heap_remove(&t->ready, j->heap_pos);
+        count_ready(s, j, -1);
+        break;
+    case JOB_DELAYED:
+        heap_remove(&t->delay, j->heap_pos);
+        s->jobs_ct.delayed--;
+        tube_timer_update(&s->tubes, t); /* removal: cannot fail */
+        break;
+    case JOB_RESERVED:
+        heap_remove(&s->ttr, j->heap_pos);
+        list_remove(&j->link);
+        j->owner = NULL;
+        s->jobs_ct.reserved--;
+        t->reserved_ct--;
+        break;
+    case JOB_BURIED:
+        list_remove(&j->link);
+        s->jobs_ct.buried--;
+        t->buried_ct--;
+        break;
+    }
+}
+
+static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
+{
+    Tube *t = j->tube;
+
+    j->deadline = s->now + (int64_t)delay * NS_PER_SEC;
+    if (heap_insert(&t->delay, j) < 0)
+        return -1;
+    if (tube_timer_update(&s->tubes, t) < 0) {
+        heap_remove(&t->delay, j->heap_pos);
+        return -1;
+    }
+    j->state = JOB_DELAYED;
+    s->jobs_ct.delayed++;
+    return 0;
+}
+
+int queue_enqueue(Server *s, Job *j, uint32_t delay)
+{
+    Tube *t = j->tube;
+
+    if (delay > 0)
+        return enqueue_delayed(s, j, delay);
+    if (heap_insert(&t->ready, j) < 0)
+        return -1;
+    j->state = JOB_READY;
+    j->deadline = 0;
+    count_ready(s, j, 1);
+    reserve_serve(s, t);
+    return 0;
+}
+
+void queue_bury(Server *s, Job *j)
+{
+    j->state = JOB_BURIED;
+    list_insert_tail(&j->tube->buried, &j->link);
+    s->jobs_ct.buried++;
+    j->tube->buried_ct++;
+}
+
+int queue_add(Server *s, Job *j, Tube *t)
+{
+    j->tube = t;
+    tube_ref(t);
+    t->total_jobs++;
+    s->total_jobs++;
+    job_table_insert(&s->jobs, j);
+    if (queue_enqueue(s, j, j->delay) == 0)
+        return 0;
+    queue_bury(s, j);
+    return -1;
+}
+
+void queue_delete(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+
+    queue_detach(s, j);
+    job_table_remove(&s->jobs, j);
+    job_free(j);
+    tube_unref(&s->tubes, t);
+}
+
+int queue_reserve(Server *s, Conn *c, Job *j)
+{
+    /* Make room in the TTR heap first: it is the only step that can fail,
+     * and the job must stay where it was if it does. */
+    if (heap_reserve(&s->ttr, s->ttr.len + 1) < 0)
+        return -1;
+    queue_detach(s, j);
+    j->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
+    heap_insert(&s->ttr, j); /* cannot fail now */
+    j->state = JOB_RESERVED;
+    j->owner = c;
+    j->reserves++;
+    list_insert_tail(&c->reserved, &j->link);
+    s->jobs_ct.reserved++;
+    j->tube->reserved_ct++;
+    return 0;
+}
+
+void queue_touch(Server *s, Job *j)
+{
+    j->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
+    heap_fix(&s->ttr, j->heap_pos);
+}
+
+int queue_kick_job(Server *s, Job *j)
+{
+    int was = j->state;
+
+    if (was != JOB_BURIED && was != JOB_DELAYED)
+        return -1;
+    queue_detach(s, j);
+    if (queue_enqueue(s, j, 0) < 0) {
+        /* Put it back where it was; neither path allocates. */
+        if (was == JOB_BURIED)
+            queue_bury(s, j);
+        else if (enqueue_delayed(s, j, 0) < 0)
+            queue_bury(s, j);
+        return -1;
+    }
+    j->kicks++;
+    return 0;
+}
+
+uint32_t queue_kick(Server *s, Tube *t, uint32_t n)
+{
+    uint32_t k = 0;
+
+    if (!list_empty(&t->buried)) {
+        while (k < n && !list_empty(&t->buried)) {
+            Job *j = container_of(list_first(&t->buried), Job, link);
+            if (queue_kick_job(s, j) < 0)
+                break;
+            k++;
+        }
+        return k;
+    }
+    while (k < n && t->delay.len) {
+        if (queue_kick_job(s, heap_top(&t->delay)) < 0)
+            break;
+        k++;
+    }
+    return k;
+}
+
+int queue_pause(Server *s, Tube *t, uint32_t secs)
+{
+    int64_t old_pause = t->pause, old_at = t->unpause_at;
+
+    t->pause = (int64_t)secs * NS_PER_SEC;
+    t->unpause_at = s->now + t->pause;
+    if (tube_timer_update(&s->tubes, t) < 0) {
+        t->pause = old_pause;
+        t->unpause_at = old_at;
+        return -1;
+    }
+    t->cmd_pause++;
+    if (!t->pause)
+        reserve_serve(s, t);
+    return 0;
+}
+
+void queue_release_all(Server *s, Conn *c)
+{
+    List *n;
+
+    while ((n = list_first(&c->reserved))) {
+        Job *j = container_of(n, Job, link);
+        queue_detach(s, j);
+        if (queue_enqueue(s, j, 0) < 0)
+            queue_bury(s, j);
+    }
+}
+
+/* Delays ending and pauses ending, tube by tube, earliest first. */
+static void tick_tubes(Server *s)
+{
+    Tube *t;
+
+    while ((t = heap_top(&s->tubes.timers)) && t->timer_at <= s->now) {
+        Job *j;
+
+        tube_ref(t); /* promoting its last job must not free it under us */
+        while ((j = heap_top(&t->delay)) && j->deadline <= s->now) {
+            queue_detach(s, j);
+            if (queue_enqueue(s, j, 0) < 0)
+                queue_bury(s, j);
+        }
+        if (t->pause && t->unpause_at <= s->now) {
+            t->pause = 0;
+            reserve_serve(s, t);
+        }
+        tube_timer_update(&s->tubes, t); /* never grows: t is in the heap */
+        tube_unref(&s->tubes, t);
+    }
+}
+
+/* TTRs running out: the job goes back to ready and counts a timeout. */
+static void tick_ttrs(Server *s)
+{
+    Job *j;
+
+    while ((j = heap_top(&s->ttr)) && j->deadline <= s->now) {
+        queue_detach(s, j);
+        j->timeouts++;
+        s->job_timeouts++;
+        if (queue_enqueue(s, j, 0) < 0)
+            queue_bury(s, j);
+    }
+}
+
+void queue_tick(Server *s)
+{
+    tick_tubes(s);
+    tick_ttrs(s);
+}
+
+int64_t queue_next_due(const Server *s)
+{
+    int64_t due = INT64_MAX;
+    const Tube *t = heap_top(&s->tubes.timers);
+    const Job *j = heap_top(&s->ttr);
+
+    if (t)
+        due = t->timer_at;
+    if (j && j->deadline < due)
+        due = j->deadline;
+    return due;
+}

@@ -1,0 +1,59 @@
+/*
+ * queue.h — job state transitions, each O(log n), and the timers that move
+ * jobs on their own (delays ending, TTRs running out, pauses ending).
+ *
+ * Contract: every function keeps the server's and the tube's counters in
+ * step with the job's state, and every place a job becomes ready ends in
+ * reserve_serve(), so a waiting worker gets it at once. Functions that may
+ * need a heap to grow return -1 and leave the job where it was; the caller
+ * decides (put and release bury the job and answer BURIED, as beanstalkd).
+ */
+#ifndef TUBED_QUEUE_H
+#define TUBED_QUEUE_H
+
+#include <stdint.h>
+
+#include "job.h"
+#include "server.h"
+
+/* Register a fresh job (from put) in the table and its tube, then make it
+ * ready or delayed. Returns 0, or -1 if it had to be buried instead. */
+int queue_add(Server *s, Job *j, Tube *t);
+
+/* Take a job out of whatever holds it now (its state stays as it was). */
+void queue_detach(Server *s, Job *j);
+
+/* A detached job goes to ready (delay 0) or delayed; -1 if a heap cannot
+ * grow (the job stays detached). */
+int queue_enqueue(Server *s, Job *j, uint32_t delay);
+
+/* A detached job goes to its tube's buried list; cannot fail. */
+void queue_bury(Server *s, Job *j);
+
+/* Detach and free a job of any state. */
+void queue_delete(Server *s, Job *j);
+
+/* A ready, delayed or buried job becomes reserved by c; -1 (nothing
+ * changed) if the TTR heap cannot grow. */
+int queue_reserve(Server *s, Conn *c, Job *j);
+
+/* Restart a reserved job's TTR. */
+void queue_touch(Server *s, Job *j);
+
+/* Buried or delayed job to ready; -1 if not kickable or out of memory. */
+int queue_kick_job(Server *s, Job *j);
+/* Kick up to n jobs of t: buried ones if any, else delayed ones. */
+uint32_t queue_kick(Server *s, Tube *t, uint32_t n);
+
+/* Pause t for secs seconds (0 ends a pause now); -1 if out of memory. */
+int queue_pause(Server *s, Tube *t, uint32_t secs);
+
+/* Give back every job c has reserved (the connection is going away). */
+void queue_release_all(Server *s, Conn *c);
+
+/* Run every timer that is due at s->now. */
+void queue_tick(Server *s);
+/* Monotonic ns of the next job or tube timer, INT64_MAX if none. */
+int64_t queue_next_due(const Server *s);
+
+#endif

@@ -1,0 +1,300 @@
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "conn.h"
+#include "job.h"
+#include "log.h"
+#include "net.h"
+#include "queue.h"
+#include "reserve.h"
+
+static void on_wake(void *arg)
+{
+    Server *s = arg;
+
+    s->now = clock_mono();
+}
+
+static void make_instance_id(Server *s)
+{
+    unsigned char r[8];
+
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        uint64_t x = (uint64_t)clock_wall() ^ ((uint64_t)getpid() << 32);
+        memcpy(r, &x, sizeof r);
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(s->instance_id + 2 * i, 3, "%02x", r[i]);
+}
+
+/* ---- accepting -------------------------------------------------------- */
+
+/* Out of descriptors: give up the spare one to accept and close the
+ * oldest pending connection, so clients see a close instead of hanging in
+ * the backlog and the loop does not spin on a readable listener. */
+static void shed_one(Server *s, int lfd)
+{
+    int fd;
+
+    if (s->spare_fd >= 0) {
+        close(s->spare_fd);
+        s->spare_fd = -1;
+    }
+    fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void refuse(int fd)
+{
+    static const char msg[] = "OUT_OF_MEMORY\r\n";
+
+    /* Best effort: the client learns why before the close. */
+    if (send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        (void)0;
+    close(fd);
+}
+
+static void on_accept(EvSource *src, uint32_t events)
+{
+    Listener *l = container_of(src, Listener, ev);
+    Server *s = l->srv;
+
+    for (int i = 0; i < 64; i++) {
+        int fd = net_accept(src->fd);
+        Conn *c;
+
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                log_warn("accept: %s; closing a new connection", strerror(errno));
+                shed_one(s, src->fd);
+            } else if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            return;
+        }
+        if (s->cfg.max_connections && s->conn_ct >= s->cfg.max_connections) {
+            refuse(fd);
+            continue;
+        }
+        c = conn_new(s, fd);
+        if (!c) {
+            log_warn("out of memory for a new connection; closing it");
+            refuse(fd);
+            continue;
+        }
+        log_msg(LOG_CONN, "fd %d: accepted", fd);
+    }
+}
+
+static int add_listener(Server *s, int fd)
+{
+    Listener *l;
+    char where[128];
+
+    if (s->nlisteners == SERVER_MAX_LISTENERS) {
+        log_err("too many listening sockets (at most %d)", SERVER_MAX_LISTENERS);
+        return -1;
+    }
+    l = &s->listeners[s->nlisteners];
+    l->srv = s;
+    l->ev.handler = on_accept;
+    if (ev_add(&s->loop, &l->ev, fd, EPOLLIN) < 0) {
+        log_err("epoll_ctl: %s", strerror(errno));
+        return -1;
+    }
+    s->nlisteners++;
+    net_describe(fd, where, sizeof where);
+    log_info("listening on %s", where);
+    return 0;
+}
+
+static int open_listeners(Server *s)
+{
+    char err[256];
+    int fd = net_listen(s->cfg.listen_addr, s->cfg.port, err, sizeof err);
+
+    if (fd < 0) {
+        log_err("cannot listen: %s", err);
+        return -1;
+    }
+    return add_listener(s, fd);
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void on_signal(EvSource *src, uint32_t events)
+{
+    Server *s = container_of(src, Server, sig);
+    struct signalfd_siginfo si;
+
+    while (read(src->fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        switch (si.ssi_signo) {
+        case SIGUSR1:
+            if (!s->draining)
+                log_info("SIGUSR1: entering drain mode");
+            s->draining = 1;
+            break;
+        case SIGUSR2:
+            if (s->draining)
+                log_info("SIGUSR2: leaving drain mode");
+            s->draining = 0;
+            break;
+        case SIGTERM:
+        case SIGINT:
+            log_info("%s: shutting down", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+            s->stopping = 1;
+            break;
+        }
+    }
+}
+
+static int open_signals(Server *s)
+{
+    sigset_t set;
+    int fd;
+
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -1;
+    fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    s->sig.handler = on_signal;
+    if (ev_add(&s->loop, &s->sig, fd, EPOLLIN) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int server_init(Server *s, const Config *cfg)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->spare_fd = -1;
+    s->sig.fd = -1;
+    s->loop.epfd = -1;
+    s->now = s->started = clock_mono();
+    s->next_id = 1;
+    list_init(&s->conns);
+    list_init(&s->pending_out);
+    list_init(&s->dead);
+    heap_init(&s->ttr, job_deadline_less, job_set_heap_pos);
+    reserve_init(s);
+    make_instance_id(s);
+    if (job_table_init(&s->jobs) < 0 || tubes_init(&s->tubes) < 0 ||
+        !(s->scratch = tb_malloc(SCRATCH_SIZE)) ||
+        !(s->default_tube = tubes_get(&s->tubes, "default", 7))) {
+        log_err("out of memory at startup");
+        return -1;
+    }
+    tube_ref(s->default_tube); /* "default" always exists */
+    if (ev_init(&s->loop) < 0) {
+        log_err("epoll_create: %s", strerror(errno));
+        return -1;
+    }
+    s->loop.on_wake = on_wake;
+    s->loop.wake_arg = s;
+    if (open_signals(s) < 0) {
+        log_err("signalfd: %s", strerror(errno));
+        return -1;
+    }
+    if (open_listeners(s) < 0)
+        return -1;
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return 0;
+}
+
+static void free_dead(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->dead)))
+        conn_free(container_of(n, Conn, link));
+}
+
+static int next_timeout_ms(const Server *s)
+{
+    int64_t due = queue_next_due(s), w = reserve_next_due(s), ms;
+
+    if (!list_empty(&s->pending_out))
+        return 0;
+    if (w < due)
+        due = w;
+    if (due == INT64_MAX)
+        return -1;
+    if (due <= s->now)
+        return 0;
+    /* Round up: waking a little late is fine, early would spin. */
+    ms = (due - s->now + NS_PER_MSEC - 1) / NS_PER_MSEC;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+int server_run(Server *s)
+{
+    while (!s->stopping) {
+        conn_flush_all(s);
+        free_dead(s);
+        if (ev_poll(&s->loop, next_timeout_ms(s)) < 0) {
+            log_err("epoll_wait: %s", strerror(errno));
+            return -1;
+        }
+        /* Answer waits before expiring TTRs: a worker waiting in reserve
+         * hears DEADLINE_SOON before its job is taken back. */
+        reserve_tick(s);
+        queue_tick(s);
+    }
+    conn_flush_all(s);
+    free_dead(s);
+    return 0;
+}
+
+void server_free(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->conns)))
+        conn_close(container_of(n, Conn, link));
+    free_dead(s);
+    for (int i = 0; i < s->nlisteners; i++)
+        close(s->listeners[i].ev.fd);
+    if (s->sig.fd >= 0)
+        close(s->sig.fd);
+    if (s->spare_fd >= 0)
+        close(s->spare_fd);
+    ev_close(&s->loop);
+    /* Jobs: free every one through its tube, then the tables. */
+    while (s->jobs.len) {
+        Job *j = NULL;
+        for (size_t b = 0; b < s->jobs.nbuckets && !j; b++)
+            if (s->jobs.buckets[b])
+                j = container_of(s->jobs.buckets[b], Job, hnode);
+        queue_delete(s, j);
+    }
+    hash_free(&s->jobs);
+    tubes_free(&s->tubes);
+    heap_free(&s->ttr);
+    heap_free(&s->wait_timers);
+    tb_free(s->scratch);
+}

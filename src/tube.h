@@ -1,0 +1,71 @@
+/*
+ * tube.h — tubes and the set of all tubes.
+ *
+ * Contract: a tube owns a ready heap ordered by (pri, id), a delay heap
+ * ordered by (deadline, id), a FIFO list of buried jobs and a FIFO list of
+ * waiting connections (their Watch records). Tubes are reference-counted:
+ * every job in the tube and every connection using or watching it holds one
+ * reference, and the tube is freed when the last one goes (the server holds
+ * one on "default" so it always exists).
+ *
+ * The TubeSet finds tubes by name in O(1), keeps them in an array for
+ * list-tubes (creation order, a removed tube's slot taken by the last one,
+ * as beanstalkd orders them), and keeps a timer heap of the tubes that have
+ * something due: their earliest delayed job or the end of a pause. So the
+ * server never scans all tubes on a tick.
+ */
+#ifndef TUBED_TUBE_H
+#define TUBED_TUBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+#include "heap.h"
+#include "list.h"
+#include "parse.h"
+
+typedef struct Tube Tube;
+struct Tube {
+    HashNode hnode;
+    Heap ready;          /* Job*, by (pri, id) */
+    Heap delay;          /* Job*, by (deadline, id) */
+    List buried;         /* Job.link, oldest first */
+    List waiting;        /* Watch.wait_link, first come first served */
+    uint64_t refs;
+    uint64_t urgent_ct, reserved_ct, buried_ct;
+    uint64_t total_jobs, cmd_delete, cmd_pause;
+    uint32_t using_ct, watching_ct, waiting_ct;
+    int64_t pause;       /* ns; 0 when not paused */
+    int64_t unpause_at;  /* monotonic ns */
+    int64_t timer_at;    /* key in TubeSet.timers; INT64_MAX when absent */
+    size_t timer_pos;
+    size_t list_pos;
+    uint8_t name_len;
+    char name[MAX_TUBE_NAME + 1];
+};
+
+typedef struct TubeSet {
+    Hash by_name;
+    Tube **list;
+    size_t len, cap;
+    Heap timers;         /* Tube*, by timer_at */
+} TubeSet;
+
+int tubes_init(TubeSet *ts);
+void tubes_free(TubeSet *ts);
+Tube *tubes_find(const TubeSet *ts, const char *name, size_t len);
+/* Find or create (with no references yet); NULL when out of memory. */
+Tube *tubes_get(TubeSet *ts, const char *name, size_t len);
+
+static inline void tube_ref(Tube *t) { t->refs++; }
+/* Drops a reference; frees the tube when none is left. */
+void tube_unref(TubeSet *ts, Tube *t);
+
+static inline int tube_paused(const Tube *t) { return t->pause != 0; }
+
+/* Recompute t's due time and its place in the timer heap. Fails (-1, heap
+ * unchanged) only when the tube must enter the heap and it cannot grow. */
+int tube_timer_update(TubeSet *ts, Tube *t);
+
+#endif
