@@ -39,7 +39,11 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-.PHONY: all run check unit integration asan fuzz bench install clean deb
+# Debian packages the build and the tests need (the server itself needs
+# only libc at run time).
+DEPS := build-essential clang pkg-config check beanstalkd ruby-beaneater python3
+
+.PHONY: all run check unit integration asan fuzz bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj/bench
@@ -62,6 +66,11 @@ $(BUILD)/tubed-bench: $(BENCH_OBJ)
 
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) | $(BUILD)/unit
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Isrc -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEPS) >/dev/null
 
 run: $(BUILD)/tubed
 	$(BUILD)/tubed -l 127.0.0.1 -p 11300

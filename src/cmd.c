@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "binlog.h"
 #include "clock.h"
 #include "log.h"
 #include "parse.h"
@@ -66,6 +67,7 @@ void cmd_put_body_done(Conn *c)
 {
     Server *s = srv(c);
     Job *j = c->in_job;
+    int r;
 
     c->in_job = NULL;
     conn_set_state(c, CONN_CMD);
@@ -79,10 +81,17 @@ void cmd_put_body_done(Conn *c)
         conn_reply_lit(c, "DRAINING\r\n");
         return;
     }
-    if (queue_add(s, j, c->use) < 0)
-        conn_replyf(c, "BURIED %llu\r\n", (unsigned long long)j->id);
-    else
-        conn_replyf(c, "INSERTED %llu\r\n", (unsigned long long)j->id);
+    j->tube = c->use;
+    if (binlog_reserve_put(s, j) < 0) {
+        job_free(j);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    r = queue_add(s, j, c->use);
+    binlog_put(s, j);
+    binlog_hold_reply(s, c);
+    conn_replyf(c, "%s %llu\r\n", r < 0 ? "BURIED" : "INSERTED",
+                (unsigned long long)j->id);
 }
 
 static Tube *tube_for(Conn *c, const Cmd *cmd)
@@ -125,16 +134,23 @@ static void do_reserve_timeout(Conn *c, const Cmd *cmd)
 static void do_reserve_job(Conn *c, const Cmd *cmd)
 {
     Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+    int was_ready;
 
     if (!j || j->state == JOB_RESERVED) {
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
     set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
-    if (queue_reserve(srv(c), c, j) < 0) {
+    /* A reserved job comes back ready after a crash; one taken from the
+     * delayed or buried state must be logged as ready. */
+    was_ready = j->state == JOB_READY;
+    if ((!was_ready && binlog_reserve_state(srv(c)) < 0) ||
+        queue_reserve(srv(c), c, j) < 0) {
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
+    if (!was_ready)
+        binlog_state(srv(c), j);
     conn_reply_job(c, "RESERVED", j);
 }
 
@@ -147,28 +163,38 @@ static void do_delete(Conn *c, const Cmd *cmd)
         return;
     }
     j->tube->cmd_delete++;
+    binlog_delete(srv(c), j);
     queue_delete(srv(c), j);
+    binlog_hold_reply(srv(c), c);
     conn_reply_lit(c, "DELETED\r\n");
 }
 
 static void do_release(Conn *c, const Cmd *cmd)
 {
     Job *j = reserved_by(c, cmd->id);
+    int r;
 
     if (!j) {
         conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    if (binlog_reserve_state(srv(c)) < 0) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
     queue_detach(srv(c), j);
     j->pri = cmd->pri;
     j->delay = cmd->delay;
     j->releases++;
-    if (queue_enqueue(srv(c), j, cmd->delay) < 0) {
+    r = queue_enqueue(srv(c), j, cmd->delay);
+    if (r < 0)
         queue_bury(srv(c), j);
+    binlog_state(srv(c), j);
+    binlog_hold_reply(srv(c), c);
+    if (r < 0)
         conn_reply_lit(c, "BURIED\r\n");
-        return;
-    }
-    conn_reply_lit(c, "RELEASED\r\n");
+    else
+        conn_reply_lit(c, "RELEASED\r\n");
 }
 
 static void do_bury(Conn *c, const Cmd *cmd)
@@ -179,10 +205,16 @@ static void do_bury(Conn *c, const Cmd *cmd)
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
+    if (binlog_reserve_state(srv(c)) < 0) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     queue_detach(srv(c), j);
     j->pri = cmd->pri;
     j->buries++;
     queue_bury(srv(c), j);
+    binlog_state(srv(c), j);
+    binlog_hold_reply(srv(c), c);
     conn_reply_lit(c, "BURIED\r\n");
 }
 
@@ -308,17 +340,31 @@ static void do_peek_buried(Conn *c, const Cmd *cmd)
 
 static void do_kick(Conn *c, const Cmd *cmd)
 {
-    conn_replyf(c, "KICKED %u\r\n", queue_kick(srv(c), c->use, cmd->count));
+    uint32_t k = queue_kick(srv(c), c->use, cmd->count);
+
+    binlog_hold_reply(srv(c), c);
+    conn_replyf(c, "KICKED %u\r\n", k);
 }
 
 static void do_kick_job(Conn *c, const Cmd *cmd)
 {
     Job *j = job_table_find(&srv(c)->jobs, cmd->id);
 
-    if (!j || queue_kick_job(srv(c), j) < 0)
+    if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED)) {
         conn_reply_lit(c, "NOT_FOUND\r\n");
-    else
-        conn_reply_lit(c, "KICKED\r\n");
+        return;
+    }
+    if (binlog_reserve_state(srv(c)) < 0) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    if (queue_kick_job(srv(c), j) < 0) {
+        conn_reply_lit(c, "NOT_FOUND\r\n");
+        return;
+    }
+    binlog_state(srv(c), j);
+    binlog_hold_reply(srv(c), c);
+    conn_reply_lit(c, "KICKED\r\n");
 }
 
 static void reply_doc(Conn *c, Buf *b)

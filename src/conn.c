@@ -73,6 +73,7 @@ Conn *conn_new(Server *s, int fd)
     list_init(&c->reserved);
     list_init(&c->link);
     list_init(&c->out_link);
+    list_init(&c->durable_link);
     c->use = s->default_tube;
     c->watch = &c->watch0;
     c->watch_cap = 1;
@@ -123,6 +124,7 @@ void conn_close(Conn *c)
     close(c->ev.fd);
     s->conn_ct--;
     list_remove(&c->out_link);
+    list_remove(&c->durable_link);
     list_remove(&c->link);
     /* Freed after the current batch of events: a later event in the same
      * batch may still name this connection. */
@@ -450,9 +452,19 @@ static int conn_write(Conn *c)
 
 void conn_flush_all(Server *s)
 {
-    List *n;
+    List now, *n;
 
-    while ((n = list_first(&s->pending_out))) {
+    /* Only the connections pending now: replies produced while resuming
+     * input below belong to the next iteration, after its binlog commit. */
+    list_init(&now);
+    if (!list_empty(&s->pending_out)) {
+        now.next = s->pending_out.next;
+        now.prev = s->pending_out.prev;
+        now.next->prev = &now;
+        now.prev->next = &now;
+        list_init(&s->pending_out);
+    }
+    while ((n = list_first(&now))) {
         Conn *c = container_of(n, Conn, out_link);
 
         list_remove(n);

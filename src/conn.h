@@ -79,6 +79,8 @@ struct Conn {
     size_t timer_pos;
     List link;              /* srv->conns */
     List out_link;          /* srv->pending_out */
+    List durable_link;      /* srv->durable */
+    size_t durable_off;     /* out.len before the first such reply */
 };
 
 /* Replies that may follow a DISCARD. */

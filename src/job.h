@@ -42,6 +42,7 @@ struct Job {
     uint32_t ttr;        /* seconds, at least 1 */
     uint32_t body_size;  /* without the trailing "\r\n" */
     uint32_t reserves, timeouts, releases, buries, kicks;
+    uint32_t file;       /* binlog file holding its record; 0 if none */
     uint8_t state;
     char body[];
 };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "binlog.h"
 #include "log.h"
 #include "opts.h"
 #include "priv.h"
@@ -34,6 +35,11 @@ int main(int argc, char **argv)
         return 1;
     if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
         log_err("cannot drop privileges: %s", err);
+        return 1;
+    }
+    /* After the privilege drop: the binlog belongs to the service user. */
+    if (cfg.binlog_dir && binlog_open(&srv, err, sizeof err) < 0) {
+        log_err("%s", err);
         return 1;
     }
     log_info("tubed %s started, pid %ld", TUBED_VERSION, (long)getpid());

@@ -31,7 +31,9 @@ void opts_usage(FILE *f, const char *prog)
         " -V       increase verbosity (-V connections, -VV commands)\n"
         " -v       show version information and exit\n"
         " -h       show this help and exit\n"
-        " --max-connections N  refuse connections past N open ones\n",
+        " --max-connections N  refuse connections past N open ones\n"
+        " --recover  start even if the binlog is damaged, keeping every valid\n"
+        "            record and reporting what was dropped\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
         MAX_JOB_SIZE_LIMIT, DEFAULT_BINLOG_SIZE);
 }
@@ -164,6 +166,10 @@ int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
         if (!strcmp(a, "--help")) {
             opts_usage(out, prog);
             return OPTS_EXIT_OK;
+        }
+        if (!strcmp(a, "--recover")) {
+            cfg->recover = 1;
+            continue;
         }
         if (!strcmp(a, "--version")) {
             fprintf(out, "tubed %s\n", TUBED_VERSION);

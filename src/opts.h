@@ -32,6 +32,7 @@ typedef struct Config {
     int fsync_never;
     int verbosity;
     uint64_t max_connections; /* 0: no limit beyond the fd limit */
+    int recover;              /* --recover: replay past binlog damage */
 } Config;
 
 enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR };

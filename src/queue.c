@@ -1,5 +1,6 @@
 #include "queue.h"
 
+#include "binlog.h"
 #include "clock.h"
 #include "conn.h"
 #include "reserve.h"
@@ -153,18 +154,18 @@ uint32_t queue_kick(Server *s, Tube *t, uint32_t n)
 {
     uint32_t k = 0;
 
-    if (!list_empty(&t->buried)) {
-        while (k < n && !list_empty(&t->buried)) {
-            Job *j = container_of(list_first(&t->buried), Job, link);
-            if (queue_kick_job(s, j) < 0)
-                break;
-            k++;
-        }
-        return k;
-    }
-    while (k < n && t->delay.len) {
-        if (queue_kick_job(s, heap_top(&t->delay)) < 0)
+    int buried = !list_empty(&t->buried);
+
+    /* Only buried jobs if there are any, else only delayed ones. Each kick
+     * is logged; kicking stops when the log has no room. */
+    while (k < n) {
+        List *first = list_first(&t->buried);
+        Job *j = buried ? (first ? container_of(first, Job, link) : NULL)
+                        : heap_top(&t->delay);
+
+        if (!j || binlog_reserve_state(s) < 0 || queue_kick_job(s, j) < 0)
             break;
+        binlog_state(s, j);
         k++;
     }
     return k;
@@ -185,6 +186,27 @@ int queue_pause(Server *s, Tube *t, uint32_t secs)
     if (!t->pause)
         reserve_serve(s, t);
     return 0;
+}
+
+int queue_restore(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+
+    if (j->state == JOB_BURIED) {
+        queue_bury(s, j);
+        return 0;
+    }
+    if (j->state == JOB_DELAYED) {
+        if (heap_insert(&t->delay, j) < 0)
+            return -1;
+        if (tube_timer_update(&s->tubes, t) < 0) {
+            heap_remove(&t->delay, j->heap_pos);
+            return -1;
+        }
+        s->jobs_ct.delayed++;
+        return 0;
+    }
+    return queue_enqueue(s, j, 0);
 }
 
 void queue_release_all(Server *s, Conn *c)

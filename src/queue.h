@@ -48,6 +48,9 @@ uint32_t queue_kick(Server *s, Tube *t, uint32_t n);
 /* Pause t for secs seconds (0 ends a pause now); -1 if out of memory. */
 int queue_pause(Server *s, Tube *t, uint32_t secs);
 
+/* Place a replayed job by its state and deadline; -1 out of memory. */
+int queue_restore(Server *s, Job *j);
+
 /* Give back every job c has reserved (the connection is going away). */
 void queue_release_all(Server *s, Conn *c);
 

@@ -200,6 +200,8 @@ int server_init(Server *s, const Config *cfg)
     list_init(&s->conns);
     list_init(&s->pending_out);
     list_init(&s->dead);
+    list_init(&s->durable);
+    s->binlog.dirfd = s->binlog.lockfd = s->binlog.cur_fd = -1;
     heap_init(&s->ttr, job_deadline_less, job_set_heap_pos);
     reserve_init(s);
     make_instance_id(s);
@@ -237,11 +239,14 @@ static void free_dead(Server *s)
 static int next_timeout_ms(const Server *s)
 {
     int64_t due = queue_next_due(s), w = reserve_next_due(s), ms;
+    int64_t b = binlog_next_due(s);
 
     if (!list_empty(&s->pending_out))
         return 0;
     if (w < due)
         due = w;
+    if (b < due)
+        due = b;
     if (due == INT64_MAX)
         return -1;
     if (due <= s->now)
@@ -254,6 +259,7 @@ static int next_timeout_ms(const Server *s)
 int server_run(Server *s)
 {
     while (!s->stopping) {
+        binlog_commit(s);
         conn_flush_all(s);
         free_dead(s);
         if (ev_poll(&s->loop, next_timeout_ms(s)) < 0) {
@@ -264,7 +270,9 @@ int server_run(Server *s)
          * hears DEADLINE_SOON before its job is taken back. */
         reserve_tick(s);
         queue_tick(s);
+        binlog_tick(s);
     }
+    binlog_commit(s);
     conn_flush_all(s);
     free_dead(s);
     return 0;
@@ -277,6 +285,7 @@ void server_free(Server *s)
     while ((n = list_first(&s->conns)))
         conn_close(container_of(n, Conn, link));
     free_dead(s);
+    binlog_commit(s); /* conns closing released jobs; nothing new to log */
     for (int i = 0; i < s->nlisteners; i++)
         close(s->listeners[i].ev.fd);
     if (s->sig.fd >= 0)
@@ -296,5 +305,6 @@ void server_free(Server *s)
     tubes_free(&s->tubes);
     heap_free(&s->ttr);
     heap_free(&s->wait_timers);
+    binlog_close(s);
     tb_free(s->scratch);
 }

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "binlog.h"
 #include "event.h"
 #include "hash.h"
 #include "heap.h"
@@ -55,6 +56,8 @@ struct Server {
     List conns;             /* every open connection */
     List pending_out;       /* connections with replies to write */
     List dead;              /* closed connections, freed after dispatch */
+    List durable;           /* connections whose replies wait for the binlog */
+    Binlog binlog;
     JobCounts jobs_ct;
     uint64_t conn_ct, producer_ct, worker_ct, waiting_ct;
     uint64_t cmd_ct[CMD_COUNT];

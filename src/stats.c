@@ -53,6 +53,7 @@ void stats_server(const Server *s, Buf *b)
     struct rusage ru;
     struct utsname u;
     const JobCounts *jc = &s->jobs_ct;
+    const Binlog *bl = &s->binlog;
 
     getrusage(RUSAGE_SELF, &ru);
     if (uname(&u) < 0)
@@ -90,21 +91,32 @@ void stats_server(const Server *s, Buf *b)
     buf_printf(b, "rusage-utime: %ld.%06ld\n"
                "rusage-stime: %ld.%06ld\n"
                "uptime: %lld\n"
-               "binlog-oldest-index: %d\n"
-               "binlog-current-index: %d\n"
-               "binlog-records-migrated: %d\n"
-               "binlog-records-written: %d\n"
+               "binlog-oldest-index: %u\n"
+               "binlog-current-index: %u\n"
+               "binlog-records-migrated: %llu\n"
+               "binlog-records-written: %llu\n"
                "binlog-max-size: %llu\n"
                "draining: %s\n"
                "id: %s\n",
                (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
-               secs(s->now - s->started), 0, 0, 0, 0,
-               (unsigned long long)s->cfg.binlog_size,
+               secs(s->now - s->started),
+               bl->nfiles ? bl->files[0].index : 0,
+               bl->nfiles ? bl->files[bl->nfiles - 1].index : 0,
+               (unsigned long long)bl->records_migrated,
+               (unsigned long long)bl->records_written,
+               (unsigned long long)(bl->enabled ? bl->file_size : s->cfg.binlog_size),
                s->draining ? "true" : "false", s->instance_id);
     key_quoted(b, "hostname", u.nodename);
     key_quoted(b, "os", u.version);
     key_quoted(b, "platform", u.machine);
+    /* tubed's own keys, after all of beanstalkd's */
+    buf_printf(b, "binlog-bytes: %llu\n"
+               "binlog-live-bytes: %llu\n"
+               "binlog-healthy: %s\n",
+               (unsigned long long)bl->disk_bytes,
+               (unsigned long long)bl->live_bytes,
+               !bl->enabled || bl->healthy ? "true" : "false");
 }
 
 void stats_tube(const Server *s, const Tube *t, Buf *b)
@@ -149,7 +161,7 @@ void stats_job(const Server *s, const Job *j, Buf *b)
                "delay: %u\n"
                "ttr: %u\n"
                "time-left: %lld\n"
-               "file: %d\n"
+               "file: %u\n"
                "reserves: %u\n"
                "timeouts: %u\n"
                "releases: %u\n"
@@ -157,7 +169,7 @@ void stats_job(const Server *s, const Job *j, Buf *b)
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
                secs(s->now - j->created), j->delay, j->ttr,
-               secs(left > 0 ? left : 0), 0, j->reserves, j->timeouts,
+               secs(left > 0 ? left : 0), j->file, j->reserves, j->timeouts,
                j->releases, j->buries, j->kicks);
 }
 

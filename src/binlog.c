@@ -1,0 +1,1012 @@
+#include "binlog.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blcodec.h"
+#include "clock.h"
+#include "conn.h"
+#include "job.h"
+#include "log.h"
+#include "numparse.h"
+#include "queue.h"
+#include "server.h"
+
+#define DEL BL_DELETE_SIZE
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static Binlog *bl(Server *s) { return &s->binlog; }
+
+static BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
+
+static uint32_t next_index(const Binlog *b)
+{
+    return b->files[b->nfiles - 1].index + 1 + (uint32_t)b->nspares;
+}
+
+static void file_name(const Binlog *b, uint32_t index, char *out, size_t n)
+{
+    snprintf(out, n, "%s/binlog.%u", b->dir, index);
+}
+
+static int sync_dir(Binlog *b)
+{
+    if (fsync(b->dirfd) < 0) {
+        log_err("binlog: fsync %s: %s", b->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Room for delete records in `free` bytes of a file: whole records only. */
+static uint64_t del_room(uint64_t free)
+{
+    return free - free % DEL;
+}
+
+static int64_t wall_of(const Server *s, int64_t mono)
+{
+    return clock_wall() + (mono - s->now);
+}
+
+static int64_t mono_of(const Server *s, int64_t wall)
+{
+    return s->now + (wall - clock_wall());
+}
+
+/* The durable view of a job: a reserved job is logged as ready. */
+static void job_record(const Server *s, const Job *j, BlRecord *r, int type)
+{
+    memset(r, 0, sizeof *r);
+    r->type = (uint8_t)type;
+    r->id = j->id;
+    r->pri = j->pri;
+    r->delay = j->delay;
+    r->ttr = j->ttr;
+    r->state = j->state == JOB_RESERVED ? JOB_READY : j->state;
+    if (j->state == JOB_DELAYED)
+        r->deadline_wall = wall_of(s, j->deadline);
+    r->created_wall = wall_of(s, j->created);
+    r->reserves = j->reserves;
+    r->timeouts = j->timeouts;
+    r->releases = j->releases;
+    r->buries = j->buries;
+    r->kicks = j->kicks;
+    r->tube = j->tube->name;
+    r->tube_len = j->tube->name_len;
+    r->body = j->body;
+    r->body_size = j->body_size;
+}
+
+static size_t job_record_size(const Job *j)
+{
+    return BL_JOB_FIXED + j->tube->name_len + (size_t)j->body_size;
+}
+
+static BlFile *file_of(Binlog *b, uint32_t index)
+{
+    if (!b->nfiles || index < b->files[0].index)
+        return NULL;
+    index -= b->files[0].index;
+    return index < b->nfiles ? &b->files[index] : NULL;
+}
+
+static int files_push(Binlog *b, uint32_t index)
+{
+    if (b->nfiles == b->files_cap) {
+        size_t cap = b->files_cap ? b->files_cap * 2 : 16;
+        BlFile *f = tb_realloc(b->files, cap * sizeof *f);
+        if (!f)
+            return -1;
+        b->files = f;
+        b->files_cap = cap;
+    }
+    b->files[b->nfiles++] = (BlFile){.index = index};
+    return 0;
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+/* Create binlog.index with its header, preallocated to the file size, on
+ * disk before it is used: a crash never leaves a half-made file that
+ * replay would take for damage. -1 (file removed) on failure. */
+static int create_file(Binlog *b, uint32_t index)
+{
+    char path[4096], hdr[BL_HEADER_SIZE];
+    int fd, err;
+
+    file_name(b, index, path, sizeof path);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        log_warn("binlog: create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    bl_encode_header(hdr);
+    err = posix_fallocate(fd, 0, (off_t)b->file_size);
+    if (err == 0 && pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
+        err = errno ? errno : EIO;
+    if (err == 0 && fsync(fd) < 0)
+        err = errno;
+    if (err) {
+        if (err != ENOSPC)
+            log_err("binlog: preallocate %s: %s", path, strerror(err));
+        close(fd);
+        unlink(path);
+        errno = err;
+        return -1;
+    }
+    b->disk_bytes += b->file_size;
+    return fd;
+}
+
+static int add_spare(Binlog *b)
+{
+    int fd;
+
+    if (b->nspares == b->spares_cap) {
+        size_t cap = b->spares_cap ? b->spares_cap * 2 : 4;
+        int *sp = tb_realloc(b->spares, cap * sizeof *sp);
+        if (!sp)
+            return -1;
+        b->spares = sp;
+        b->spares_cap = cap;
+    }
+    fd = create_file(b, next_index(b));
+    if (fd < 0)
+        return -1;
+    b->spares[b->nspares++] = fd;
+    sync_dir(b);
+    return 0;
+}
+
+/* Write what is placed but not written. */
+static int write_pending(Binlog *b)
+{
+    size_t off = 0;
+
+    while (off < b->wbuf.len) {
+        ssize_t n = pwrite(b->cur_fd, b->wbuf.data + off, b->wbuf.len - off,
+                           (off_t)(b->cur_written + off));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            log_err("binlog: write binlog.%u: %s", cur_file(b)->index,
+                    n < 0 ? strerror(errno) : "short write");
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    b->cur_written += b->wbuf.len;
+    if (b->wbuf.len)
+        b->unsynced = 1;
+    b->wbuf.len = 0;
+    return 0;
+}
+
+static int sync_now(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (b->unsynced && !s->cfg.fsync_never && fdatasync(b->cur_fd) < 0) {
+        log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(errno));
+        return -1;
+    }
+    b->unsynced = 0;
+    b->last_sync = s->now;
+    return 0;
+}
+
+static void set_unhealthy(Server *s, const char *why)
+{
+    if (bl(s)->healthy)
+        log_err("binlog: unhealthy (%s): durable commands fail until it recovers", why);
+    bl(s)->healthy = 0;
+}
+
+/* Switch to the next file: the first spare, or a new one. */
+static int open_next(Server *s)
+{
+    Binlog *b = bl(s);
+    uint32_t index = cur_file(b)->index + 1;
+    int fd;
+
+    if (b->nspares) {
+        fd = b->spares[0];
+        memmove(b->spares, b->spares + 1, (b->nspares - 1) * sizeof *b->spares);
+        b->nspares--;
+    } else if ((fd = create_file(b, index)) < 0) {
+        return -1;
+    } else {
+        sync_dir(b);
+    }
+    if (files_push(b, index) < 0) {
+        /* keep the file as the next spare so the numbering stays whole */
+        memmove(b->spares + 1, b->spares, b->nspares * sizeof *b->spares);
+        b->spares[0] = fd;
+        b->nspares++;
+        return -1;
+    }
+    if (b->cur_fd >= 0)
+        close(b->cur_fd);
+    b->cur_fd = fd;
+    b->cur_used = b->cur_written = BL_HEADER_SIZE;
+    cur_file(b)->bytes = b->file_size;
+    return 0;
+}
+
+/* Leave the current file: write, sync, give back the unused preallocated
+ * tail, then go on in the next file. */
+static int roll_over(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (write_pending(b) < 0 || sync_now(s) < 0)
+        return -1;
+    if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0) {
+        b->disk_bytes -= b->file_size - b->cur_used;
+        cur_file(b)->bytes = b->cur_used;
+        if (!s->cfg.fsync_never && fsync(b->cur_fd) < 0)
+            return -1;
+    }
+    return open_next(s);
+}
+
+/* Can a record of `size` bytes be placed, leaving room for `dels` delete
+ * records? Counts the current file's tail and the spares. */
+static int fits(const Binlog *b, uint64_t size, uint64_t dels)
+{
+    uint64_t per_file = del_room(b->file_size - BL_HEADER_SIZE);
+    uint64_t spares = b->nspares, room;
+
+    if (b->cur_used + size <= b->file_size) {
+        room = del_room(b->file_size - b->cur_used - size);
+    } else {
+        if (!spares)
+            return 0;
+        spares--;
+        room = del_room(b->file_size - BL_HEADER_SIZE - size);
+    }
+    return room + spares * per_file >= dels;
+}
+
+static int reserve(Server *s, uint64_t size, uint64_t dels)
+{
+    Binlog *b = bl(s);
+
+    if (!b->healthy)
+        return -1;
+    while (!fits(b, size, dels))
+        if (add_spare(b) < 0)
+            return -1;
+    return 0;
+}
+
+int binlog_reserve_put(Server *s, const Job *j)
+{
+    if (!bl(s)->enabled)
+        return 0;
+    return reserve(s, job_record_size(j), bl(s)->reserved + DEL);
+}
+
+int binlog_reserve_state(Server *s)
+{
+    if (!bl(s)->enabled)
+        return 0;
+    return reserve(s, BL_STATE_SIZE, bl(s)->reserved);
+}
+
+/* Place an encoded record in the current file (rolling over if needed). */
+static int append(Server *s, const BlRecord *r)
+{
+    Binlog *b = bl(s);
+    size_t size = bl_record_size(r);
+
+    if (b->cur_used + size > b->file_size && roll_over(s) < 0) {
+        set_unhealthy(s, "cannot start a new file");
+        return -1;
+    }
+    if (buf_reserve(&b->wbuf, size) < 0) {
+        set_unhealthy(s, "out of memory");
+        return -1;
+    }
+    bl_encode(r, b->wbuf.data + b->wbuf.len);
+    b->wbuf.len += size;
+    b->cur_used += size;
+    b->records_written++;
+    return 0;
+}
+
+static void pin(Binlog *b, Job *j)
+{
+    BlFile *f = cur_file(b);
+    uint64_t size = job_record_size(j);
+
+    j->file = f->index;
+    f->live_jobs++;
+    f->live_bytes += size;
+    b->live_bytes += size;
+}
+
+static void unpin(Binlog *b, Job *j)
+{
+    BlFile *f = file_of(b, j->file);
+    uint64_t size = job_record_size(j);
+
+    if (f) {
+        f->live_jobs--;
+        f->live_bytes -= size;
+    }
+    b->live_bytes -= size;
+    j->file = 0;
+}
+
+void binlog_put(Server *s, Job *j)
+{
+    BlRecord r;
+
+    if (!bl(s)->enabled)
+        return;
+    job_record(s, j, &r, BL_JOB);
+    if (append(s, &r) < 0)
+        return;
+    pin(bl(s), j);
+    bl(s)->reserved += DEL;
+}
+
+void binlog_state(Server *s, Job *j)
+{
+    BlRecord r;
+
+    if (!bl(s)->enabled || !j->file)
+        return;
+    job_record(s, j, &r, BL_STATE);
+    append(s, &r);
+}
+
+void binlog_delete(Server *s, Job *j)
+{
+    BlRecord r = {.type = BL_DELETE, .id = j->id};
+
+    if (!bl(s)->enabled || !j->file)
+        return;
+    bl(s)->reserved -= DEL;
+    append(s, &r);
+    unpin(bl(s), j);
+}
+
+/* ---- commit ----------------------------------------------------------- */
+
+void binlog_hold_reply(Server *s, Conn *c)
+{
+    if (!bl(s)->enabled || list_linked(&c->durable_link))
+        return;
+    c->durable_off = c->out.len;
+    list_insert_tail(&s->durable, &c->durable_link);
+}
+
+/* The records behind these replies did not reach the disk: take the
+ * replies back and close the connections (the protocol's last resort),
+ * so no client holds an acknowledgement we cannot keep. */
+static void withdraw_replies(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->durable))) {
+        Conn *c = container_of(n, Conn, durable_link);
+        list_remove(n);
+        if (c->flags & CONN_DEAD)
+            continue;
+        c->out.len = c->durable_off;
+        conn_finish(c);
+    }
+}
+
+static void release_replies(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->durable)))
+        list_remove(n);
+}
+
+void binlog_commit(Server *s)
+{
+    Binlog *b = bl(s);
+    int strict = s->cfg.fsync_ms == 0;
+
+    if (!b->enabled)
+        return;
+    if (write_pending(b) < 0 || (strict && sync_now(s) < 0)) {
+        set_unhealthy(s, "write or fsync failed");
+        withdraw_replies(s);
+        return;
+    }
+    release_replies(s);
+}
+
+/* ---- compaction ------------------------------------------------------- */
+
+static void drop_dead_files(Server *s)
+{
+    Binlog *b = bl(s);
+    int dropped = 0;
+
+    while (b->nfiles > 1 && b->files[0].live_jobs == 0) {
+        char path[4096];
+        file_name(b, b->files[0].index, path, sizeof path);
+        if (unlink(path) < 0 && errno != ENOENT) {
+            log_warn("binlog: remove %s: %s", path, strerror(errno));
+            break;
+        }
+        b->disk_bytes -= b->files[0].bytes;
+        memmove(b->files, b->files + 1, (b->nfiles - 1) * sizeof *b->files);
+        b->nfiles--;
+        dropped = 1;
+    }
+    if (dropped)
+        sync_dir(b);
+}
+
+typedef struct {
+    Server *s;
+    uint32_t index;
+    int failed;
+} MoveCtx;
+
+static void move_job(HashNode *n, void *arg)
+{
+    MoveCtx *m = arg;
+    Job *j = container_of(n, Job, hnode);
+    BlRecord r;
+
+    if (m->failed || j->file != m->index)
+        return;
+    if (reserve(m->s, job_record_size(j), 0) < 0) {
+        m->failed = 1;
+        return;
+    }
+    job_record(m->s, j, &r, BL_JOB);
+    if (append(m->s, &r) < 0) {
+        m->failed = 1;
+        return;
+    }
+    unpin(bl(m->s), j);
+    pin(bl(m->s), j);
+    bl(m->s)->records_migrated++;
+}
+
+/* Move the oldest file's live jobs forward when the files hold much more
+ * than the live data. One file per call, so the pause stays short. */
+static void compact(Server *s)
+{
+    Binlog *b = bl(s);
+    MoveCtx m = {s, 0, 0};
+
+    if (b->nfiles < 2 ||
+        b->disk_bytes <= 2 * b->live_bytes + 2 * b->file_size + b->nspares * b->file_size)
+        return;
+    m.index = b->files[0].index;
+    hash_each(&s->jobs, move_job, &m);
+}
+
+static void try_recover(Server *s);
+
+void binlog_tick(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (!b->enabled)
+        return;
+    drop_dead_files(s);
+    if (b->healthy)
+        compact(s);
+    else
+        try_recover(s);
+    if (b->unsynced && !s->cfg.fsync_never &&
+        s->now - b->last_sync >= (int64_t)s->cfg.fsync_ms * NS_PER_MSEC) {
+        if (write_pending(b) < 0 || sync_now(s) < 0)
+            set_unhealthy(s, "write or fsync failed");
+    }
+}
+
+int64_t binlog_next_due(const Server *s)
+{
+    const Binlog *b = &s->binlog;
+
+    if (!b->enabled || !b->unsynced || s->cfg.fsync_never)
+        return INT64_MAX;
+    return b->last_sync + (int64_t)s->cfg.fsync_ms * NS_PER_MSEC;
+}
+
+/* ---- recovery from a failed write ------------------------------------- */
+
+static void snapshot_job(HashNode *n, void *arg)
+{
+    MoveCtx *m = arg;
+    Job *j = container_of(n, Job, hnode);
+    BlRecord r;
+
+    if (m->failed)
+        return;
+    job_record(m->s, j, &r, BL_JOB);
+    if (append(m->s, &r) < 0) {
+        m->failed = 1;
+        return;
+    }
+    if (j->file) {
+        unpin(bl(m->s), j);
+        bl(m->s)->reserved -= DEL;
+    }
+    pin(bl(m->s), j);
+    bl(m->s)->reserved += DEL;
+}
+
+/* After a failed write or fsync the current file cannot be trusted: start
+ * a fresh file holding every live job, and be healthy again once it is on
+ * disk. Older files then hold nothing live and are dropped. */
+static void try_recover(Server *s)
+{
+    Binlog *b = bl(s);
+    MoveCtx m = {s, 0, 0};
+
+    if (s->now - b->last_recover_try < NS_PER_SEC)
+        return;
+    b->last_recover_try = s->now;
+    b->wbuf.len = 0; /* these never reached the disk; the snapshot has them */
+    b->unsynced = 0;
+    if (open_next(s) < 0)
+        return;
+    b->healthy = 1; /* let append() run; reset on failure */
+    hash_each(&s->jobs, snapshot_job, &m);
+    if (m.failed || write_pending(b) < 0 || sync_now(s) < 0) {
+        b->healthy = 0;
+        return;
+    }
+    log_info("binlog: healthy again: %zu jobs written to binlog.%u",
+             s->jobs.len, cur_file(b)->index);
+}
+
+/* ---- replay ----------------------------------------------------------- */
+
+typedef struct Replay {
+    Server *s;
+    uint64_t max_id;
+    Tube *last_tube;       /* records of one tube come in runs */
+    char *err;
+    size_t errlen;
+} Replay;
+
+static Tube *replay_tube(Replay *rp, const BlRecord *r)
+{
+    Tube *t = rp->last_tube;
+
+    if (t && t->name_len == r->tube_len && !memcmp(t->name, r->tube, r->tube_len))
+        return t;
+    t = tubes_get(&rp->s->tubes, r->tube, r->tube_len);
+    if (t)
+        rp->last_tube = t;
+    return t;
+}
+
+static void forget_job(Server *s, Job *j)
+{
+    Tube *t = j->tube;
+
+    job_table_remove(&s->jobs, j);
+    job_free(j);
+    tube_unref(&s->tubes, t);
+}
+
+static void apply_state(Server *s, Job *j, const BlRecord *r)
+{
+    j->pri = r->pri;
+    j->delay = r->delay;
+    j->state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
+    j->deadline = j->state == JOB_DELAYED ? mono_of(s, r->deadline_wall) : 0;
+    j->reserves = r->reserves;
+    j->timeouts = r->timeouts;
+    j->releases = r->releases;
+    j->buries = r->buries;
+    j->kicks = r->kicks;
+}
+
+/* 0, or -1 when the server cannot go on (out of memory). */
+static int apply(Replay *rp, const BlRecord *r, uint32_t index)
+{
+    Server *s = rp->s;
+    Job *j = job_table_find(&s->jobs, r->id);
+    Tube *t;
+
+    if (r->id > rp->max_id)
+        rp->max_id = r->id;
+    if (r->type == BL_DELETE) {
+        if (j)
+            forget_job(s, j);
+        return 0;
+    }
+    if (r->type == BL_STATE) {
+        if (j) /* else: its job record was compacted away; it is dead */
+            apply_state(s, j, r);
+        return 0;
+    }
+    if (j)
+        forget_job(s, j);
+    j = job_alloc(r->id, r->body_size);
+    t = j ? replay_tube(rp, r) : NULL;
+    if (!t) {
+        job_free(j);
+        snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
+        return -1;
+    }
+    memcpy(j->body, r->body, r->body_size);
+    j->ttr = r->ttr ? r->ttr : 1;
+    j->created = mono_of(s, r->created_wall);
+    j->file = index;
+    j->tube = t;
+    tube_ref(t);
+    apply_state(s, j, r);
+    job_table_insert(&s->jobs, j);
+    return 0;
+}
+
+static int all_zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Where the damaged record at off would end, capped at the file's end. */
+static size_t damaged_end(const char *p, size_t size, size_t off)
+{
+    uint64_t len;
+
+    if (size - off < 4)
+        return size;
+    len = (uint64_t)(unsigned char)p[off] | (uint64_t)(unsigned char)p[off + 1] << 8 |
+          (uint64_t)(unsigned char)p[off + 2] << 16 | (uint64_t)(unsigned char)p[off + 3] << 24;
+    return len + BL_REC_HEAD >= size - off ? size : off + BL_REC_HEAD + (size_t)len;
+}
+
+/* With --recover: the next offset after off where a valid record starts. */
+static size_t resync(const char *p, size_t size, size_t off)
+{
+    BlRecord r;
+
+    for (size_t q = off + 1; q + BL_REC_HEAD <= size; q++)
+        if (p[q] && bl_decode(p + q, size - q, &r) > 0)
+            return q;
+    return size;
+}
+
+enum { FILE_OK, FILE_TORN, FILE_BAD };
+
+/* Replay the records of one mapped file. Sets *cut to the offset where a
+ * torn tail starts (FILE_TORN). */
+static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index,
+                          int newest, size_t *cut)
+{
+    size_t off = BL_HEADER_SIZE;
+    Binlog *b = bl(rp->s);
+
+    while (off < size) {
+        BlRecord r;
+        long n = bl_decode(p + off, size - off, &r);
+
+        if (n > 0) {
+            if (apply(rp, &r, index) < 0)
+                return -1;
+            off += (size_t)n;
+            continue;
+        }
+        if (n == BL_END && all_zero(p + off, size - off))
+            return FILE_OK;
+        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off))) {
+            *cut = off;
+            return FILE_TORN;
+        }
+        if (!b->recover) {
+            snprintf(rp->err, rp->errlen,
+                     "binlog.%u is damaged at offset %zu (checksum or structure); "
+                     "refusing to start. Start with --recover to keep every valid "
+                     "record and drop the damaged ones", index, off);
+            return FILE_BAD;
+        }
+        {
+            size_t next = resync(p, size, off);
+            log_warn("binlog: --recover: binlog.%u: dropped bytes %zu..%zu (damaged)",
+                     index, off, next);
+            off = next;
+        }
+    }
+    return FILE_OK;
+}
+
+static int replay_file(Replay *rp, uint32_t index, int newest)
+{
+    Binlog *b = bl(rp->s);
+    char path[4096];
+    struct stat st;
+    char *p = NULL;
+    size_t cut = 0;
+    int fd, hdr, rc = 0;
+
+    file_name(b, index, path, sizeof path);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(rp->err, rp->errlen, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_size > 0) {
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            snprintf(rp->err, rp->errlen, "cannot map %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    hdr = bl_check_header(p, (size_t)st.st_size);
+    if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
+        log_warn("binlog: %s holds no records (never written); ignored", path);
+    } else if (hdr != 0) {
+        if (b->recover) {
+            log_warn("binlog: --recover: %s has no valid header; all of it dropped", path);
+        } else {
+            snprintf(rp->err, rp->errlen, "%s is damaged: %s at offset 0; refusing to "
+                     "start. Start with --recover to drop it", path,
+                     hdr == 1 ? "zero-filled" : "bad header");
+            rc = -1;
+        }
+    } else {
+        int r = replay_records(rp, p, (size_t)st.st_size, index, newest, &cut);
+        if (r == FILE_TORN) {
+            log_warn("binlog: %s: torn record at offset %zu (a crash mid-write); "
+                     "cut off there", path, cut);
+            if (ftruncate(fd, (off_t)cut) < 0)
+                log_warn("binlog: truncate %s: %s", path, strerror(errno));
+        } else if (r != FILE_OK) {
+            rc = -1;
+        }
+    }
+    if (p)
+        munmap(p, (size_t)st.st_size);
+    if (rc == 0 && fstat(fd, &st) == 0) {
+        if (files_push(b, index) < 0)
+            rc = -1;
+        else
+            cur_file(b)->bytes = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
+                                     ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+    }
+    close(fd);
+    return rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Indexes of DIR's binlog.N files, sorted. */
+static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(b->dir);
+    struct dirent *e;
+    uint32_t *v = NULL;
+    size_t len = 0, cap = 0;
+
+    if (!d) {
+        snprintf(err, errlen, "cannot read binlog directory %s: %s", b->dir, strerror(errno));
+        return -1;
+    }
+    while ((e = readdir(d))) {
+        uint64_t idx;
+        if (strncmp(e->d_name, "binlog.", 7) || parse_u64_str(e->d_name + 7, &idx) < 0 ||
+            idx == 0 || idx > UINT32_MAX)
+            continue;
+        if (len == cap) {
+            uint32_t *nv = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+            if (!nv) {
+                closedir(d);
+                tb_free(v);
+                snprintf(err, errlen, "out of memory listing %s", b->dir);
+                return -1;
+            }
+            v = nv;
+        }
+        v[len++] = (uint32_t)idx;
+    }
+    closedir(d);
+    if (len)
+        qsort(v, len, sizeof *v, cmp_u32);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+static int cmp_job_id(const void *a, const void *b)
+{
+    const Job *x = *(Job *const *)a, *y = *(Job *const *)b;
+
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void collect(HashNode *n, void *arg)
+{
+    Job ***p = arg;
+
+    *(*p)++ = container_of(n, Job, hnode);
+}
+
+/* Put every replayed job in its tube, oldest id first (so buried lists
+ * keep their order), and count it against its file. */
+static int place_jobs(Server *s, char *err, size_t errlen)
+{
+    Binlog *b = bl(s);
+    size_t n = s->jobs.len;
+    Job **all = tb_malloc((n ? n : 1) * sizeof *all), **p = all;
+
+    if (!all) {
+        snprintf(err, errlen, "out of memory placing replayed jobs");
+        return -1;
+    }
+    hash_each(&s->jobs, collect, &p);
+    qsort(all, n, sizeof *all, cmp_job_id);
+    for (size_t i = 0; i < n; i++) {
+        Job *j = all[i];
+        BlFile *f = file_of(b, j->file);
+        uint64_t size = job_record_size(j);
+        if (queue_restore(s, j) < 0) {
+            tb_free(all);
+            snprintf(err, errlen, "out of memory placing replayed jobs");
+            return -1;
+        }
+        if (f) {
+            f->live_jobs++;
+            f->live_bytes += size;
+        }
+        b->live_bytes += size;
+        b->reserved += DEL;
+    }
+    tb_free(all);
+    return 0;
+}
+
+static int open_dir(Binlog *b, char *err, size_t errlen)
+{
+    char path[4096];
+
+    if (mkdir(b->dir, 0750) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create binlog directory %s: %s", b->dir, strerror(errno));
+        return -1;
+    }
+    b->dirfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (b->dirfd < 0) {
+        snprintf(err, errlen, "cannot open binlog directory %s: %s", b->dir, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/lock", b->dir);
+    b->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (b->lockfd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(b->lockfd, LOCK_EX | LOCK_NB) < 0) {
+        snprintf(err, errlen, errno == EWOULDBLOCK
+                 ? "binlog directory %s is in use: another tubed holds the lock %s"
+                 : "cannot lock %s: %s", b->dir, errno == EWOULDBLOCK ? path : strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errlen)
+{
+    Replay rp = {.s = s, .err = err, .errlen = errlen};
+
+    for (size_t i = 0; i < n; i++) {
+        if (i && idx[i] != idx[i - 1] + 1) {
+            if (!bl(s)->recover) {
+                snprintf(err, errlen, "binlog file %s/binlog.%u is missing (found "
+                         "binlog.%u and binlog.%u); refusing to start. Start with "
+                         "--recover to go on without it", bl(s)->dir, idx[i - 1] + 1,
+                         idx[i - 1], idx[i]);
+                return -1;
+            }
+            log_warn("binlog: --recover: binlog.%u..%u missing; going on without them",
+                     idx[i - 1] + 1, idx[i] - 1);
+        }
+        if (replay_file(&rp, idx[i], i == n - 1) < 0)
+            return -1;
+    }
+    if (rp.max_id >= s->next_id)
+        s->next_id = rp.max_id + 1;
+    return 0;
+}
+
+int binlog_open(Server *s, char *err, size_t errlen)
+{
+    Binlog *b = bl(s);
+    uint32_t *idx = NULL;
+    size_t n = 0;
+    int64_t t0 = clock_mono();
+    uint32_t first;
+
+    b->enabled = 1;
+    b->healthy = 1;
+    b->cur_fd = -1;
+    b->dir = s->cfg.binlog_dir;
+    b->recover = s->cfg.recover;
+    b->file_size = s->cfg.binlog_size;
+    if (b->file_size < (uint64_t)s->cfg.max_job_size + 4096) {
+        b->file_size = (uint64_t)s->cfg.max_job_size + 4096;
+        log_warn("binlog: -s raised to %llu bytes to hold the largest job",
+                 (unsigned long long)b->file_size);
+    }
+    if (open_dir(b, err, errlen) < 0 || list_files(b, &idx, &n, err, errlen) < 0)
+        return -1;
+    if (replay_all(s, idx, n, err, errlen) < 0 || place_jobs(s, err, errlen) < 0) {
+        tb_free(idx);
+        return -1;
+    }
+    first = n ? idx[n - 1] + 1 : 1;
+    tb_free(idx);
+    for (size_t i = 0; i < b->nfiles; i++)
+        b->disk_bytes += b->files[i].bytes;
+    b->replayed_jobs = s->jobs.len;
+    /* The new current file: the numbering goes on after the newest. */
+    b->cur_fd = create_file(b, first);
+    if (b->cur_fd < 0 || files_push(b, first) < 0) {
+        snprintf(err, errlen, "cannot create %s/binlog.%u: %s", b->dir, first, strerror(errno));
+        return -1;
+    }
+    sync_dir(b);
+    b->cur_used = b->cur_written = BL_HEADER_SIZE;
+    cur_file(b)->bytes = b->file_size;
+    b->last_sync = s->now;
+    log_info("binlog: %s: replayed %llu jobs from %zu files in %lld ms; writing binlog.%u",
+             b->dir, (unsigned long long)b->replayed_jobs, b->nfiles - 1,
+             (long long)((clock_mono() - t0) / NS_PER_MSEC), first);
+    return 0;
+}
+
+void binlog_close(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (!b->enabled)
+        return;
+    if (b->cur_fd >= 0) {
+        if (b->healthy && (write_pending(b) < 0 || sync_now(s) < 0))
+            log_err("binlog: final sync failed");
+        if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0 && !s->cfg.fsync_never)
+            fsync(b->cur_fd);
+        close(b->cur_fd);
+    }
+    for (size_t i = 0; i < b->nspares; i++)
+        close(b->spares[i]); /* empty but valid files; replay skips them */
+    if (b->dirfd >= 0) {
+        fsync(b->dirfd);
+        close(b->dirfd);
+    }
+    if (b->lockfd >= 0)
+        close(b->lockfd);
+    buf_free(&b->wbuf);
+    tb_free(b->files);
+    tb_free(b->spares);
+    b->enabled = 0;
+}

@@ -1,0 +1,63 @@
+/*
+ * blcodec.h — the binlog's on-disk format: encoding and decoding of the
+ * file header and of records. Pure: no I/O, no server state.
+ *
+ * Contract (all integers little-endian; doc/binlog.md has the tables):
+ *   file   = header record*  zero-fill
+ *   header = "TUBEDLOG" u32:version u32:crc32c(first 12 bytes)
+ *   record = u32:payload-length u32:crc32c(payload) payload
+ * A payload length of 0 marks the end of the records in a file (files are
+ * preallocated with zeros). bl_decode() never trusts a length it has not
+ * checked against the bytes available and the payload's type, and it
+ * verifies the checksum before reading any field.
+ */
+#ifndef TUBED_BLCODEC_H
+#define TUBED_BLCODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BL_MAGIC "TUBEDLOG"
+#define BL_VERSION 1
+#define BL_HEADER_SIZE 16
+#define BL_REC_HEAD 8
+
+enum { BL_JOB = 'J', BL_STATE = 'S', BL_DELETE = 'D' };
+
+/* Sizes of the fixed parts, so space can be reserved ahead. */
+#define BL_JOB_FIXED (BL_REC_HEAD + 63)
+#define BL_STATE_SIZE (BL_REC_HEAD + 46)
+#define BL_DELETE_SIZE (BL_REC_HEAD + 9)
+
+typedef struct BlRecord {
+    uint8_t type;
+    uint64_t id;
+    uint32_t pri, delay, ttr;     /* ttr: BL_JOB only */
+    uint8_t state;                /* JobState: ready, delayed or buried */
+    int64_t deadline_wall;        /* delayed: realtime ns it becomes ready */
+    int64_t created_wall;         /* BL_JOB only */
+    uint32_t reserves, timeouts, releases, buries, kicks;
+    const char *tube;             /* BL_JOB only; not NUL-terminated */
+    uint8_t tube_len;
+    const char *body;             /* BL_JOB only */
+    uint32_t body_size;
+} BlRecord;
+
+/* Result of bl_decode() besides a positive record length. */
+enum { BL_END = 0, BL_TORN = -1, BL_CORRUPT = -2 };
+
+size_t bl_record_size(const BlRecord *r);
+/* Writes exactly bl_record_size(r) bytes. */
+void bl_encode(const BlRecord *r, char *out);
+
+void bl_encode_header(char out[BL_HEADER_SIZE]);
+/* 0: valid header; 1: all zeros (never written); -1: anything else. */
+int bl_check_header(const char *p, size_t n);
+
+/* Decode the record at p, with n bytes available: its total length (> 0),
+ * BL_END at a zero length field (or fewer than 4 bytes, all zero),
+ * BL_TORN if the record runs past n bytes, BL_CORRUPT if the checksum or
+ * the payload's structure is wrong. r's pointers point into p. */
+long bl_decode(const char *p, size_t n, BlRecord *r);
+
+#endif
