@@ -55,8 +55,9 @@ $(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h) | $(BUILD)/obj/b
 $(BUILD)/obj/bench $(BUILD)/unit:
 	mkdir -p $@
 
+# Built aside and renamed, so a concurrent make never links a half archive.
 $(BUILD)/libtubed.a: $(LIB_OBJ)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@.tmp && ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 $(BUILD)/tubed: $(BUILD)/obj/main.o $(BUILD)/libtubed.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
@@ -93,6 +94,9 @@ fuzz:
 
 bench: all
 	bash tests/bench/run.sh
+
+deb:
+	bash pkg/deb.sh
 
 install: $(BUILD)/tubed $(BUILD)/tubed-bench
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "opts.h"
 #include "priv.h"
+#include "sd.h"
 #include "server.h"
 
 int main(int argc, char **argv)
@@ -43,6 +44,9 @@ int main(int argc, char **argv)
         return 1;
     }
     log_info("tubed %s started, pid %ld", TUBED_VERSION, (long)getpid());
+    /* Ready only now: the binlog is replayed and the sockets listen. */
+    sd_notifyf("READY=1\nSTATUS=serving %zu jobs%s", srv.jobs.len,
+               srv.binlog.enabled ? " (binlog replayed)" : "");
     r = server_run(&srv);
     server_free(&srv);
     log_info("stopped");

@@ -59,12 +59,14 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         cfg->binlog_dir = val;
     } else if (!strcmp(flag, "-l")) {
         cfg->listen_addr = val;
+        cfg->addr_given = 1;
     } else if (!strcmp(flag, "-u")) {
         cfg->user = val;
     } else if (!strcmp(flag, "-p")) {
         if (number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
         cfg->port = (int)v;
+        cfg->addr_given = 1;
     } else if (!strcmp(flag, "-z")) {
         if (number(flag, val, MAX_JOB_SIZE_LIMIT, &v, err, errlen) < 0)
             return -1;

@@ -33,6 +33,7 @@ typedef struct Config {
     int verbosity;
     uint64_t max_connections; /* 0: no limit beyond the fd limit */
     int recover;              /* --recover: replay past binlog damage */
+    int addr_given;           /* -l or -p was on the command line */
 } Config;
 
 enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR };

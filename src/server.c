@@ -19,6 +19,7 @@
 #include "net.h"
 #include "queue.h"
 #include "reserve.h"
+#include "sd.h"
 
 static void on_wake(void *arg)
 {
@@ -125,7 +126,22 @@ static int add_listener(Server *s, int fd)
 static int open_listeners(Server *s)
 {
     char err[256];
-    int fd = net_listen(s->cfg.listen_addr, s->cfg.port, err, sizeof err);
+    int n = sd_listen_fds(), fd;
+
+    if (n < 0) {
+        log_err("socket activation: bad LISTEN_FDS/LISTEN_PID: %s", strerror(errno));
+        return -1;
+    }
+    if (n > 0) {
+        if (s->cfg.addr_given)
+            log_warn("socket activation: -l/-p ignored, using %d inherited socket%s",
+                     n, n == 1 ? "" : "s");
+        for (int i = 0; i < n; i++)
+            if (add_listener(s, SD_LISTEN_FDS_START + i) < 0)
+                return -1;
+        return 0;
+    }
+    fd = net_listen(s->cfg.listen_addr, s->cfg.port, err, sizeof err);
 
     if (fd < 0) {
         log_err("cannot listen: %s", err);
@@ -272,6 +288,11 @@ int server_run(Server *s)
         queue_tick(s);
         binlog_tick(s);
     }
+    /* Stopping: no new connections; the replies already made go out, the
+     * binlog is synced by server_free(). */
+    sd_notify("STOPPING=1\nSTATUS=stopping");
+    for (int i = 0; i < s->nlisteners; i++)
+        ev_del(&s->loop, &s->listeners[i].ev);
     binlog_commit(s);
     conn_flush_all(s);
     free_dead(s);
