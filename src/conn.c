@@ -109,13 +109,17 @@ void conn_close(Conn *c)
         job_free(c->in_job);
         c->in_job = NULL;
     }
-    c->use->using_ct--;
-    tube_unref(&s->tubes, c->use);
-    for (uint32_t i = 0; i < c->nwatch; i++) {
-        c->watch[i].tube->watching_ct--;
-        tube_unref(&s->tubes, c->watch[i].tube);
+    /* Tubes are let go in beanstalkd's order, which list-tubes shows when
+     * one disappears: the watched ones first (the first, then from the last
+     * back to the second), then the used one. */
+    for (uint32_t k = 0; k < c->nwatch; k++) {
+        Tube *t = c->watch[k == 0 ? 0 : c->nwatch - k].tube;
+        t->watching_ct--;
+        tube_unref(&s->tubes, t);
     }
     c->nwatch = 0;
+    c->use->using_ct--;
+    tube_unref(&s->tubes, c->use);
     if (c->flags & CONN_PRODUCER)
         s->producer_ct--;
     if (c->flags & CONN_WORKER)
@@ -287,20 +291,45 @@ static size_t take_discard(Conn *c, size_t len)
     return n;
 }
 
+/* Throwing away an overlong line, exactly as beanstalkd 1.12 does (so a
+ * differential test sees the same bytes): the input after the line's
+ * first MAX_LINE bytes is taken in windows of MAX_LINE bytes; a window
+ * ends the line only if its first '\r' is followed by '\n' inside it;
+ * otherwise the whole window is dropped and the next one is looked at.
+ * c->discard_left counts the bytes seen of the current window and
+ * c->after_discard holds the window's state. */
+enum { SKIP_NO_CR, SKIP_CR, SKIP_DEAD };
+
 static size_t take_skipline(Conn *c, const char *p, size_t len)
 {
-    const char *q = p, *end = p + len;
+    size_t pos = 0;
 
-    while ((q = memchr(q, '\r', (size_t)(end - q))) && q + 1 < end) {
-        if (q[1] == '\n') {
-            conn_set_state(c, CONN_CMD);
-            conn_reply_lit(c, "BAD_FORMAT\r\n");
-            return (size_t)(q - p) + 2;
+    while (pos < len) {
+        size_t room = MAX_LINE - (size_t)c->discard_left, n;
+        const char *cr;
+
+        if (c->after_discard == SKIP_CR) {
+            if (p[pos] == '\n') {
+                conn_set_state(c, CONN_CMD);
+                conn_reply_lit(c, "BAD_FORMAT\r\n");
+                return pos + 1;
+            }
+            c->after_discard = SKIP_DEAD;
         }
-        q++;
+        n = len - pos < room ? len - pos : room;
+        if (c->after_discard == SKIP_NO_CR && (cr = memchr(p + pos, '\r', n))) {
+            n = (size_t)(cr - (p + pos)) + 1;
+            /* A '\r' in the window's last byte cannot start its end. */
+            c->after_discard = n == room ? SKIP_DEAD : SKIP_CR;
+        }
+        pos += n;
+        c->discard_left += n;
+        if (c->discard_left == MAX_LINE) { /* window done: next one */
+            c->discard_left = 0;
+            c->after_discard = SKIP_NO_CR;
+        }
     }
-    /* Keep a final '\r': its '\n' may come with the next read. */
-    return len && p[len - 1] == '\r' ? len - 1 : len;
+    return pos;
 }
 
 /* Run every complete command in [p, p+len); returns the bytes used. */
@@ -318,6 +347,8 @@ static size_t consume(Conn *c, const char *p, size_t len)
             if (line == 0)
                 return pos;
             if (line < 0) {
+                c->discard_left = 0;
+                c->after_discard = SKIP_NO_CR;
                 conn_set_state(c, CONN_SKIPLINE);
                 n = MAX_LINE;
                 break;
@@ -333,8 +364,6 @@ static size_t consume(Conn *c, const char *p, size_t len)
             break;
         case CONN_SKIPLINE:
             n = take_skipline(c, p + pos, len - pos);
-            if (n == 0)
-                return pos;
             break;
         default:
             return pos;

@@ -1,0 +1,1875 @@
+#!/usr/bin/env python3
+"""Differential tester: tubed against the reference beanstalkd.
+
+Starts the reference server (/usr/bin/beanstalkd, 1.12) and the server under
+test (--bin) on free 127.0.0.1 ports, sends both the same command streams and
+compares every reply byte for byte after normalisation:
+
+  * job ids are mapped, per server, to the order in which they were first seen
+    (INSERTED/BURIED/RESERVED/FOUND <id>, stats-job `id:`), so `#1` is the
+    first id a server handed out;
+  * values that depend on time or on the process are replaced by placeholders
+    after their format has been checked: stats `uptime`, `rusage-*`, `pid`,
+    `id`, `total-connections`, `version`, `hostname`, `os`, `platform`;
+    stats-job `age`, `time-left`; stats-tube `pause-time-left`.  The `OK <n>`
+    count is recomputed from the normalised data (the raw count is checked by
+    the framing: the data must be followed by exactly `\\r\\n`);
+  * the two 1.13 changes tubed makes on purpose (compat-notes.md): a 1.12
+    side has its string values quoted (`hostname`, `os`, `platform`,
+    stats-tube `name`, stats-job `tube`) and is not sent
+    `reserve-with-timeout -N`, for which `BAD_FORMAT` is expected instead;
+  * the parsing leniencies of 1.12 listed at the end of compat-notes.md
+    (`kick 5x`, `quitxyz`, `reserve-with-timeout x`) may be answered
+    `BAD_FORMAT`/`UNKNOWN_COMMAND` by the server under test.  The random
+    generator never emits them; one scenario does, where they change nothing.
+  * extra keys at the end of `stats` (after `platform`) are allowed.
+
+Not sent, because 1.12 mishandles them (tubed follows compat-notes there):
+a command line of 225, 449, ... bytes (its `\r` is the last byte of 1.12's
+224-byte buffer: 1.12 answers late and eats the next command), a bare `\r`
+inside a line (1.12 never answers again), `reserve-with-timeout` above
+4294967295 or `kick` above 4294967295 (1.12 truncates or accepts them), and
+anything timing-dependent (delays are 0 or hours, TTRs long, `reserve` only
+where a job is ready or another connection supplies one).
+
+Streams: scripted scenarios (every command and error of the protocol) and
+seeded random streams over several connections.  Each stream gets a fresh pair
+of servers, which is stopped by pid afterwards (also on failure).
+
+Usage:
+  python3 tests/integration/differential.py --bin build/tubed
+  python3 tests/integration/differential.py --bin build/tubed --seed 42 --steps 3000
+  python3 tests/integration/differential.py --bin /usr/bin/beanstalkd   # self-check
+Options: --ref PATH, --seed N, --steps N, --streams N, --only SUBSTR,
+         --no-scenarios, --no-random, --max-diffs N, --sort-lists, --list, -v.
+
+The last line is `differential: N passed, N failed` (N counts streams); the
+exit status is non-zero if any stream showed a difference.
+"""
+
+import argparse
+import atexit
+import difflib
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+REF_BIN = "/usr/bin/beanstalkd"
+REPLY_TIMEOUT = 1.0      # seconds to wait for one reply (a healthy server needs ms)
+START_TIMEOUT = 5.0      # seconds for a server to accept connections
+U32MAX = 4294967295
+
+# --------------------------------------------------------------------------
+# Server processes
+
+_live_procs = []
+
+
+def _stop_all():
+    for proc in list(_live_procs):
+        _stop_proc(proc)
+
+
+def _stop_proc(proc):
+    """Stop one server we started, by its pid: SIGTERM, then SIGKILL.
+    Returns None if it had already exited, else its exit status."""
+    if proc in _live_procs:
+        _live_procs.remove(proc)
+    if proc.poll() is not None:
+        return None
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+    return proc.returncode
+
+
+atexit.register(_stop_all)
+
+
+def _on_signal(signum, frame):
+    _stop_all()
+    sys.exit(128 + signum)
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def detect_dialect(binary):
+    """'1.12' for a beanstalkd older than 1.13, else '1.13'."""
+    try:
+        out = subprocess.run([binary, "-v"], capture_output=True, timeout=5)
+        text = (out.stdout + out.stderr).decode("latin-1").strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "1.13"
+    m = re.match(r"beanstalkd (\d+)\.(\d+)", text)
+    if m and (int(m.group(1)), int(m.group(2))) < (1, 13):
+        return "1.12"
+    return "1.13"
+
+
+class Server:
+    def __init__(self, binary, workdir, label):
+        self.binary = binary
+        self.label = label
+        self.errpath = os.path.join(workdir, "%s.stderr" % label)
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        last = None
+        for _ in range(3):
+            self.port = free_port()
+            errf = open(self.errpath, "ab")
+            self.proc = subprocess.Popen(
+                [self.binary, "-l", "127.0.0.1", "-p", str(self.port)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
+            errf.close()
+            _live_procs.append(self.proc)
+            try:
+                self._wait_ready()
+                return
+            except RuntimeError as e:
+                last = e
+                _stop_proc(self.proc)
+        raise RuntimeError("%s (%s) did not start: %s\n%s" %
+                           (self.label, self.binary, last, self.stderr_tail()))
+
+    def _wait_ready(self):
+        """Connect, send quit and wait for EOF, so the probe connection is
+        gone on the server side before the stream starts."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("exited with status %s" % self.proc.returncode)
+            try:
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            try:
+                s.sendall(b"quit\r\n")
+                s.settimeout(2)
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+            s.close()
+            return
+        raise RuntimeError("no listener on port %d" % self.port)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, signum):
+        if self.alive():
+            os.kill(self.proc.pid, signum)
+
+    def stop(self):
+        """Returns the exit status when this call stopped the server."""
+        if self.proc is not None:
+            return _stop_proc(self.proc)
+        return None
+
+    def stderr_tail(self, n=1500):
+        try:
+            with open(self.errpath, "rb") as f:
+                data = f.read()
+        except OSError:
+            return ""
+        return data[-n:].decode("latin-1")
+
+
+# --------------------------------------------------------------------------
+# Connections and reply framing
+
+DATA_REPLY = re.compile(rb"(?:OK (\d+)|RESERVED \d+ (\d+)|FOUND \d+ (\d+))")
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=REPLY_TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.eof = False
+
+    def send(self, data):
+        try:
+            self.sock.settimeout(5)
+            self.sock.sendall(data)
+            return None
+        except OSError as e:
+            return "<SEND-ERROR %s>" % e.__class__.__name__
+
+    def _fill(self, deadline):
+        if self.eof:
+            raise EOFError
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.sock.settimeout(left)
+        try:
+            d = self.sock.recv(1 << 16)
+        except socket.timeout:
+            raise TimeoutError
+        except OSError:
+            d = b""
+        if not d:
+            self.eof = True
+            raise EOFError
+        self.buf += d
+
+    def read_reply(self, timeout):
+        """One reply: a line, plus <n>+2 bytes for OK/RESERVED/FOUND.
+        On EOF or timeout returns what was read followed by <EOF>/<TIMEOUT>."""
+        deadline = time.monotonic() + timeout
+        try:
+            while b"\r\n" not in self.buf:
+                if len(self.buf) > (1 << 20):
+                    out, self.buf = self.buf, b""
+                    return out + b"<NO-CRLF>"
+                self._fill(deadline)
+            i = self.buf.index(b"\r\n")
+            line = self.buf[:i]
+            m = DATA_REPLY.fullmatch(line)
+            need = i + 2
+            if m:
+                n = int(next(g for g in m.groups() if g is not None))
+                need += n + 2
+                while len(self.buf) < need:
+                    self._fill(deadline)
+            out, self.buf = self.buf[:need], self.buf[need:]
+            return out
+        except EOFError:
+            out, self.buf = self.buf, b""
+            return out + b"<EOF>"
+        except TimeoutError:
+            out, self.buf = self.buf, b""
+            return out + b"<TIMEOUT>"
+
+    def half_close_and_drain(self, timeout):
+        """shutdown(SHUT_WR), then read until the server closes."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self._fill(deadline)
+        except EOFError:
+            out, self.buf = self.buf, b""
+            return out + b"<EOF>"
+        except TimeoutError:
+            out, self.buf = self.buf, b""
+            return out + b"<TIMEOUT>"
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------
+# One side (server + its connections + its id map) and normalisation
+
+JOBREF = re.compile(rb"\{j(-?\d+)\}")
+SORT_LISTS = False     # --sort-lists: compare list-tubes* as sets
+NONEXISTENT_ID = b"4000000000"
+
+STATS_FIRST_KEY = "current-jobs-urgent"
+STATS_LAST_KEY = "platform"
+QUOTED_112 = {                 # dict kind -> keys that 1.13 quotes
+    "stats": ("version", "hostname", "os", "platform"),
+    "stats-tube": ("name",),
+    "stats-job": ("tube",),
+}
+
+
+class Side:
+    def __init__(self, server, dialect):
+        self.server = server
+        self.dialect = dialect
+        self.conns = {}
+        self.ids = []          # raw ids in order of first sight
+        self.index = {}        # raw id -> position (1-based)
+        self.notes = []        # things worth telling (extra stats keys)
+
+    def conn(self, name):
+        c = self.conns.get(name)
+        if c is None or c.eof:
+            if c is not None:
+                c.close()
+            c = Conn(self.server.port)
+            self.conns[name] = c
+        return c
+
+    def drop(self, name):
+        c = self.conns.pop(name, None)
+        if c is not None:
+            c.close()
+
+    def close_all(self):
+        for name in list(self.conns):
+            self.drop(name)
+
+    def resolve(self, data):
+        def sub(m):
+            k = int(m.group(1))
+            try:
+                return self.ids[k]
+            except IndexError:
+                return NONEXISTENT_ID
+        return JOBREF.sub(sub, data)
+
+    def job(self, raw):
+        if raw not in self.index:
+            self.ids.append(raw)
+            self.index[raw] = len(self.ids)
+        return b"#%d" % self.index[raw]
+
+    # -- normalisation ----------------------------------------------------
+
+    def normalize(self, reply):
+        i = reply.find(b"\r\n")
+        if i < 0:
+            return reply
+        line, rest = reply[:i], reply[i:]
+        m = re.fullmatch(rb"(INSERTED|BURIED) (\d+)", line)
+        if m:
+            return m.group(1) + b" " + self.job(m.group(2)) + rest
+        m = re.fullmatch(rb"(RESERVED|FOUND) (\d+) (\d+)", line)
+        if m:
+            return b"%s %s %s%s" % (m.group(1), self.job(m.group(2)), m.group(3), rest)
+        m = re.fullmatch(rb"OK (\d+)", line)
+        if m:
+            n = int(m.group(1))
+            body = rest[2:]
+            if len(body) != n + 2 or not body.endswith(b"\r\n"):
+                return reply           # framing broken: compare raw
+            new = self._norm_yaml(body[:-2])
+            return b"OK %d\r\n%s\r\n" % (len(new), new)
+        return reply
+
+    def _norm_yaml(self, data):
+        if not data.startswith(b"---\n") or not data.endswith(b"\n"):
+            return data
+        lines = data[4:-1].split(b"\n")
+        if not lines or lines[0].startswith(b"- ") or lines == [b""]:
+            if SORT_LISTS and all(ln.startswith(b"- ") for ln in lines):
+                return b"---\n" + b"\n".join(sorted(lines)) + b"\n"
+            return data                # a list: nothing to normalise
+        pairs = []
+        for ln in lines:
+            k, sep, v = ln.partition(b": ")
+            if not sep:
+                return data
+            pairs.append((k.decode("latin-1"), v))
+        kind = {"current-jobs-urgent": "stats", "name": "stats-tube",
+                "id": "stats-job"}.get(pairs[0][0])
+        if kind is None:
+            return data
+        out = []
+        for k, v in pairs:
+            if self.dialect == "1.12" and k in QUOTED_112[kind] \
+                    and not (v.startswith(b'"') and v.endswith(b'"') and len(v) >= 2):
+                v = b'"' + v + b'"'
+            out.append(k.encode() + b": " + self._norm_value(kind, k, v))
+            if kind == "stats" and k == STATS_LAST_KEY:
+                extra = [k2 for k2, _ in pairs[len(out):]]
+                if extra:
+                    note = "extra stats keys after platform: %s" % ", ".join(extra)
+                    if note not in self.notes:
+                        self.notes.append(note)
+                break
+        return b"---\n" + b"\n".join(out) + b"\n"
+
+    def _norm_value(self, kind, k, v):
+        digits = re.fullmatch(rb"\d+", v) is not None
+        if kind == "stats":
+            if k in ("uptime", "pid", "total-connections") and digits:
+                return b"<N>"
+            if k in ("rusage-utime", "rusage-stime") and re.fullmatch(rb"\d+\.\d{6}", v):
+                return b"<SECONDS>"
+            if k == "id" and re.fullmatch(rb"[0-9a-f]{16}", v):
+                return b"<RANDOM-ID>"
+            if k in ("version", "hostname", "os", "platform"):
+                if len(v) >= 2 and v.startswith(b'"') and v.endswith(b'"'):
+                    return b'"<STRING>"'
+                return b"<UNQUOTED>"
+        elif kind == "stats-job":
+            if k == "id" and digits:
+                return self.job(v)
+            if k in ("age", "time-left") and digits:
+                return b"<N>"
+        elif kind == "stats-tube":
+            if k == "pause-time-left" and digits:
+                return b"<N>"
+        return v
+
+
+# --------------------------------------------------------------------------
+# Steps
+
+class Step:
+    """kind: cmd (send, read n replies), send (no reply expected now),
+    read (n replies), close (half-close, read to EOF), sleep, signal."""
+
+    def __init__(self, kind, conn=None, data=b"", n=1, timeout=REPLY_TIMEOUT,
+                 arg=None):
+        self.kind, self.conn, self.data, self.n = kind, conn, data, n
+        self.timeout, self.arg = timeout, arg
+
+    def describe(self):
+        if self.kind in ("cmd", "send"):
+            d = self.data if len(self.data) <= 120 else \
+                self.data[:100] + b"...(%d bytes)" % len(self.data)
+            return "%s %s %r" % (self.kind, self.conn, d)
+        if self.kind == "read":
+            return "read %s (%d replies)" % (self.conn, self.n)
+        if self.kind == "close":
+            return "half-close %s" % self.conn
+        return "%s %r" % (self.kind, self.arg)
+
+
+def cmd(conn, data, n=1, timeout=REPLY_TIMEOUT, cuts=None):
+    """Send data (in pieces split at the offsets in cuts, if given) and
+    read n replies."""
+    return Step("cmd", conn, data, n, timeout, arg=cuts)
+
+
+def send(conn, data):
+    return Step("send", conn, data, 0)
+
+
+def read(conn, n=1, timeout=REPLY_TIMEOUT):
+    return Step("read", conn, n=n, timeout=timeout)
+
+
+def close(conn):
+    return Step("close", conn)
+
+
+def sleep(sec):
+    return Step("sleep", arg=sec)
+
+
+def sig(signum):
+    return Step("signal", arg=signum)
+
+
+def classify(data):
+    """Documented differences that a single command line can trigger."""
+    m = re.fullmatch(rb"reserve-with-timeout (.*)\r\n", data, re.S)
+    if m:
+        arg = m.group(1)
+        if re.fullmatch(rb"-\d+", arg):
+            return "rwt-negative"          # 1.13: BAD_FORMAT; 1.12 waits
+        if not re.fullmatch(rb" *\d+", arg):
+            return "lenient"               # `reserve-with-timeout x`
+        return None
+    m = re.fullmatch(rb"kick (.*)\r\n", data, re.S)
+    if m and re.fullmatch(rb" *[-+]?\d+.*", m.group(1), re.S) \
+            and not re.fullmatch(rb" *\d+", m.group(1)):
+        return "lenient"                   # `kick 5x`, `kick -1`, `kick 5 6`
+    if data.startswith(b"quit") and data != b"quit\r\n" and data.endswith(b"\r\n") \
+            and data.count(b"\r\n") == 1:
+        return "lenient"                   # `quitxyz`
+    return None
+
+
+LENIENT_ALTERNATIVES = (b"BAD_FORMAT\r\n", b"UNKNOWN_COMMAND\r\n")
+
+
+class Difference(Exception):
+    pass
+
+
+class Runner:
+    """Runs steps on both sides and records differences."""
+
+    def __init__(self, name, ref, test, max_diffs, verbose):
+        self.name, self.ref, self.test = name, ref, test
+        self.max_diffs, self.verbose = max_diffs, verbose
+        self.diffs = 0
+        self.accepted = 0
+        self.pos = 0
+        self.last_ref = []      # normalised reference replies of the last step
+
+    def run(self, step):
+        self.pos += 1
+        k = step.kind
+        if k == "sleep":
+            time.sleep(step.arg)
+            self.last_ref = []
+            return
+        if k == "signal":
+            self.ref.server.signal(step.arg)
+            self.test.server.signal(step.arg)
+            self.last_ref = []
+            return
+        policy = classify(step.data) if k == "cmd" else None
+        sent = {}
+        synth = {}
+        for side in (self.ref, self.test):
+            if k in ("cmd", "send"):
+                data = side.resolve(step.data)
+                sent[side] = data
+                if policy == "rwt-negative" and side.dialect == "1.12":
+                    synth[side] = [b"BAD_FORMAT\r\n"] * step.n
+                    continue
+                conn = side.conn(step.conn)
+                err = None
+                cuts = [0] + [c for c in (step.arg or []) if 0 < c < len(data)] + [len(data)]
+                for a, b in zip(cuts, cuts[1:]):
+                    err = err or conn.send(data[a:b])
+                if err:
+                    synth[side] = [err.encode()] * max(step.n, 1)
+        replies = {}
+        for side in (self.ref, self.test):
+            if side in synth:
+                raw = synth[side]
+            elif k == "close":
+                raw = [side.conn(step.conn).half_close_and_drain(step.timeout + 1)]
+                side.drop(step.conn)
+            elif k in ("cmd", "read"):
+                c = side.conn(step.conn)
+                raw = [c.read_reply(step.timeout) for _ in range(step.n)]
+                if c.eof:
+                    side.drop(step.conn)
+            else:
+                raw = []
+            replies[side] = (raw, [side.normalize(r) for r in raw])
+        rraw, rnorm = replies[self.ref]
+        traw, tnorm = replies[self.test]
+        self.last_ref = rnorm
+        if any(r.endswith(b"<TIMEOUT>") for r in rnorm):
+            # The stream expected a reply the reference does not give: the
+            # stream itself is wrong (or the reference is stuck).
+            self.report(step, sent, rraw, rnorm, traw, tnorm,
+                        why="the reference server did not reply")
+            raise Difference("stream out of step with the reference")
+        if self.verbose:
+            print("  [%s %d] %s -> %r" % (self.name, self.pos, step.describe(),
+                                          b"".join(rnorm)[:200]))
+        if rnorm == tnorm:
+            return
+        if policy == "lenient" and len(tnorm) == 1 and tnorm[0] in LENIENT_ALTERNATIVES:
+            self.accepted += 1
+            if self.verbose:
+                print("  [%s %d] accepted documented leniency difference: %r vs %r"
+                      % (self.name, self.pos, rnorm, tnorm))
+            if rnorm[0].endswith(b"<EOF>"):
+                # 1.12 closed the connection (`quitxyz`): close ours too.
+                self.test.conn(step.conn).half_close_and_drain(2)
+                self.test.drop(step.conn)
+            return
+        self.report(step, sent, rraw, rnorm, traw, tnorm)
+
+    def report(self, step, sent, rraw, rnorm, traw, tnorm, why=None):
+        self.diffs += 1
+        rs, ts = b"".join(rnorm), b"".join(tnorm)
+        print("DIFF %s position %d: %s" % (self.name, self.pos, step.describe()))
+        if why:
+            print("    (%s)" % why)
+        if sent and sent.get(self.ref) != sent.get(self.test):
+            print("    sent to reference: %r" % _clip(sent.get(self.ref)))
+            print("    sent to tested:    %r" % _clip(sent.get(self.test)))
+        print("    reference: %r" % _clip(rs))
+        print("    tested:    %r" % _clip(ts))
+        rr, tr = b"".join(rraw), b"".join(traw)
+        if rr != rs or tr != ts:
+            print("    reference raw: %r" % _clip(rr))
+            print("    tested raw:    %r" % _clip(tr))
+        if rs.startswith(b"OK ") and ts.startswith(b"OK "):
+            for ln in difflib.unified_diff(
+                    rs.decode("latin-1").split("\n"), ts.decode("latin-1").split("\n"),
+                    "reference", "tested", n=0, lineterm=""):
+                if not ln.startswith(("---", "+++", "@@")):
+                    print("      %s" % ln)
+        if self.diffs >= self.max_diffs:
+            raise Difference("stopped after %d differences" % self.diffs)
+        if any(t.endswith(b"<TIMEOUT>") for t in tnorm):
+            raise Difference("the tested server did not reply: stream stopped")
+        if not self.test.server.alive():
+            raise Difference("the tested server is gone: stream stopped")
+
+
+def _clip(b, n=700):
+    if b is None:
+        return b
+    return b if len(b) <= n else b[:n] + b"...(%d bytes)" % len(b)
+
+
+_notes_shown = set()
+
+
+def run_stream(name, steps, args, make_steps=None):
+    """Fresh servers, run steps (a list, or a generator object with next/observe),
+    stop servers.  Returns True when no difference was found."""
+    workdir = tempfile.mkdtemp(prefix="tubed-diff-")
+    ref = Side(Server(args.ref, workdir, "reference"), args.ref_dialect)
+    test = Side(Server(args.bin, workdir, "tested"), args.test_dialect)
+    runner = Runner(name, ref, test, args.max_diffs, args.verbose)
+    ok = True
+    t0 = time.monotonic()
+    try:
+        ref.server.start()
+        test.server.start()
+        if make_steps is not None:
+            gen = make_steps(ref)
+            for _ in range(args.steps):
+                step = gen.next_step()
+                runner.run(step)
+                gen.observe(step, runner.last_ref)
+            steps = gen.finish()
+        for step in steps:
+            runner.run(step)
+        # Final check on every connection still open: no reply left over.
+        for cname in sorted(set(ref.conns) | set(test.conns)):
+            runner.run(cmd(cname, b"list-tube-used\r\n"))
+    except Difference as e:
+        print("    (%s: %s)" % (name, e))
+    except Exception as e:           # a server that refuses connections, etc.
+        print("ERROR %s at position %d: %s: %s" % (name, runner.pos, e.__class__.__name__, e))
+        ok = False
+    finally:
+        ref.close_all()
+        test.close_all()
+        for side, label in ((ref, "reference"), (test, "tested")):
+            if side.server.proc is not None and not side.server.alive():
+                print("ERROR %s: %s server died (status %s) at position %d\n%s" % (
+                    name, label, side.server.proc.returncode, runner.pos,
+                    side.server.stderr_tail()))
+                ok = False
+        ref.server.stop()
+        rc = test.server.stop()
+        if rc not in (None, 0, -signal.SIGTERM):
+            # e.g. a sanitizer build reporting leaks or errors at exit
+            print("ERROR %s: tested server exited with status %s on SIGTERM\n%s" % (
+                name, rc, test.server.stderr_tail()))
+            ok = False
+        for n in test.notes:
+            if n not in _notes_shown:      # say it once per run
+                _notes_shown.add(n)
+                print("note: tested server: %s (first seen in %s)" % (n, name))
+        for f in os.listdir(workdir):
+            os.unlink(os.path.join(workdir, f))
+        os.rmdir(workdir)
+    ok = ok and runner.diffs == 0
+    status = "ok" if ok else "FAILED"
+    extra = " (%d documented differences accepted)" % runner.accepted if runner.accepted else ""
+    print("%-6s %s: %d steps, %.2f s%s" % (status, name, runner.pos,
+                                          time.monotonic() - t0, extra))
+    return ok
+
+
+# --------------------------------------------------------------------------
+# Scripted scenarios
+
+def put(body, pri=0, delay=0, ttr=120):
+    return b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body)
+
+
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append((fn.__name__.replace("_", "-"), fn))
+    return fn
+
+
+@scenario
+def put_basic():
+    return [
+        cmd("c", put(b"hello")),
+        cmd("c", b"peek {j0}\r\n"),
+        cmd("c", put(b"")),
+        cmd("c", b"peek {j1}\r\n"),
+        cmd("c", put(b"line1\r\nline2\r\n\r\n")),
+        cmd("c", b"peek {j2}\r\n"),
+        cmd("c", put(bytes(range(256)))),
+        cmd("c", b"peek {j3}\r\n"),
+        cmd("c", put(b"x", pri=U32MAX, delay=0, ttr=U32MAX)),
+        cmd("c", b"stats-job {j4}\r\n"),
+        cmd("c", put(b"y", pri=0, delay=U32MAX, ttr=0)),
+        cmd("c", b"stats-job {j5}\r\n"),          # ttr 0 -> 1
+        cmd("c", b"put 1 0 60 5\r\nhello\r\n"),
+        cmd("c", b"put  1  0  60  5\r\nhello\r\n"),   # several spaces before numbers
+        cmd("c", b"put 4294967296 0 60 1\r\n"),
+        cmd("c", b"put 1 4294967296 60 1\r\n"),
+        cmd("c", b"put 1 0 4294967296 1\r\n"),
+        cmd("c", b"put 1 0 60 -1\r\n"),
+        cmd("c", b"put -1 0 60 1\r\n"),
+        cmd("c", b"put +1 0 60 1\r\n"),
+        cmd("c", b"put 1 0 60\r\n"),
+        cmd("c", b"put 1 0 60 1 1\r\n"),
+        cmd("c", b"put 1 0 60 1 \r\n"),
+        cmd("c", b"put 1x 0 60 1\r\n"),
+        cmd("c", b"put a b c d\r\n"),
+        cmd("c", b"put\r\n"),
+        cmd("c", b"put \r\n"),
+        cmd("c", b"put 1 0 60 18446744073709551616\r\n"),
+        cmd("c", b"put 0 0 60 3\r\nabcXY"),              # EXPECTED_CRLF
+        cmd("c", b"put 0 0 60 3\r\nabc\n\n"),            # EXPECTED_CRLF
+        cmd("c", b"put 0 0 60 3\r\nabcde\r\n", n=2),     # EXPECTED_CRLF + empty line
+        cmd("c", put(b"after")),                          # skipped ids?
+        cmd("c", b"peek 7\r\n"),
+        cmd("c", b"peek 8\r\n"),
+        cmd("c", b"peek 9\r\n"),
+        cmd("c", b"peek 10\r\n"),
+        cmd("c", b"peek 11\r\n"),
+        cmd("c", b"peek 12\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def put_sizes():
+    return [
+        cmd("c", put(b"a" * 65535)),
+        cmd("c", b"peek {j0}\r\n"),
+        cmd("c", put(b"b" * 65536)),                     # JOB_TOO_BIG
+        cmd("c", put(b"c" * 100000)),                    # JOB_TOO_BIG
+        cmd("c", put(b"d" * 65534)),
+        cmd("c", b"put 0 0 60 65536\r\n" + b"e" * 65536 + b"XY"),
+        cmd("c", put(b"ok")),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def use_and_tubes():
+    name200 = b"n" * 200
+    return [
+        cmd("c", b"list-tube-used\r\n"),
+        cmd("c", b"use foo\r\n"),
+        cmd("c", b"list-tube-used\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"stats-tube foo\r\n"),
+        cmd("c", put(b"in foo")),
+        cmd("c", b"use " + name200 + b"\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"stats-tube " + name200 + b"\r\n"),
+        cmd("c", b"use " + name200 + b"n\r\n"),            # 201 bytes
+        cmd("c", b"use AZaz09-+/;.$_()\r\n"),
+        cmd("c", b"use -leading\r\n"),
+        cmd("c", b"use a*b\r\n"),
+        cmd("c", b"use a:b\r\n"),
+        cmd("c", b"use a b\r\n"),
+        cmd("c", b"use foo \r\n"),
+        cmd("c", b"use  foo\r\n"),
+        cmd("c", b"use \xc3\xa9\r\n"),
+        cmd("c", b"use \r\n"),
+        cmd("c", b"use\r\n"),
+        cmd("c", b"use a\x00b\r\n"),
+        cmd("c", b"use ,\r\n"),
+        cmd("c", b"use default\r\n"),
+        cmd("c", b"list-tubes\r\n"),       # the 200-byte tube is gone
+        cmd("c", b"stats-tube " + name200 + b"\r\n"),
+        cmd("c", b"stats-tube foo\r\n"),   # foo stays: it holds a job
+        cmd("c", b"stats-tube nosuch\r\n"),
+        cmd("c", b"stats-tube -x\r\n"),
+        cmd("c", b"stats-tube \r\n"),
+        cmd("c", b"stats-tube\r\n"),
+        cmd("c", b"stats-tube foo \r\n"),
+        cmd("c", b"stats\r\n"),
+        cmd("d", b"list-tube-used\r\n"),
+        cmd("d", b"use foo\r\n"),
+        cmd("c", b"stats-tube foo\r\n"),
+        cmd("c", b"stats-tube default\r\n"),
+    ]
+
+
+@scenario
+def watch_ignore():
+    return [
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"watch a\r\n"),
+        cmd("c", b"watch b\r\n"),
+        cmd("c", b"watch a\r\n"),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"ignore default\r\n"),
+        cmd("c", b"ignore nosuch\r\n"),
+        cmd("c", b"ignore default\r\n"),
+        cmd("c", b"ignore a\r\n"),
+        cmd("c", b"ignore b\r\n"),              # NOT_IGNORED
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"watch -a\r\n"),
+        cmd("c", b"watch a b\r\n"),
+        cmd("c", b"watch \r\n"),
+        cmd("c", b"watch\r\n"),
+        cmd("c", b"ignore\r\n"),
+        cmd("c", b"ignore \r\n"),
+        cmd("c", b"ignore b \r\n"),
+        cmd("c", b"ignore -b\r\n"),
+        cmd("c", b"watch " + b"w" * 200 + b"\r\n"),
+        cmd("c", b"watch " + b"w" * 201 + b"\r\n"),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"stats-tube b\r\n"),
+        cmd("c", b"stats\r\n"),
+        cmd("c", b"list-tubes-watched \r\n"),
+        cmd("c", b"list-tubes \r\n"),
+        cmd("c", b"list-tube-used \r\n"),
+    ]
+
+
+@scenario
+def reserve_order():
+    return [
+        cmd("p", b"use t1\r\n"),
+        cmd("p", put(b"p5-a", pri=5)),
+        cmd("p", put(b"p5-b", pri=5)),
+        cmd("p", put(b"p1", pri=1)),
+        cmd("p", put(b"p2000", pri=2000)),
+        cmd("p", b"use t2\r\n"),
+        cmd("p", put(b"t2-p3", pri=3)),
+        cmd("p", put(b"t2-p0", pri=0)),
+        cmd("p", put(b"t2-max", pri=U32MAX)),
+        cmd("w", b"reserve-with-timeout 0\r\n"),       # default is empty
+        cmd("w", b"watch t1\r\n"),
+        cmd("w", b"watch t2\r\n"),
+        cmd("w", b"stats\r\n"),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"reserve-with-timeout 10\r\n"),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"ignore t2\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"reserve-with-timeout 00\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"watch t2\r\n"),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"stats-tube t1\r\n"),
+        cmd("w", b"stats-tube t2\r\n"),
+        cmd("w", b"stats\r\n"),
+        cmd("w", b"reserve \r\n"),
+        cmd("w", b"reservex\r\n"),
+        cmd("w", b"reserve-with-timeout\r\n"),
+        cmd("w", b"reserve-with-timeout 99999999999999999999\r\n"),
+        cmd("w", b"reserve-with-timeout 0 \r\n"),
+        cmd("w", b"RESERVE\r\n"),
+    ]
+
+
+@scenario
+def reserve_blocking():
+    return [
+        send("w", b"reserve\r\n"),
+        sleep(0.1),
+        cmd("o", b"stats\r\n"),
+        cmd("o", b"stats-tube default\r\n"),
+        cmd("p", put(b"wake", pri=7)),
+        read("w"),
+        cmd("o", b"stats-tube default\r\n"),
+        send("w", b"reserve-with-timeout 30\r\n"),
+        sleep(0.1),
+        cmd("p", b"use other\r\n"),
+        cmd("p", put(b"other tube")),
+        cmd("o", b"stats\r\n"),
+        cmd("p", b"use default\r\n"),
+        cmd("p", put(b"second")),
+        read("w"),
+        cmd("w", b"reserve-with-timeout 1\r\n", timeout=4),   # TIMED_OUT after 1 s
+        send("w", b"reserve\r\n"),
+        sleep(0.1),
+        close("w"),                 # half-close while waiting: TIMED_OUT
+        cmd("o", b"stats\r\n"),     # its reserved jobs are ready again
+        cmd("o", b"stats-job {j0}\r\n"),
+        cmd("o", b"stats-job {j2}\r\n"),
+        cmd("o", b"peek-ready\r\n"),
+    ]
+
+
+@scenario
+def reserve_two_waiters():
+    return [
+        cmd("a", b"watch q\r\n"),
+        cmd("b", b"watch q\r\n"),
+        send("a", b"reserve\r\n"),
+        sleep(0.05),
+        send("b", b"reserve\r\n"),
+        sleep(0.1),
+        cmd("o", b"stats-tube q\r\n"),
+        cmd("o", b"use q\r\n"),
+        cmd("o", put(b"first")),
+        read("a"),
+        cmd("o", put(b"second")),
+        read("b"),
+        cmd("o", b"stats-tube q\r\n"),
+        cmd("o", b"stats\r\n"),
+    ]
+
+
+@scenario
+def deadline_soon():
+    # ttr 1: the job is inside its one-second safety margin at once.
+    return [
+        cmd("w", put(b"short", ttr=1)),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"reserve-with-timeout 5\r\n"),
+        cmd("w", put(b"ready one", ttr=100)),
+        cmd("w", b"reserve-with-timeout 0\r\n"),   # a ready job wins over DEADLINE_SOON
+        cmd("w", put(b"by id", ttr=100)),
+        cmd("w", b"reserve-job {j2}\r\n"),          # never DEADLINE_SOON
+        cmd("w", b"touch {j0}\r\n"),
+        cmd("w", b"delete {j0}\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"stats\r\n"),
+    ]
+
+
+@scenario
+def reserve_job():
+    return [
+        cmd("p", b"use rj\r\n"),
+        cmd("p", put(b"ready")),
+        cmd("p", put(b"delayed", delay=5000)),
+        cmd("p", put(b"to bury")),
+        cmd("w", b"reserve-job {j2}\r\n"),
+        cmd("w", b"bury {j2} 9\r\n"),
+        cmd("w", b"reserve-job {j0}\r\n"),         # from a tube it does not watch
+        cmd("w", b"reserve-job {j1}\r\n"),         # delayed
+        cmd("w", b"reserve-job {j2}\r\n"),         # buried
+        cmd("w", b"stats-job {j1}\r\n"),
+        cmd("w", b"stats-job {j2}\r\n"),
+        cmd("x", b"reserve-job {j0}\r\n"),         # reserved by w
+        cmd("w", b"reserve-job {j0}\r\n"),         # reserved by itself
+        cmd("w", b"reserve-job 999\r\n"),
+        cmd("w", b"reserve-job 0\r\n"),
+        cmd("w", b"reserve-job\r\n"),
+        cmd("w", b"reserve-job \r\n"),
+        cmd("w", b"reserve-job -1\r\n"),
+        cmd("w", b"reserve-job 1x\r\n"),
+        cmd("w", b"reserve-job 18446744073709551615\r\n"),
+        cmd("w", b"reserve-job 18446744073709551616\r\n"),
+        cmd("w", b"stats-tube rj\r\n"),
+        cmd("w", b"stats\r\n"),
+        cmd("w", b"release {j0} 1 0\r\n"),
+        cmd("w", b"release {j1} 1 0\r\n"),
+        cmd("w", b"release {j2} 1 0\r\n"),
+        cmd("p", b"peek-ready\r\n"),
+        cmd("p", b"stats-job {j1}\r\n"),
+    ]
+
+
+@scenario
+def delete_cases():
+    return [
+        cmd("p", put(b"ready")),
+        cmd("p", put(b"delayed", delay=5000)),
+        cmd("p", put(b"buried")),
+        cmd("p", put(b"reserved by w")),
+        cmd("w", b"reserve-job {j2}\r\n"),
+        cmd("w", b"bury {j2} 0\r\n"),
+        cmd("w", b"reserve-job {j3}\r\n"),
+        cmd("x", b"delete {j3}\r\n"),              # reserved by another: NOT_FOUND
+        cmd("p", b"delete {j0}\r\n"),
+        cmd("p", b"delete {j1}\r\n"),
+        cmd("p", b"delete {j2}\r\n"),
+        cmd("w", b"delete {j3}\r\n"),
+        cmd("w", b"delete {j3}\r\n"),
+        cmd("w", b"delete 0\r\n"),
+        cmd("w", b"delete 18446744073709551615\r\n"),
+        cmd("w", b"delete 18446744073709551616\r\n"),
+        cmd("w", b"delete -1\r\n"),
+        cmd("w", b"delete +1\r\n"),
+        cmd("w", b"delete 1 \r\n"),
+        cmd("w", b"delete  1\r\n"),
+        cmd("w", b"delete 1 2\r\n"),
+        cmd("w", b"delete x\r\n"),
+        cmd("w", b"delete\r\n"),
+        cmd("w", b"delete \r\n"),
+        cmd("w", b"stats-tube default\r\n"),
+        cmd("w", b"stats\r\n"),
+    ]
+
+
+@scenario
+def release_bury_touch():
+    return [
+        cmd("p", put(b"job A", pri=10)),
+        cmd("p", put(b"job B", pri=20)),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"release {j0} 30 0\r\n"),
+        cmd("w", b"stats-job {j0}\r\n"),
+        cmd("w", b"reserve\r\n"),                   # B (20) now before A (30)
+        cmd("w", b"touch {j1}\r\n"),
+        cmd("x", b"touch {j1}\r\n"),
+        cmd("x", b"release {j1} 1 0\r\n"),
+        cmd("x", b"bury {j1} 1\r\n"),
+        cmd("w", b"release {j1} 5 3000\r\n"),       # to delayed
+        cmd("w", b"stats-job {j1}\r\n"),
+        cmd("w", b"peek-delayed\r\n"),
+        cmd("w", b"release {j1} 5 0\r\n"),          # not reserved any more
+        cmd("w", b"touch {j1}\r\n"),
+        cmd("w", b"reserve\r\n"),
+        cmd("w", b"bury {j0} 77\r\n"),
+        cmd("w", b"stats-job {j0}\r\n"),
+        cmd("w", b"bury {j0} 77\r\n"),
+        cmd("w", b"peek-buried\r\n"),
+        cmd("w", b"release 999 1 1\r\n"),
+        cmd("w", b"release {j0} 1\r\n"),
+        cmd("w", b"release {j0} 1 1 1\r\n"),
+        cmd("w", b"release {j0} 4294967296 0\r\n"),
+        cmd("w", b"release {j0} 1 4294967296\r\n"),
+        cmd("w", b"release {j0} -1 0\r\n"),
+        cmd("w", b"release\r\n"),
+        cmd("w", b"release \r\n"),
+        cmd("w", b"bury {j0}\r\n"),
+        cmd("w", b"bury {j0} 1 1\r\n"),
+        cmd("w", b"bury {j0} 4294967296\r\n"),
+        cmd("w", b"bury\r\n"),
+        cmd("w", b"bury \r\n"),
+        cmd("w", b"touch\r\n"),
+        cmd("w", b"touch \r\n"),
+        cmd("w", b"touch x\r\n"),
+        cmd("w", b"touch 1 \r\n"),
+        cmd("w", b"stats\r\n"),
+    ]
+
+
+@scenario
+def peek_commands():
+    return [
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"peek-delayed\r\n"),
+        cmd("c", b"peek-buried\r\n"),
+        cmd("c", b"use pk\r\n"),
+        cmd("c", put(b"r1", pri=9)),
+        cmd("c", put(b"r2", pri=3)),
+        cmd("c", put(b"d1", delay=9000)),
+        cmd("c", put(b"d2", delay=3000)),
+        cmd("c", put(b"d3", delay=3000)),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"peek-delayed\r\n"),
+        cmd("c", b"peek-buried\r\n"),
+        cmd("w", b"watch pk\r\n"),
+        cmd("w", b"reserve-job {j0}\r\n"),
+        cmd("w", b"bury {j0} 1\r\n"),
+        cmd("c", b"peek-buried\r\n"),
+        cmd("c", b"peek {j0}\r\n"),
+        cmd("c", b"peek {j2}\r\n"),
+        cmd("c", b"peek 0\r\n"),
+        cmd("c", b"peek 99\r\n"),
+        cmd("c", b"peek\r\n"),
+        cmd("c", b"peek \r\n"),
+        cmd("c", b"peek x\r\n"),
+        cmd("c", b"peek 1 \r\n"),
+        cmd("c", b"peek  1\r\n"),
+        cmd("c", b"peek-ready \r\n"),
+        cmd("c", b"peek-readyx\r\n"),
+        cmd("c", b"peek-delayed \r\n"),
+        cmd("c", b"peek-buried 1\r\n"),
+        cmd("c", b"use default\r\n"),
+        cmd("c", b"peek-ready\r\n"),         # used tube only
+        cmd("c", b"peek-buried\r\n"),
+        cmd("c", b"peek {j1}\r\n"),          # any tube
+        cmd("w", b"reserve-job {j1}\r\n"),
+        cmd("c", b"peek {j1}\r\n"),          # reserved jobs can be peeked
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def kick_commands():
+    return [
+        cmd("c", b"kick 10\r\n"),
+        cmd("c", put(b"d1", delay=4000)),
+        cmd("c", put(b"d2", delay=2000)),
+        cmd("c", put(b"b1")),
+        cmd("c", put(b"b2")),
+        cmd("c", put(b"b3")),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"bury {j2} 5\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"bury {j3} 5\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"bury {j4} 5\r\n"),
+        cmd("c", b"kick 0\r\n"),
+        cmd("c", b"kick 1\r\n"),                 # buried first
+        cmd("c", b"peek-buried\r\n"),
+        cmd("c", b"kick 10\r\n"),                # the other two buried only
+        cmd("c", b"kick 1\r\n"),                 # now delayed: shortest first
+        cmd("c", b"peek-delayed\r\n"),
+        cmd("c", b"kick 4294967295\r\n"),
+        cmd("c", b"kick 5\r\n"),
+        cmd("c", b"stats-job {j1}\r\n"),
+        cmd("c", b"stats-job {j2}\r\n"),
+        cmd("c", put(b"d3", delay=4000)),
+        cmd("c", put(b"b4")),
+        cmd("c", b"reserve-job {j6}\r\n"),
+        cmd("c", b"bury {j6} 1\r\n"),
+        cmd("c", b"kick-job {j5}\r\n"),          # delayed
+        cmd("c", b"kick-job {j6}\r\n"),          # buried
+        cmd("c", b"kick-job {j6}\r\n"),          # ready now
+        cmd("c", b"reserve-job {j6}\r\n"),
+        cmd("c", b"kick-job {j6}\r\n"),          # reserved
+        cmd("c", b"kick-job 999\r\n"),
+        cmd("c", b"kick-job\r\n"),
+        cmd("c", b"kick-job \r\n"),
+        cmd("c", b"kick-job x\r\n"),
+        cmd("c", b"kick-job 1 \r\n"),
+        cmd("c", b"kick\r\n"),
+        cmd("c", b"kick \r\n"),
+        cmd("c", b"kick x\r\n"),
+        cmd("c", b"kick  3\r\n"),
+        cmd("c", b"kick 99999999999999999999999\r\n"),
+        cmd("c", b"stats-job {j5}\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def kick_other_tube():
+    return [
+        cmd("c", b"use k1\r\n"),
+        cmd("c", put(b"a", delay=3000)),
+        cmd("c", b"use k2\r\n"),
+        cmd("c", put(b"b", delay=3000)),
+        cmd("c", b"kick 10\r\n"),            # only k2's job
+        cmd("c", b"stats-tube k1\r\n"),
+        cmd("c", b"kick-job {j0}\r\n"),       # kick-job works in any tube
+        cmd("c", b"use k1\r\n"),
+        cmd("c", b"peek-delayed\r\n"),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"stats-tube k2\r\n"),
+    ]
+
+
+@scenario
+def stats_counters():
+    steps = [cmd("c", b"stats\r\n")]
+    for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",
+                 b"peek-delayed\r\n", b"peek-buried\r\n", b"reserve-with-timeout 0\r\n",
+                 b"release 1 0 0\r\n", b"reserve\r\n", b"bury 1 0\r\n",
+                 b"kick 1\r\n", b"kick-job 1\r\n", b"reserve\r\n", b"touch 1\r\n",
+                 b"delete 1\r\n", b"use s\r\n", b"watch s\r\n", b"ignore s\r\n",
+                 b"stats-job 1\r\n", b"stats-tube s\r\n", b"list-tubes\r\n",
+                 b"list-tube-used\r\n", b"list-tubes-watched\r\n", b"pause-tube s 0\r\n",
+                 b"reserve-job 1\r\n",
+                 # bad-format variants: which of these count?
+                 b"peek x\r\n", b"use -\r\n", b"watch -\r\n", b"ignore -\r\n",
+                 b"stats-job x\r\n", b"stats-tube -\r\n", b"pause-tube - 1\r\n",
+                 b"delete x\r\n", b"release x 0 0\r\n", b"bury x 0\r\n", b"touch x\r\n",
+                 b"kick x\r\n", b"kick-job x\r\n", b"put x 0 0 1\r\n",
+                 b"reserve-job x\r\n", b"stats \r\n", b"list-tubes \r\n"):
+        steps.append(cmd("c", line))
+        steps.append(cmd("c", b"stats\r\n"))
+    return steps
+
+
+@scenario
+def stats_job_states():
+    return [
+        cmd("c", b"use sj\r\n"),
+        cmd("c", b"watch sj\r\n"),
+        cmd("c", put(b"j", pri=1023, delay=0, ttr=300)),
+        cmd("c", put(b"k", pri=1024, delay=6000, ttr=300)),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"stats-job {j1}\r\n"),
+        cmd("c", b"stats-tube sj\r\n"),
+        cmd("c", b"stats\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"release {j0} 2000 0\r\n"),
+        cmd("c", b"stats-tube sj\r\n"),          # urgent count follows the new pri
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"bury {j0} 3\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"kick 1\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"stats-job 999\r\n"),
+        cmd("c", b"stats-job 0\r\n"),
+        cmd("c", b"stats-job\r\n"),
+        cmd("c", b"stats-job \r\n"),
+        cmd("c", b"stats-job 1 \r\n"),
+        cmd("c", b"stats-job -1\r\n"),
+        cmd("c", b"stats-job 18446744073709551616\r\n"),
+        cmd("c", b"stats-tube sj\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def list_tubes_order():
+    steps = []
+    for name in (b"m", b"a", b"z", b"b(1)", b"$x", b"q.q", b"y_y", b"Z;"):
+        steps.append(cmd("c", b"use " + name + b"\r\n"))
+        steps.append(cmd("c", put(name)))
+    steps += [
+        cmd("c", b"list-tubes\r\n"),
+        cmd("w", b"watch a\r\n"),
+        cmd("w", b"watch q.q\r\n"),
+        cmd("w", b"watch new\r\n"),
+        cmd("w", b"list-tubes-watched\r\n"),
+        cmd("w", b"ignore default\r\n"),
+        cmd("w", b"list-tubes-watched\r\n"),
+        cmd("w", b"reserve-job {j0}\r\n"),
+        cmd("w", b"delete {j0}\r\n"),            # tube m becomes empty
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"use m\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+    return steps
+
+
+@scenario
+def list_tubes_after_removal():
+    # The order of list-tubes after tubes disappear (the reference moves the
+    # last tube into the hole left by a removed one).
+    steps = [cmd("c", b"watch %s\r\n" % t) for t in (b"a", b"b", b"c", b"d", b"e")]
+    steps += [
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"ignore b\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"ignore a\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"watch f\r\n"),
+        cmd("c", b"watch b\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"ignore d\r\n"),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"ignore default\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"list-tubes-watched\r\n"),
+    ]
+    return steps
+
+
+@scenario
+def list_tubes_after_close():
+    # A closing connection drops its watched and used tubes at once: the
+    # order in which they go decides the order of list-tubes afterwards.
+    return [
+        cmd("y", b"watch a\r\n"),
+        cmd("x", b"watch p\r\n"),
+        cmd("x", b"watch q\r\n"),
+        cmd("x", b"use u\r\n"),
+        cmd("x", b"watch r\r\n"),
+        cmd("y", b"watch s\r\n"),
+        cmd("y", b"watch t\r\n"),
+        cmd("y", b"use v\r\n"),
+        cmd("y", b"list-tubes\r\n"),
+        close("x"),
+        cmd("y", b"list-tubes\r\n"),
+        cmd("z", b"watch p\r\n"),
+        cmd("z", b"use q\r\n"),
+        cmd("z", b"watch default\r\n"),
+        cmd("z", b"ignore default\r\n"),
+        cmd("y", b"list-tubes\r\n"),
+        cmd("z", b"quit\r\n"),
+        cmd("y", b"list-tubes\r\n"),
+    ]
+
+
+@scenario
+def pause_tube():
+    return [
+        cmd("c", b"pause-tube nosuch 10\r\n"),
+        cmd("c", put(b"j")),
+        cmd("c", b"pause-tube default 5000\r\n"),
+        cmd("c", b"stats-tube default\r\n"),
+        cmd("c", b"reserve-with-timeout 0\r\n"),   # paused: no job
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"reserve-job {j0}\r\n"),         # by id even when paused
+        cmd("c", b"release {j0} 0 0\r\n"),
+        cmd("c", b"pause-tube default 0\r\n"),     # unpause at once
+        cmd("c", b"stats-tube default\r\n"),
+        cmd("c", b"reserve-with-timeout 0\r\n"),
+        cmd("c", b"pause-tube default 4294967295\r\n"),
+        cmd("c", b"pause-tube default 4294967296\r\n"),
+        cmd("c", b"pause-tube default -1\r\n"),
+        cmd("c", b"pause-tube default  7\r\n"),
+        cmd("c", b"pause-tube  default 7\r\n"),
+        cmd("c", b"pause-tube default 7 \r\n"),
+        cmd("c", b"pause-tube default\r\n"),
+        cmd("c", b"pause-tube default \r\n"),
+        cmd("c", b"pause-tube\r\n"),
+        cmd("c", b"pause-tube \r\n"),
+        cmd("c", b"pause-tube -x 1\r\n"),
+        cmd("c", b"pause-tube a*b 1\r\n"),
+        cmd("c", b"pause-tube " + b"p" * 200 + b" 4294967295\r\n"),  # 224-byte line
+        cmd("c", b"use " + b"p" * 200 + b"\r\n"),
+        cmd("c", b"pause-tube " + b"p" * 200 + b" 4294967295\r\n"),
+        cmd("c", b"stats-tube " + b"p" * 200 + b"\r\n"),
+        cmd("c", b"pause-tube " + b"p" * 200 + b" 0\r\n"),
+        cmd("c", b"stats-tube default\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def quit_command():
+    return [
+        cmd("a", b"list-tube-used\r\n"),
+        cmd("a", b"quit\r\n"),
+        cmd("b", b"use x\r\n"),
+        cmd("b", b"stats-tube x\r\n"),
+        cmd("b", b"put 0 0 60 2\r\nhi\r\nquit\r\n", n=2),     # pipelined: reply then close
+        cmd("c", b"stats\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("d", b"reserve-job {j0}\r\n"),
+        cmd("d", b"quit\r\n"),                    # reserved job goes back
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"QUIT\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def malformed_lines():
+    lines = [b"\r\n", b" \r\n", b"  \r\n", b"\x00\r\n", b"stats\x00\r\n",
+             b"foo\r\n", b"STATS\r\n", b"Stats\r\n", b" stats\r\n", b"stats \r\n",
+             b"stats x\r\n", b"statsx\r\n", b"stats-\r\n", b"list\r\n",
+             b"list-tubes-watched \r\n", b"list-tubes-watchedx\r\n",
+             b"list-tube-usedx\r\n", b"peek-delayedx\r\n", b"peek-buriedx\r\n",
+             b"\tstats\r\n", b"stats\t\r\n", b"stats\n\r\n", b"\nstats\r\n",
+             b"use\tfoo\r\n", b"put\t0 0 1 1\r\n", b"delete\t1\r\n",
+             b"kick-job 1 1\r\n", b"reserve-job 1 1\r\n", b"stats-job 1 1\r\n",
+             b"touch 1 1\r\n", b"peek 1 1\r\n", b"\xff\xfe\r\n",
+             b"put 0 0 1 1\x00\r\n", b"delete 1\x00\r\n", b"use foo\x00\r\n",
+             b"r\r\n", b"reserve-\r\n", b"peek-\r\n", b"kick-\r\n",
+             b"stats-jobs 1\r\n", b"stats-tubes default\r\n", b"pause-tubes default 1\r\n",
+             b"watch-tube x\r\n", b"list-tube\r\n", b"list-tubes-used\r\n"]
+    steps = [cmd("c", ln) for ln in lines]
+    steps.append(cmd("c", b"list-tube-used\r\n"))
+    steps.append(cmd("c", b"stats\r\n"))
+    return steps
+
+
+@scenario
+def long_lines():
+    # Lengths count the \r\n.  beanstalkd 1.12 mis-handles a line whose \r is
+    # the last byte of its 224-byte buffer (length 225, 449, ...): not used.
+    steps = []
+    for total in (224, 226, 227, 300, 447, 450, 672, 1000, 5000, 70000):
+        steps.append(cmd("c", b"x" * (total - 2) + b"\r\n"))
+        steps.append(cmd("c", b"list-tube-used\r\n"))
+    steps += [
+        cmd("c", b"y" * 1000 + b"\r\nlist-tube-used\r\n", n=2),   # pipelined after
+        cmd("c", b"use " + b"u" * 300 + b"\r\n"),
+        cmd("c", b"put 0 0 60 " + b"1" * 300 + b"\r\n"),
+        cmd("c", b"stats-tube " + b"s" * 220 + b"\r\n"),
+        cmd("c", b"delete " + b"9" * 250 + b"\r\n"),
+        cmd("c", b"list-tube-used\r\n"),
+        cmd("c", b"use " + b"v" * 200 + b"\r\n"),
+        cmd("c", b"put 0 0 60 3\r\nabc\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+    return steps
+
+
+@scenario
+def fragmented_input():
+    return [
+        send("c", b"us"),
+        sleep(0.05),
+        send("c", b"e fr"),
+        sleep(0.05),
+        send("c", b"ag\r"),
+        sleep(0.05),
+        cmd("c", b"\n"),
+        send("c", b"put 3 0 60 10\r"),
+        sleep(0.05),
+        send("c", b"\n01234"),
+        sleep(0.05),
+        send("c", b"56789\r"),
+        sleep(0.05),
+        cmd("c", b"\n"),
+        send("c", b"peek-ready\r\nlist-tube-used\r\nsta"),
+        read("c", 2),
+        cmd("c", b"ts-tube frag\r\n"),
+        cmd("c", b"list-tube-used\r\nlist-tubes\r\npeek-ready\r\nwatch frag\r\n"
+                 b"reserve\r\ndelete {j0}\r\nstats-tube frag\r\n", n=7),
+        cmd("c", b"".join(put(b"%d" % i) for i in range(50)), n=50),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def multi_connections():
+    return [
+        cmd("p1", b"use jobs\r\n"),
+        cmd("p2", b"use jobs\r\n"),
+        cmd("w1", b"watch jobs\r\n"),
+        cmd("w2", b"watch jobs\r\n"),
+        cmd("w2", b"ignore default\r\n"),
+        cmd("p1", put(b"one", pri=2)),
+        cmd("p2", put(b"two", pri=1)),
+        cmd("w1", b"reserve\r\n"),
+        cmd("p1", put(b"three", pri=0)),
+        cmd("w2", b"reserve\r\n"),
+        cmd("w1", b"reserve-with-timeout 0\r\n"),
+        cmd("w2", b"reserve-with-timeout 0\r\n"),
+        cmd("o", b"stats\r\n"),
+        cmd("o", b"stats-tube jobs\r\n"),
+        cmd("w2", b"delete {j1}\r\n"),           # w1 holds it
+        cmd("w1", b"delete {j1}\r\n"),
+        cmd("w1", b"release {j2} 0 0\r\n"),
+        cmd("w1", b"touch {j2}\r\n"),
+        cmd("w2", b"touch {j2}\r\n"),
+        cmd("o", b"stats-tube jobs\r\n"),
+        close("w2"),                              # holds {j2}: back to ready
+        cmd("o", b"stats-job {j2}\r\n"),
+        cmd("o", b"stats-tube jobs\r\n"),
+        cmd("w1", b"reserve\r\n"),
+        cmd("w1", b"reserve-with-timeout 0\r\n"),
+        close("p1"),
+        close("p2"),
+        cmd("o", b"stats\r\n"),
+        close("w1"),
+        cmd("o", b"stats\r\n"),
+        cmd("o", b"stats-tube jobs\r\n"),
+        cmd("o", b"list-tubes\r\n"),
+    ]
+
+
+@scenario
+def tube_lifecycle():
+    return [
+        cmd("a", b"use t\r\n"),
+        cmd("b", b"watch t\r\n"),
+        cmd("o", b"list-tubes\r\n"),
+        cmd("a", b"use default\r\n"),
+        cmd("o", b"stats-tube t\r\n"),            # still watched by b
+        cmd("b", b"ignore t\r\n"),
+        cmd("o", b"stats-tube t\r\n"),            # gone
+        cmd("a", b"use t\r\n"),
+        cmd("a", put(b"keeps t alive", delay=5000)),
+        cmd("a", b"use default\r\n"),
+        cmd("o", b"stats-tube t\r\n"),
+        cmd("o", b"delete {j0}\r\n"),
+        cmd("o", b"stats-tube t\r\n"),
+        cmd("o", b"pause-tube t 10\r\n"),
+        cmd("o", b"watch p\r\n"),
+        cmd("o", b"pause-tube p 100\r\n"),
+        cmd("o", b"ignore p\r\n"),
+        cmd("o", b"stats-tube p\r\n"),            # paused but unreferenced
+        cmd("o", b"list-tubes\r\n"),
+        cmd("o", b"stats\r\n"),
+        close("a"),
+        close("b"),
+        cmd("o", b"stats\r\n"),
+    ]
+
+
+@scenario
+def drain_mode():
+    return [
+        cmd("c", put(b"before")),
+        sig(signal.SIGUSR1),
+        sleep(0.3),
+        cmd("c", put(b"while draining")),          # DRAINING, uses an id
+        cmd("c", put(b"x" * 70000)),               # too big wins
+        cmd("c", b"put 0 0 60 1\r\nxyz"),          # EXPECTED_CRLF wins
+        cmd("c", b"put 0 0 60 1 1\r\n"),
+        cmd("c", b"stats\r\n"),
+        cmd("c", b"reserve\r\n"),
+        cmd("c", b"delete {j0}\r\n"),
+        cmd("c", b"use d\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("c", b"peek 1\r\n"),
+        cmd("c", b"peek 2\r\n"),
+        cmd("c", b"stats-job 2\r\n"),
+        cmd("c", b"stats-tube d\r\n"),
+    ]
+
+
+@scenario
+def rwt_negative_113():
+    # Documented 1.13 change: a negative timeout is BAD_FORMAT.  A job is
+    # ready, so a 1.12 server would have reserved it (it is not asked).
+    return [
+        cmd("c", put(b"ready")),
+        cmd("c", b"reserve-with-timeout -1\r\n"),
+        cmd("c", b"reserve-with-timeout -5\r\n"),
+        cmd("c", b"reserve-with-timeout -0\r\n"),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+    ]
+
+
+@scenario
+def documented_leniencies():
+    # 1.12 accepts these by accident; tubed may answer BAD_FORMAT or
+    # UNKNOWN_COMMAND.  Nothing is ready/buried/delayed, so either answer
+    # leaves the same state behind.  Statistics are not compared after them.
+    return [
+        cmd("c", b"kick 5x\r\n"),
+        cmd("c", b"kick 5 6\r\n"),
+        cmd("c", b"kick -1\r\n"),
+        cmd("c", b"reserve-with-timeout x\r\n"),
+        cmd("c", b"reserve-with-timeout \r\n"),
+        cmd("c", b"reserve-with-timeout 0x\r\n"),
+        cmd("c", b"list-tube-used\r\n"),
+        cmd("c", b"quitxyz\r\n"),
+        cmd("d", b"quit \r\n"),
+    ]
+
+
+# --------------------------------------------------------------------------
+# Random streams
+
+NAME_CHARS = "ABCXYZabcxyz0123456789-+/;.$_()"
+FIXED_TUBES = [b"default", b"a", b"b", b"tube-1", b"x.y", b"$_;+/()", b"Z" * 200]
+DELAYS = [0, 0, 0, 0, 1000, 2000, 5000, 100000, U32MAX]   # 0 or far away
+TTRS = [60, 120, 3600, 100000, U32MAX]
+
+
+class RandomStream:
+    """Valid and invalid commands over several connections.
+
+    The generator follows the reference server's replies to aim commands at
+    jobs that exist and at jobs a connection holds, but never relies on them:
+    every command it emits gets exactly one reply from a conforming server,
+    never blocks, and never depends on timing (delays are 0 or far away, TTRs
+    are long, reserve only with timeout 0)."""
+
+    def __init__(self, seed, ref):
+        self.rng = random.Random(seed)
+        self.ref = ref
+        self.conns = ["c%d" % i for i in range(4)]
+        self.tubes = list(FIXED_TUBES)
+        self.reserved = {c: [] for c in self.conns}   # job refs held
+        self.pending = None     # what the command being generated may change
+        self.pendings = []      # one per command of the step
+
+    # -- helpers -----------------------------------------------------------
+
+    def njobs(self):
+        return len(self.ref.ids)
+
+    def tube(self):
+        r = self.rng
+        if r.random() < 0.1 and len(self.tubes) < 14:
+            n = r.randint(1, 12)
+            name = r.choice(NAME_CHARS.replace("-", "")) + \
+                "".join(r.choice(NAME_CHARS) for _ in range(n - 1))
+            self.tubes.append(name.encode())
+        return r.choice(self.tubes)
+
+    def bad_tube(self):
+        return self.rng.choice([b"-a", b"a*b", b"a b", b"", b"Z" * 201, b"a,b",
+                                b"\xe9", b"a\x00b", b"a:b", b"a\tb", b"b "])
+
+    def job(self, conn=None):
+        r = self.rng
+        held = self.reserved.get(conn) if conn else None
+        x = r.random()
+        if held and x < 0.5:
+            return b"{j%d}" % r.choice(held)
+        n = self.njobs()
+        if n and x < 0.85:
+            return b"{j%d}" % r.randrange(n)
+        return r.choice([b"0", b"%d" % r.randint(1, n + 3), b"999999", b"4294967296",
+                         b"18446744073709551615"])
+
+    def bad_number(self):
+        return self.rng.choice([b"-1", b"+1", b"1x", b"x", b"", b"1 ", b"1 2",
+                                b"18446744073709551616", b"99999999999999999999999",
+                                b"0x10", b"1.5", b"\x001"])
+
+    def pri(self):
+        return self.rng.choice([0, 1, 5, 1023, 1024, 2000, self.rng.randint(0, U32MAX),
+                                U32MAX])
+
+    def body(self):
+        r = self.rng
+        x = r.random()
+        if x < 0.1:
+            n = 0
+        elif x < 0.6:
+            n = r.randint(1, 20)
+        elif x < 0.9:
+            n = r.randint(20, 300)
+        elif x < 0.98:
+            n = r.randint(1000, 5000)
+        else:
+            n = 65535
+        if n > 300:
+            unit = bytes(r.randrange(256) for _ in range(300))
+            return (unit * (n // 300 + 1))[:n]
+        if r.random() < 0.5:
+            return bytes(r.randrange(256) for _ in range(n))
+        return bytes(r.choice(b"abcXYZ 0123\r\n") for _ in range(n))
+
+    # -- generation --------------------------------------------------------
+
+    def next_step(self):
+        r = self.rng
+        c = r.choice(self.conns)
+        self.pendings = []
+        x = r.random()
+        if x < 0.015:
+            self.pendings = [("gone", c)]
+            return cmd(c, b"quit\r\n")
+        if x < 0.03:
+            self.pendings = [("gone", c)]
+            return close(c)
+        # Mostly one command per step; sometimes several in one write
+        # (pipelining), sometimes one command written in pieces.
+        n = r.choice([2, 3, 5]) if r.random() < 0.06 else 1
+        data = b""
+        for _ in range(n):
+            self.pending = None
+            data += self.valid(c) if r.random() < 0.72 else self.invalid(c)
+            self.pendings.append(self.pending)
+        cuts = None
+        if n == 1 and len(data) > 1 and r.random() < 0.05:
+            cuts = sorted(r.sample(range(1, len(data)), min(3, len(data) - 1)))
+        return cmd(c, data, n=n, cuts=cuts)
+
+    def valid(self, c):
+        r = self.rng
+        k = r.choice(["put"] * 8 + ["use"] * 2 + ["watch"] * 2 + ["ignore"] * 2 +
+                     ["rwt0"] * 6 + ["reserve-job"] * 2 + ["delete"] * 3 +
+                     ["release"] * 3 + ["bury"] * 3 + ["touch"] + ["peek"] * 2 +
+                     ["peek-ready", "peek-delayed", "peek-buried"] +
+                     ["kick"] * 2 + ["kick-job"] * 2 + ["stats"] * 2 + ["stats-job"] * 3 +
+                     ["stats-tube"] * 2 + ["list-tubes", "list-tube-used",
+                                           "list-tubes-watched"] + ["pause-tube"])
+        if k == "put":
+            body = self.body()
+            self.pending = ("put", c)
+            return b"put %d %d %d %d\r\n%s\r\n" % (self.pri(), r.choice(DELAYS),
+                                                   r.choice(TTRS), len(body), body)
+        if k in ("use", "watch", "ignore"):
+            t = self.tube()
+            return b"%s %s\r\n" % (k.encode(), t)
+        if k == "rwt0":
+            self.pending = ("reserve", c)
+            return b"reserve-with-timeout 0\r\n"
+        if k == "reserve-job":
+            self.pending = ("reserve", c)
+            return b"reserve-job %s\r\n" % self.job()
+        if k in ("delete", "bury", "release", "touch"):
+            j = self.job(c)
+            self.pending = (k, c, j)
+            if k == "release":
+                return b"release %s %d %d\r\n" % (j, self.pri(), r.choice(DELAYS))
+            if k == "bury":
+                return b"bury %s %d\r\n" % (j, self.pri())
+            return b"%s %s\r\n" % (k.encode(), j)
+        if k in ("peek", "kick-job", "stats-job"):
+            return b"%s %s\r\n" % (k.encode(), self.job())
+        if k == "kick":
+            return b"kick %d\r\n" % r.choice([0, 1, 1, 2, 3, 10, 1000, U32MAX])
+        if k == "stats-tube":
+            return b"stats-tube %s\r\n" % self.tube()
+        if k == "pause-tube":
+            return b"pause-tube %s %d\r\n" % (self.tube(), r.choice([0, 0, 1000, 100000,
+                                                                     U32MAX]))
+        return k.encode() + b"\r\n"
+
+    def invalid(self, c):
+        r = self.rng
+        k = r.randrange(16)
+        j = self.job(c)
+        if k == 0:
+            return r.choice([b"", b"foo", b"STATS", b"Put 0 0 1 1", b"reserve-job",
+                             b"peek", b"kick", b"delete", b"touch", b"kick-job", b"use",
+                             b"watch", b"ignore", b" stats", b"stats-jobs 1", b"\xff",
+                             b"list", b"reserve-withtimeout 0", b"bury", b"release",
+                             b"pause", b"put"]) + b"\r\n"
+        if k == 1:      # no-argument commands with something after them
+            return r.choice([b"stats", b"reserve", b"list-tubes", b"list-tube-used",
+                             b"list-tubes-watched", b"peek-ready", b"peek-delayed",
+                             b"peek-buried"]) + r.choice([b" ", b"x", b" x", b"\x00"]) + b"\r\n"
+        if k == 2:      # bad tube names
+            return b"%s %s\r\n" % (r.choice([b"use", b"watch", b"ignore", b"stats-tube"]),
+                                   self.bad_tube())
+        if k == 3:
+            return b"pause-tube %s %d\r\n" % (self.bad_tube(), r.randint(0, 10))
+        if k == 4:
+            return b"pause-tube %s %s\r\n" % (self.tube(), self.bad_number())
+        if k == 5:      # bad job ids
+            return b"%s %s\r\n" % (r.choice([b"delete", b"touch", b"peek", b"kick-job",
+                                             b"stats-job", b"reserve-job"]),
+                                   self.bad_number())
+        if k == 6:
+            args = [j, b"%d" % self.pri(), b"0"]
+            args[r.randrange(3)] = self.bad_number()
+            return b"release " + b" ".join(args) + b"\r\n"
+        if k == 7:
+            args = [j, b"%d" % self.pri()]
+            args[r.randrange(2)] = self.bad_number()
+            return b"bury " + b" ".join(args) + b"\r\n"
+        if k == 8:      # put with a bad line (no body follows)
+            args = [b"%d" % self.pri(), b"0", b"60", b"%d" % r.randint(0, 9)]
+            choice = r.randrange(4)
+            if choice == 0:     # (no space inside: `1 ` would make a valid put)
+                args[r.randrange(4)] = r.choice([b"-1", b"+1", b"1x", b"x", b"0x10",
+                                                 b"18446744073709551616", b"1.5"])
+            elif choice == 1:
+                args.pop(r.randrange(4))
+            elif choice == 2:
+                args.append(b"1")
+            else:
+                args[r.randrange(3)] = b"4294967296"
+            return b"put " + b" ".join(args) + b"\r\n"
+        if k == 9:      # body not followed by \r\n: exactly bytes+2 consumed
+            body = self.body()[:300]
+            return b"put %d 0 60 %d\r\n%s%s" % (self.pri(), len(body), body,
+                                                r.choice([b"XY", b"\n\r", b"\r\r", b"ab"]))
+        if k == 10:     # too big
+            n = r.choice([65536, 65537, 70000])
+            return b"put 0 0 60 %d\r\n%s\r\n" % (n, b"z" * n)
+        if k == 11:     # long line; length != 1 (mod 224) (a 1.12 defect)
+            n = r.choice([224, 226, 230, 300, 446, 500, 1000, 3000])
+            return r.choice([b"stats", b"use ", b"put ", b"x"]).ljust(n - 2, b"y") + b"\r\n"
+        if k == 12:     # NUL inside
+            return r.choice([b"stats\x00", b"use a\x00", b"\x00", b"peek 1\x00",
+                             b"list-tubes\x00x"]) + b"\r\n"
+        if k == 13:     # extra / missing arguments
+            return r.choice([b"delete %s 1" % j, b"touch %s 1" % j, b"peek %s x" % j,
+                             b"release %s 1" % j, b"bury %s" % j, b"release %s" % j,
+                             b"stats-job %s 1" % j, b"kick-job %s 0" % j,
+                             b"reserve-job %s 1" % j, b"use a b", b"watch a b",
+                             b"pause-tube a", b"pause-tube a 1 1"]) + b"\r\n"
+        if k == 14:     # several spaces before a number (accepted by 1.12)
+            return r.choice([b"peek  %s" % j, b"stats-job  %s" % j, b"kick  1",
+                             b"pause-tube default  0", b"kick-job  %s" % j]) + b"\r\n"
+        return r.choice([b"stats-tube", b"stats-job", b"pause-tube", b"reserve-job",
+                         b"peek ", b"delete ", b"use ", b"kick "]) + b"\r\n"
+
+    # -- following the reference -------------------------------------------
+
+    def observe(self, step, ref_replies):
+        for p, reply in zip(self.pendings, ref_replies):
+            if p:
+                self._observe(p, reply)
+
+    def _observe(self, p, reply):
+        if p[0] == "gone":
+            self.reserved[p[1]] = []
+        elif p[0] == "reserve":
+            m = re.match(rb"RESERVED #(\d+) ", reply)
+            if m:
+                self.reserved[p[1]].append(int(m.group(1)) - 1)
+        elif p[0] in ("delete", "release", "bury"):
+            m = re.fullmatch(rb"\{j(\d+)\}", p[2])
+            if m and reply in (b"DELETED\r\n", b"RELEASED\r\n", b"BURIED\r\n"):
+                k = int(m.group(1))
+                if k in self.reserved[p[1]]:
+                    self.reserved[p[1]].remove(k)
+
+    def finish(self):
+        """Steps after the random part: a look at the whole state."""
+        steps = []
+        for c in self.conns:
+            steps.append(cmd(c, b"list-tubes-watched\r\n"))
+            steps.append(cmd(c, b"list-tube-used\r\n"))
+        steps.append(cmd("c0", b"stats\r\n"))
+        steps.append(cmd("c0", b"list-tubes\r\n"))
+        for t in self.tubes:
+            steps.append(cmd("c0", b"stats-tube %s\r\n" % t))
+        for k in range(self.njobs()):
+            steps.append(cmd("c0", b"stats-job {j%d}\r\n" % k))
+        return steps
+
+
+# --------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=False, help="server under test (e.g. build/tubed)")
+    ap.add_argument("--ref", default=REF_BIN, help="reference beanstalkd")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=2500, help="steps per random stream")
+    ap.add_argument("--streams", type=int, default=4, help="random streams")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only streams whose name contains this (repeatable)")
+    ap.add_argument("--no-scenarios", action="store_true")
+    ap.add_argument("--no-random", action="store_true")
+    ap.add_argument("--max-diffs", type=int, default=8,
+                    help="stop a stream after this many differences")
+    ap.add_argument("--test-dialect", choices=["auto", "1.12", "1.13"], default="auto")
+    ap.add_argument("--sort-lists", action="store_true",
+                    help="compare list-tubes/list-tubes-watched ignoring order "
+                         "(to look past a known ordering difference)")
+    ap.add_argument("--list", action="store_true", help="list scenario names")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+
+    if args.list:
+        for name, _ in SCENARIOS:
+            print(name)
+        return 0
+    if not args.bin:
+        ap.error("--bin is required")
+    for path in (args.bin, args.ref):
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            print("differential: %s is not an executable file" % path)
+            print("differential: 0 passed, 1 failed")
+            return 2
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    global SORT_LISTS
+    SORT_LISTS = args.sort_lists
+    args.ref_dialect = detect_dialect(args.ref)
+    if args.test_dialect == "auto":
+        args.test_dialect = detect_dialect(args.bin)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    print("differential: reference %s (%s), tested %s (%s)" % (
+        args.ref, args.ref_dialect, args.bin, args.test_dialect))
+    print("seed: %d (rerun with --seed %d)" % (args.seed, args.seed))
+    sys.stdout.flush()
+
+    def wanted(name):
+        return not args.only or any(s in name for s in args.only)
+
+    started = time.monotonic()
+    passed = failed = 0
+    if not args.no_scenarios:
+        for name, fn in SCENARIOS:
+            if not wanted(name):
+                continue
+            ok = run_stream(name, fn(), args)
+            passed, failed = passed + ok, failed + (not ok)
+            sys.stdout.flush()
+    if not args.no_random:
+        for i in range(args.streams):
+            name = "random-%d" % i
+            if not wanted(name):
+                continue
+            seed = args.seed + i
+            ok = run_stream("%s(seed %d)" % (name, seed), [], args,
+                            make_steps=lambda ref, s=seed: RandomStream(s, ref))
+            passed, failed = passed + ok, failed + (not ok)
+            sys.stdout.flush()
+    print("time: %.1f s" % (time.monotonic() - started))
+    print("differential: %d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
