@@ -41,7 +41,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 
 # Debian packages the build and the tests need (the server itself needs
 # only libc at run time).
-DEPS := build-essential clang pkg-config check beanstalkd ruby-beaneater python3
+DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3
 
 .PHONY: all run check unit integration asan fuzz bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
