@@ -471,7 +471,8 @@ static void move_job(HashNode *n, void *arg)
 
     if (m->failed || j->file != m->index)
         return;
-    if (reserve(m->s, job_record_size(j), 0) < 0) {
+    /* Moving must not eat the room kept for delete records. */
+    if (reserve(m->s, job_record_size(j), bl(m->s)->reserved) < 0) {
         m->failed = 1;
         return;
     }
@@ -574,6 +575,21 @@ static void try_recover(Server *s)
     }
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
              s->jobs.len, cur_file(b)->index);
+}
+
+/* Write every live job into the current file and sync, so no older file
+ * holds anything live and all of them go: after --recover the damaged
+ * files are gone and the next start needs no flag. */
+static int rewrite_all(Server *s)
+{
+    MoveCtx m = {s, 0, 0};
+
+    hash_each(&s->jobs, snapshot_job, &m);
+    if (m.failed || write_pending(bl(s)) < 0 || sync_now(s) < 0)
+        return -1;
+    drop_dead_files(s);
+    log_info("binlog: --recover: %zu jobs rewritten; damaged files removed", s->jobs.len);
+    return 0;
 }
 
 /* ---- replay ----------------------------------------------------------- */
@@ -727,6 +743,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
             size_t next = resync(p, size, off);
             log_warn("binlog: --recover: binlog.%u: dropped bytes %zu..%zu (damaged)",
                      index, off, next);
+            b->damaged = 1;
             off = next;
         }
     }
@@ -764,6 +781,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     } else if (hdr != 0) {
         if (b->recover) {
             log_warn("binlog: --recover: %s has no valid header; all of it dropped", path);
+            b->damaged = 1;
         } else {
             snprintf(rp->err, rp->errlen, "%s is damaged: %s at offset 0; refusing to "
                      "start. Start with --recover to drop it", path,
@@ -879,6 +897,10 @@ static int place_jobs(Server *s, char *err, size_t errlen)
             f->live_jobs++;
             f->live_bytes += size;
         }
+        /* A job logged under a larger -z must still fit in one file when
+         * compaction moves it. */
+        if (size + BL_HEADER_SIZE + DEL > b->file_size)
+            b->file_size = size + BL_HEADER_SIZE + DEL;
         b->live_bytes += size;
         b->reserved += DEL;
     }
@@ -929,6 +951,7 @@ static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errl
             }
             log_warn("binlog: --recover: binlog.%u..%u missing; going on without them",
                      idx[i - 1] + 1, idx[i] - 1);
+            bl(s)->damaged = 1;
         }
         if (replay_file(&rp, idx[i], i == n - 1) < 0)
             return -1;
@@ -978,6 +1001,10 @@ int binlog_open(Server *s, char *err, size_t errlen)
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
     b->last_sync = s->now;
+    if (b->damaged && rewrite_all(s) < 0) {
+        snprintf(err, errlen, "--recover: cannot write the recovered jobs to %s", b->dir);
+        return -1;
+    }
     log_info("binlog: %s: replayed %llu jobs from %zu files in %lld ms; writing binlog.%u",
              b->dir, (unsigned long long)b->replayed_jobs, b->nfiles - 1,
              (long long)((clock_mono() - t0) / NS_PER_MSEC), first);
@@ -997,8 +1024,14 @@ void binlog_close(Server *s)
             fsync(b->cur_fd);
         close(b->cur_fd);
     }
-    for (size_t i = 0; i < b->nspares; i++)
-        close(b->spares[i]); /* empty but valid files; replay skips them */
+    for (size_t i = 0; i < b->nspares; i++) {
+        char path[4096];
+        /* Spares hold nothing: remove them rather than leave empty files
+         * that later starts would have to carry. */
+        file_name(b, cur_file(b)->index + 1 + (uint32_t)i, path, sizeof path);
+        close(b->spares[i]);
+        unlink(path);
+    }
     if (b->dirfd >= 0) {
         fsync(b->dirfd);
         close(b->dirfd);

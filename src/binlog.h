@@ -68,6 +68,7 @@ typedef struct Binlog {
     int unsynced;          /* written since the last fsync */
     int64_t last_recover_try;
     uint64_t replayed_jobs;
+    int damaged;           /* --recover dropped something at replay */
 } Binlog;
 
 /* Lock DIR, replay it into s, and start a new file. -1 with a message in

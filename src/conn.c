@@ -517,8 +517,13 @@ static void conn_event(EvSource *src, uint32_t events)
         conn_close(c);
         return;
     }
-    if ((events & EPOLLOUT) && conn_write(c) < 0)
-        return;
+    if (events & EPOLLOUT) {
+        if (conn_write(c) < 0)
+            return;
+        /* Output drained below the bound: commands already buffered were
+         * held back by it and must run now, without waiting for new bytes. */
+        conn_resume(c);
+    }
     if ((events & (EPOLLIN | EPOLLHUP)) && takes_input(c) && !(c->flags & CONN_EOF)) {
         conn_read(c);
         if (c->flags & CONN_DEAD)

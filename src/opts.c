@@ -68,8 +68,13 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         cfg->port = (int)v;
         cfg->addr_given = 1;
     } else if (!strcmp(flag, "-z")) {
-        if (number(flag, val, MAX_JOB_SIZE_LIMIT, &v, err, errlen) < 0)
+        if (number(flag, val, UINT64_MAX, &v, err, errlen) < 0)
             return -1;
+        if (v > MAX_JOB_SIZE_LIMIT) { /* beanstalkd caps it and runs */
+            fprintf(stderr, "tubed: warning: maximum job size was set to %llu\n",
+                    MAX_JOB_SIZE_LIMIT);
+            v = MAX_JOB_SIZE_LIMIT;
+        }
         cfg->max_job_size = (uint32_t)v;
     } else if (!strcmp(flag, "-s")) {
         if (number(flag, val, UINT32_MAX, &v, err, errlen) < 0)

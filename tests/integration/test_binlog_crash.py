@@ -1,0 +1,440 @@
+"""Binlog: kill -9 under load, torn tails, damaged and missing files.
+
+Each test works on its own temporary directory and stops its servers by pid.
+"""
+
+import os
+import random
+import re
+import threading
+import time
+
+import harness
+from harness import TestFailure, check, eq, fail, no_server, slow, unq
+from binlog_util import (REC_HDR, Servers, TempDir, binlog_files,
+                         check_dir_clean, find_body, flip_byte, kill9,
+                         mentions_offset, parse_dir, parse_file, peek_many,
+                         run_refusing, sigterm, stat_int, zero_range)
+
+SMALL = ["-s", "65536", "-z", "1024"]
+
+
+# ---------------------------------------------------------------- helpers
+
+def _bodies(n, size, tag, seed):
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        pad = rnd.randbytes(size)
+        out.append(b"<%s-%05d>" % (tag.encode(), i) + pad)
+    return out
+
+
+def _fill(srv, bodies, tube="default"):
+    """Put every body (pipelined in batches); returns {id: body}."""
+    c = srv.client()
+    if tube != "default":
+        c.use(tube)
+    jobs = {}
+    for i in range(0, len(bodies), 50):
+        part = bodies[i:i + 50]
+        c.send(b"".join(b"put 1 0 60 %d\r\n%s\r\n" % (len(b), b) for b in part))
+        for b in part:
+            line = c.read_line()
+            m = re.fullmatch(rb"INSERTED (\d+)", line)
+            check(m is not None, "put: expected INSERTED n, got %r" % line)
+            jobs[int(m.group(1))] = b
+    c.close()
+    return jobs
+
+
+def _make_binlog(ss, d, nfiles_with_data, size=600, args=(), tag="job"):
+    """Write jobs until at least nfiles_with_data files hold records, then
+    stop the server with SIGTERM. Returns ({id: body}, parsed files)."""
+    srv = ss.start(d, *(list(SMALL) + list(args)))
+    jobs = {}
+    seed = 0
+    for _ in range(40):
+        jobs.update(_fill(srv, _bodies(40, size, "%s%d" % (tag, seed), seed)))
+        seed += 1
+        with_data = [n for n, p in parse_dir(d) if p.records]
+        if len(with_data) >= nfiles_with_data:
+            break
+    sigterm(srv)
+    files = parse_dir(d)
+    with_data = [(n, p) for n, p in files if p.records]
+    check(len(with_data) >= nfiles_with_data,
+          "setup: wanted %d binlog files with records, have %s"
+          % (nfiles_with_data, [p.name for _, p in with_data]))
+    return jobs, files
+
+
+def _job_files(files, jobs):
+    """{id: set of file numbers whose J records hold the job's body}."""
+    out = {}
+    for jid, body in jobs.items():
+        out[jid] = {n for n, _, _ in find_body(files, body)}
+    return out
+
+
+def _check_present(srv, jobs, what, absent=(), maybe=()):
+    """Every job in `jobs` is present with its body, except ids in `absent`
+    (must be NOT_FOUND) and `maybe` (absent, or present with the exact
+    body)."""
+    got = peek_many(srv.client(), jobs)
+    lost, changed, back = [], [], []
+    for jid, body in sorted(jobs.items()):
+        g = got[jid]
+        if jid in absent:
+            if g is not None:
+                back.append(jid)
+        elif g is None:
+            if jid not in maybe:
+                lost.append(jid)
+        elif g != body:
+            changed.append(jid)
+    problems = []
+    if lost:
+        problems.append("%d jobs lost (NOT_FOUND), ids %s" % (len(lost), lost[:10]))
+    if changed:
+        problems.append("%d jobs came back with a different body, ids %s"
+                        % (len(changed), changed[:10]))
+    if back:
+        problems.append("%d jobs present that should be gone, ids %s"
+                        % (len(back), back[:10]))
+    if problems:
+        fail("%s: %s" % (what, "; ".join(problems)))
+
+
+# ---------------------------------------------------------------- load
+
+@slow
+@no_server
+def test_strict_mode_kill_under_load(binary):
+    seed = random.randrange(1 << 30)
+    rnd = random.Random(seed)
+    nthreads = 4
+    args = ["-f", "0", "-s", "131072", "-z", "1024"]
+    with TempDir() as d, Servers(binary) as ss:
+        present = {}          # id -> body: acknowledged and not deleted
+        deleted = set()       # acknowledged DELETED
+        uncertain = 0         # jobs that may exist beyond `present`
+        srv = ss.start(d, *args)
+        for rnd_no in range(5):
+            lock = threading.Lock()
+            killed = threading.Event()
+            inserted = {}
+            dels = set()
+            pending_del = set()
+            inflight_puts = [0]
+            errors = []
+
+            def worker(tid, wseed):
+                r = random.Random(wseed)
+                mine = []
+                i = 0
+                try:
+                    c = harness.Client(harness.HOST, srv.port, timeout=10)
+                except OSError as e:
+                    if not killed.is_set():
+                        errors.append("thread %d: connect: %r" % (tid, e))
+                    return
+                try:
+                    while True:
+                        body = (b"R%d-T%d-%d|" % (rnd_no, tid, i)
+                                + r.randbytes(r.choice((0, 5, 60, 700))))
+                        with lock:
+                            inflight_puts[0] += 1
+                        c.send(b"put %d 0 60 %d\r\n%s\r\n"
+                               % (r.randrange(1000), len(body), body))
+                        line = c.read_line()
+                        m = re.fullmatch(rb"INSERTED (\d+)", line)
+                        if not m:
+                            errors.append("thread %d: put -> %r" % (tid, line))
+                            return
+                        with lock:
+                            inflight_puts[0] -= 1
+                            inserted[int(m.group(1))] = body
+                        mine.append(int(m.group(1)))
+                        i += 1
+                        if mine and r.random() < 0.4:
+                            jid = mine.pop(r.randrange(len(mine)))
+                            with lock:
+                                pending_del.add(jid)
+                            c.send(b"delete %d\r\n" % jid)
+                            line = c.read_line()
+                            if line != b"DELETED":
+                                errors.append("thread %d: delete %d -> %r"
+                                              % (tid, jid, line))
+                                return
+                            with lock:
+                                pending_del.discard(jid)
+                                dels.add(jid)
+                except (TestFailure, OSError) as e:
+                    if not killed.is_set():
+                        errors.append("thread %d: %s" % (tid, str(e)[:200]))
+                finally:
+                    c.close()
+
+            threads = [threading.Thread(target=worker,
+                                        args=(t, rnd.randrange(1 << 30)),
+                                        daemon=True)
+                       for t in range(nthreads)]
+            for t in threads:
+                t.start()
+            time.sleep(rnd.uniform(0.4, 1.2))
+            killed.set()
+            kill9(srv)
+            for t in threads:
+                t.join(15)
+            check(not any(t.is_alive() for t in threads),
+                  "client threads did not stop after the kill")
+            check(not errors, "round %d (seed %d): errors before the kill: %s"
+                  % (rnd_no, seed, errors[:5]))
+            check(len(inserted) > 20, "round %d: only %d puts acknowledged in "
+                  "the load phase" % (rnd_no, len(inserted)))
+            for jid, body in inserted.items():
+                if jid not in dels and jid not in pending_del:
+                    present[jid] = body
+            deleted |= dels
+            maybe = set(pending_del)
+            uncertain += inflight_puts[0]
+
+            srv = ss.start(d, *args)
+            c = srv.client()
+            got = peek_many(c, list(present) + sorted(deleted) + sorted(maybe))
+            lost = sorted(j for j in present if got[j] is None)
+            changed = sorted(j for j in present
+                             if got[j] is not None and got[j] != present[j])
+            back = sorted(j for j in deleted if got[j] is not None)
+            check(not (lost or changed or back),
+                  "round %d (seed %d), -f 0, kill -9 under load: %d of %d "
+                  "acknowledged jobs lost %s, %d changed %s, %d jobs answered "
+                  "DELETED are back %s" % (rnd_no, seed, len(lost),
+                                           len(present), lost[:8], len(changed),
+                                           changed[:8], len(back), back[:8]))
+            for j in maybe:
+                if got[j] is None:
+                    deleted.add(j)
+                else:
+                    check(got[j] == inserted[j], "job %d (delete in flight) "
+                          "came back with another body" % j)
+                    present[j] = inserted[j]
+            total = stat_int(c.stats(), "current-jobs-ready")
+            check(len(present) <= total <= len(present) + uncertain,
+                  "round %d: %d jobs after restart, expected %d acknowledged "
+                  "(+ at most %d puts in flight at the kill)"
+                  % (rnd_no, total, len(present), uncertain))
+            top = max(list(present) + list(deleted))
+            jid = c.put(b"probe")
+            check(jid > top, "round %d: id after restart %d, highest before %d"
+                  % (rnd_no, jid, top))
+            c.expect("delete %d" % jid, "DELETED")
+            deleted.add(jid)
+            c.close()
+        sigterm(srv)
+
+
+# ---------------------------------------------------------------- torn tail
+
+def _torn(binary, how):
+    with TempDir() as d, Servers(binary) as ss:
+        srv = ss.start(d, "-f", "0", *SMALL)
+        jobs = _fill(srv, _bodies(60, 300, "torn", 1))
+        kill9(srv)
+        files = parse_dir(d)
+        newest = [(n, p) for n, p in files if p.records]
+        check(newest, "no binlog file with records after 60 puts: %s"
+              % os.listdir(d))
+        n, p = newest[-1]
+        r = p.records[-1]
+        torn_ids = [j for j, b in jobs.items() if b in r.payload]
+        check(r.type == b"J" and len(torn_ids) == 1,
+              "the last record of %s should be the J record of the last put "
+              "(type %r, holds %d known bodies)" % (p.name, r.type,
+                                                   len(torn_ids)))
+        if how == "zero-payload":
+            cut = r.off + REC_HDR + r.length // 2
+            zero_range(p.path, cut)
+        elif how == "truncate-payload":
+            cut = r.off + REC_HDR + r.length // 2
+            os.truncate(p.path, cut)
+        elif how == "truncate-header":
+            cut = r.off + 3
+            os.truncate(p.path, cut)
+        else:
+            raise ValueError(how)
+        srv2 = ss.start(d, "-f", "0", *SMALL)
+        err = srv2.stderr_text()
+        check(p.name in err and mentions_offset(err, [r.off, cut, r.off + REC_HDR]),
+              "torn last record (%s) of %s at offset %d cut at %d: the server "
+              "should warn naming the file and the offset; stderr: %r"
+              % (how, p.name, r.off, cut, err[-600:]))
+        _check_present(srv2, jobs, "after a torn tail (%s) in %s" % (how, p.name),
+                       maybe=set(torn_ids))
+        # The torn record is really cut off: the file parses cleanly now
+        # (or is gone), and the next start does not trip over it.
+        if os.path.exists(p.path):
+            q = parse_file(p.path)
+            check(not q.errors, "%s after the restart still holds the torn "
+                  "record: %s" % (p.name, q.errors[:3]))
+        c = srv2.client()
+        extra = c.put(b"after-torn")
+        jobs[extra] = b"after-torn"
+        kill9(srv2)
+        srv3 = ss.start(d, "-f", "0", *SMALL)
+        _check_present(srv3, jobs, "second restart after the torn tail (%s)"
+                       % how, maybe=set(torn_ids))
+
+
+@no_server
+def test_torn_tail_zero_filled_payload(binary):
+    _torn(binary, "zero-payload")
+
+
+@no_server
+def test_torn_tail_truncated_payload(binary):
+    _torn(binary, "truncate-payload")
+
+
+@no_server
+def test_torn_tail_truncated_header(binary):
+    _torn(binary, "truncate-header")
+
+
+# ---------------------------------------------------------------- damage
+
+def _flip_in(p, jobs, pick):
+    """Flip one byte inside a job body in the record chosen by pick(list).
+    Returns (record, flipped offset, damaged job id)."""
+    cands = []
+    for r in p.records:
+        if r.type != b"J":
+            continue
+        ids = [j for j, b in jobs.items() if b in r.payload]
+        if len(ids) == 1:
+            cands.append((r, ids[0]))
+    check(len(cands) >= 5, "%s: only %d J records with a known body"
+          % (p.name, len(cands)))
+    r, jid = pick(cands)
+    body = jobs[jid]
+    off = r.off + REC_HDR + r.payload.index(body) + len(body) // 2
+    flip_byte(p.path, off)
+    return r, off, jid
+
+
+@no_server
+def test_flipped_byte_newest_file_refuses_then_recover(binary):
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 1)
+        n, p = [(n, p) for n, p in files if p.records][-1]
+        r, off, bad = _flip_in(p, jobs, lambda cs: cs[len(cs) // 2])
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check(p.name in err and mentions_offset(err, [r.off, r.off + REC_HDR, off]),
+              "flipped byte at %d (record at %d) in %s: stderr should name the"
+              " file and offset, got %r" % (off, r.off, p.name, err[-600:]))
+        srv = ss.start(d, "--recover", *SMALL)
+        err = srv.stderr_text()
+        check(p.name in err, "--recover: stderr should report what was dropped"
+              " from %s, got %r" % (p.name, err[-600:]))
+        _check_present(srv, jobs, "--recover after a flipped byte in %s "
+                       "(job %d damaged)" % (p.name, bad), maybe={bad})
+
+
+@no_server
+def test_flipped_byte_older_file_refuses(binary):
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 2)
+        with_data = [(n, p) for n, p in files if p.records]
+        n, p = with_data[0]
+        r, off, bad = _flip_in(p, jobs, lambda cs: cs[len(cs) // 2])
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check(p.name in err and mentions_offset(err, [r.off, r.off + REC_HDR, off]),
+              "flipped byte at %d (record at %d) in older file %s: stderr "
+              "should name the file and offset, got %r"
+              % (off, r.off, p.name, err[-600:]))
+        # Also the last record of an older file: not a torn tail (only the
+        # newest file may have one).
+        r2, off2, bad2 = _flip_in(p, jobs, lambda cs: cs[-1])
+        flip_byte(p.path, off)     # undo the first flip
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check(p.name in err, "flipped byte in the last record of older file "
+              "%s: must refuse naming the file, got %r" % (p.name, err[-600:]))
+        srv = ss.start(d, "--recover", *SMALL)
+        _check_present(srv, jobs, "--recover after a flipped byte in the last "
+                       "record of %s" % p.name, maybe={bad2})
+
+
+@no_server
+def test_recover_is_lasting(binary):
+    # After --recover has dropped the damaged record, a normal start works
+    # and keeps the same jobs.
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 1)
+        n, p = [(n, p) for n, p in files if p.records][-1]
+        r, off, bad = _flip_in(p, jobs, lambda cs: cs[len(cs) // 3])
+        srv = ss.start(d, "--recover", *SMALL)
+        got = peek_many(srv.client(), [bad])
+        kept = dict(jobs)
+        if got[bad] is None:
+            del kept[bad]
+        kill9(srv)
+        srv = ss.start(d, *SMALL)
+        _check_present(srv, kept, "normal start after a --recover start",
+                       absent={bad} if bad not in kept else ())
+
+
+@no_server
+def test_zero_filled_older_file_refuses(binary):
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 2)
+        with_data = [(n, p) for n, p in files if p.records]
+        n, p = with_data[0]
+        in_file = {j for j, fs in _job_files(files, jobs).items() if fs == {n}}
+        check(in_file, "setup: no job only in %s" % p.name)
+        zero_range(p.path, 0)
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check(p.name in err, "zero-filled older file %s: stderr should name it,"
+              " got %r" % (p.name, err[-600:]))
+        srv = ss.start(d, "--recover", *SMALL)
+        check(p.name in srv.stderr_text(), "--recover with zero-filled %s: "
+              "stderr should report it, got %r" % (p.name,
+                                                   srv.stderr_text()[-600:]))
+        _check_present(srv, jobs, "--recover with %s zero-filled" % p.name,
+                       absent=in_file)
+
+
+@no_server
+def test_missing_file_in_sequence_refuses(binary):
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 3)
+        with_data = [(n, p) for n, p in files if p.records]
+        n, p = with_data[len(with_data) // 2]
+        check(with_data[0][0] < n < with_data[-1][0], "setup: no middle file")
+        in_file = {j for j, fs in _job_files(files, jobs).items() if fs == {n}}
+        check(in_file, "setup: no job only in %s" % p.name)
+        os.unlink(p.path)
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check(p.name in err, "%s removed between %s and %s: stderr should name "
+              "the missing file, got %r" % (p.name, with_data[0][1].name,
+                                            with_data[-1][1].name, err[-600:]))
+        srv = ss.start(d, "--recover", *SMALL)
+        check(p.name in srv.stderr_text(), "--recover with %s missing: stderr "
+              "should report it, got %r" % (p.name, srv.stderr_text()[-600:]))
+        _check_present(srv, jobs, "--recover with %s missing" % p.name,
+                       absent=in_file)
+
+
+@no_server
+def test_clean_restart_files_parse(binary):
+    # Sanity for the damage tests above: undamaged files written across
+    # several starts replay with no warning about damage and parse cleanly.
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 2)
+        check_dir_clean(d)
+        srv = ss.start(d, *SMALL)
+        err = srv.stderr_text().lower()
+        for word in ("torn", "corrupt", "checksum", "crc", "damage"):
+            check(word not in err, "clean restart: stderr mentions %r: %r"
+                  % (word, err[-600:]))
+        _check_present(srv, jobs, "clean restart")
