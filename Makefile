@@ -41,7 +41,8 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 
 # Debian packages the build and the tests need (the server itself needs
 # only libc at run time).
-DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3
+DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
+        libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind
 
 .PHONY: all run check unit integration asan fuzz bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
@@ -79,8 +80,12 @@ run: $(BUILD)/tubed
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; CK_FORK=yes $$t; done
 
+# The suite (every tests/integration/test_*.py), the differential test
+# against Debian's beanstalkd, and a real client library.
 integration: $(BUILD)/tubed $(BUILD)/tubed-bench
 	python3 tests/integration/run.py --bin $(BUILD)/tubed
+	python3 tests/integration/differential.py --bin $(BUILD)/tubed
+	python3 tests/integration/client_test.py --bin $(BUILD)/tubed
 
 # The sanitizer run builds a second tree so the normal build stays untouched.
 asan:

@@ -509,10 +509,12 @@ void binlog_tick(Server *s)
     if (!b->enabled)
         return;
     drop_dead_files(s);
-    if (b->healthy)
+    if (b->healthy) {
         compact(s);
-    else
+        drop_dead_files(s); /* the file compaction just emptied */
+    } else {
         try_recover(s);
+    }
     if (b->unsynced && !s->cfg.fsync_never &&
         s->now - b->last_sync >= (int64_t)s->cfg.fsync_ms * NS_PER_MSEC) {
         if (write_pending(b) < 0 || sync_now(s) < 0)
@@ -614,10 +616,13 @@ static Tube *replay_tube(Replay *rp, const BlRecord *r)
     return t;
 }
 
-static void forget_job(Server *s, Job *j)
+static void forget_job(Replay *rp, Job *j)
 {
+    Server *s = rp->s;
     Tube *t = j->tube;
 
+    if (t == rp->last_tube && t->refs == 1)
+        rp->last_tube = NULL; /* about to be freed with its last job */
     job_table_remove(&s->jobs, j);
     job_free(j);
     tube_unref(&s->tubes, t);
@@ -647,7 +652,7 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
         rp->max_id = r->id;
     if (r->type == BL_DELETE) {
         if (j)
-            forget_job(s, j);
+            forget_job(rp, j);
         return 0;
     }
     if (r->type == BL_STATE) {
@@ -656,7 +661,7 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
         return 0;
     }
     if (j)
-        forget_job(s, j);
+        forget_job(rp, j);
     j = job_alloc(r->id, r->body_size);
     t = j ? replay_tube(rp, r) : NULL;
     if (!t) {
@@ -776,7 +781,13 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         }
     }
     hdr = bl_check_header(p, (size_t)st.st_size);
-    if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
+    if (hdr < 0 && st.st_size >= 4 && !memcmp(p, "\x07\0\0\0", 4)) {
+        /* beanstalkd's own format (version 7): never "recover" it away */
+        snprintf(rp->err, rp->errlen, "%s is a beanstalkd binlog, not tubed's; tubed "
+                 "cannot read it. Drain the jobs from beanstalkd before moving to "
+                 "tubed (doc/operations.md); refusing to start", path);
+        rc = -1;
+    } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
         log_warn("binlog: %s holds no records (never written); ignored", path);
     } else if (hdr != 0) {
         if (b->recover) {
@@ -870,8 +881,9 @@ static void collect(HashNode *n, void *arg)
     *(*p)++ = container_of(n, Job, hnode);
 }
 
-/* Put every replayed job in its tube, oldest id first (so buried lists
- * keep their order), and count it against its file. */
+/* Put every replayed job in its tube, oldest id first, and count it
+ * against its file. Buried jobs come back in id order, which is their
+ * bury order only when they were buried in the order they were made. */
 static int place_jobs(Server *s, char *err, size_t errlen)
 {
     Binlog *b = bl(s);
@@ -936,9 +948,44 @@ static int open_dir(Binlog *b, char *err, size_t errlen)
     return 0;
 }
 
+/* A file with nothing but a header (or nothing) and zeros: a spare made
+ * ahead of use that a crash left behind. */
+static int file_blank(const Binlog *b, uint32_t index)
+{
+    char path[4096];
+    struct stat st;
+    int fd, blank = 0;
+
+    file_name(b, index, path, sizeof path);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0) {
+        if (st.st_size == 0) {
+            blank = 1;
+        } else {
+            char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                size_t n = (size_t)st.st_size;
+                blank = bl_check_header(p, n) >= 0 &&
+                        (n <= BL_HEADER_SIZE || all_zero(p + BL_HEADER_SIZE, n - BL_HEADER_SIZE));
+                munmap(p, n);
+            }
+        }
+    }
+    close(fd);
+    return blank;
+}
+
 static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errlen)
 {
     Replay rp = {.s = s, .err = err, .errlen = errlen};
+    size_t newest = n ? n - 1 : 0;
+
+    /* The newest file is the last one holding records: blank spares after
+     * it do not make its torn tail "old" damage. */
+    while (newest > 0 && file_blank(bl(s), idx[newest]))
+        newest--;
 
     for (size_t i = 0; i < n; i++) {
         if (i && idx[i] != idx[i - 1] + 1) {
@@ -953,7 +1000,7 @@ static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errl
                      idx[i - 1] + 1, idx[i] - 1);
             bl(s)->damaged = 1;
         }
-        if (replay_file(&rp, idx[i], i == n - 1) < 0)
+        if (replay_file(&rp, idx[i], i >= newest) < 0)
             return -1;
     }
     if (rp.max_id >= s->next_id)

@@ -138,6 +138,8 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         p = get_counters(p + 29, r);
         r->tube_len = (uint8_t)*p++;
         r->tube = p;
+        if ((size_t)len < (size_t)(BL_JOB_FIXED - BL_REC_HEAD) + r->tube_len)
+            return -1; /* the tube name would run past the payload */
         if ((size_t)len != BL_JOB_FIXED - BL_REC_HEAD + r->tube_len + (size_t)get32(p + r->tube_len))
             return -1;
         r->body_size = get32(p + r->tube_len);

@@ -28,6 +28,8 @@ int buf_reserve(Buf *b, size_t extra)
 
 int buf_append(Buf *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 0; /* a zero Buf has no array: memcpy to NULL is undefined */
     if (buf_reserve(b, n) < 0)
         return -1;
     memcpy(b->data + b->len, p, n);

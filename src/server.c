@@ -163,11 +163,13 @@ static void on_signal(EvSource *src, uint32_t events)
             if (!s->draining)
                 log_info("SIGUSR1: entering drain mode");
             s->draining = 1;
+            sd_notify("STATUS=draining: put answers DRAINING");
             break;
         case SIGUSR2:
             if (s->draining)
                 log_info("SIGUSR2: leaving drain mode");
             s->draining = 0;
+            sd_notify("STATUS=serving");
             break;
         case SIGTERM:
         case SIGINT:

@@ -17,7 +17,6 @@ import signal
 import struct
 import subprocess
 import tempfile
-import time
 
 import harness
 from harness import TestFailure, check, eq, fail, unq

@@ -10,8 +10,8 @@ import threading
 import time
 
 import harness
-from harness import TestFailure, check, eq, fail, no_server, slow, unq
-from binlog_util import (REC_HDR, Servers, TempDir, binlog_files,
+from harness import TestFailure, check, fail, no_server, slow
+from binlog_util import (REC_HDR, Servers, TempDir,
                          check_dir_clean, find_body, flip_byte, kill9,
                          mentions_offset, parse_dir, parse_file, peek_many,
                          run_refusing, sigterm, stat_int, zero_range)

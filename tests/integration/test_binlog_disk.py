@@ -12,7 +12,7 @@ import threading
 import time
 
 import harness
-from harness import Skip, TestFailure, check, eq, fail, no_server, slow, unq
+from harness import Skip, check, eq, fail, no_server, slow, unq
 from binlog_util import (Servers, TempDir, binlog_bytes, binlog_files,
                          check_dir_clean, kill9, peek_many, put_raw, sigterm,
                          stat_int)

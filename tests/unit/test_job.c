@@ -1,0 +1,279 @@
+/* Unit tests for job.c: allocation, the job table, and the heap orders. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "heap.h"
+#include "job.h"
+#include "unit.h"
+
+START_TEST(alloc_fields)
+{
+    Job *j = job_alloc(42, 100);
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(j->id, 42);
+    ck_assert_uint_eq(j->body_size, 100);
+    ck_assert_ptr_null(j->tube);
+    ck_assert_ptr_null(j->owner);
+    ck_assert(!list_linked(&j->link));
+    ck_assert_uint_eq(j->pri, 0);
+    ck_assert_uint_eq(j->delay, 0);
+    ck_assert_uint_eq(j->ttr, 0);
+    ck_assert_int_eq(j->deadline, 0);
+    ck_assert_int_eq(j->created, 0);
+    ck_assert_uint_eq(j->reserves + j->timeouts + j->releases + j->buries +
+                          j->kicks, 0);
+    ck_assert_uint_eq(j->file, 0);
+    ck_assert_uint_eq(j->state, JOB_READY);
+    /* The body lives in the same allocation and is all usable (ASan
+     * checks the bounds). */
+    memset(j->body, 'b', 100);
+    ck_assert_int_eq(j->body[99], 'b');
+    /* An unlinked node can be removed harmlessly. */
+    list_remove(&j->link);
+    ck_assert(!list_linked(&j->link));
+    job_free(j);
+
+    j = job_alloc(UINT64_MAX, 0);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(j->id, UINT64_MAX);
+    job_free(j);
+    job_free(NULL);
+}
+END_TEST
+
+START_TEST(alloc_failure)
+{
+    alloc_fail_after(1);
+    ck_assert_ptr_null(job_alloc(1, 10));
+    /* With memory back, the same allocation works. */
+    alloc_fail_after(0);
+    Job *j = job_alloc(2, 10);
+    ck_assert_ptr_nonnull(j);
+    job_free(j);
+}
+END_TEST
+
+START_TEST(state_names)
+{
+    ck_assert_str_eq(job_state_name(JOB_READY), "ready");
+    ck_assert_str_eq(job_state_name(JOB_RESERVED), "reserved");
+    ck_assert_str_eq(job_state_name(JOB_DELAYED), "delayed");
+    ck_assert_str_eq(job_state_name(JOB_BURIED), "buried");
+    ck_assert_str_eq(job_state_name((JobState)99), "invalid");
+}
+END_TEST
+
+/* Ten thousand jobs in the table, found by id, removed in two rounds;
+ * the table shrinks back to its minimum. */
+START_TEST(table_find_remove)
+{
+    enum { N = 10000 };
+    Job **jobs = calloc(N, sizeof *jobs);
+    Hash table;
+
+    ck_assert_int_eq(job_table_init(&table), 0);
+    ck_assert_ptr_null(job_table_find(&table, 1));
+    for (size_t i = 0; i < N; i++) {
+        jobs[i] = job_alloc(i + 1, 0);
+        REQUIRE(jobs[i] != NULL);
+        job_table_insert(&table, jobs[i]);
+    }
+    ck_assert_uint_eq(table.len, N);
+    ck_assert_uint_ge(table.nbuckets, N);
+    for (size_t i = 0; i < N; i++)
+        REQ_PEQ(job_table_find(&table, i + 1), jobs[i]);
+    ck_assert_ptr_null(job_table_find(&table, 0));
+    ck_assert_ptr_null(job_table_find(&table, N + 1));
+    ck_assert_ptr_null(job_table_find(&table, UINT64_MAX));
+
+    /* Remove the odd ids. */
+    for (size_t i = 0; i < N; i += 2)
+        job_table_remove(&table, jobs[i]);
+    ck_assert_uint_eq(table.len, N / 2);
+    for (size_t i = 0; i < N; i++)
+        REQ_PEQ(job_table_find(&table, i + 1), i % 2 ? jobs[i] : NULL);
+    /* Removing a job that is not there changes nothing. */
+    job_table_remove(&table, jobs[0]);
+    ck_assert_uint_eq(table.len, N / 2);
+
+    for (size_t i = 1; i < N; i += 2)
+        job_table_remove(&table, jobs[i]);
+    ck_assert_uint_eq(table.len, 0);
+    ck_assert_uint_eq(table.nbuckets, 16);
+    for (size_t i = 0; i < N; i++) {
+        REQ_PEQ(job_table_find(&table, i + 1), NULL);
+        job_free(jobs[i]);
+    }
+    hash_free(&table);
+    free(jobs);
+}
+END_TEST
+
+/* Ids far apart and sharing low bits all land in their own places. */
+START_TEST(table_sparse_ids)
+{
+    enum { N = 512 };
+    Job *jobs[N];
+    Hash table;
+
+    ck_assert_int_eq(job_table_init(&table), 0);
+    for (size_t i = 0; i < N; i++) {
+        jobs[i] = job_alloc((uint64_t)i << 40 | 7, 0);
+        job_table_insert(&table, jobs[i]);
+    }
+    for (size_t i = 0; i < N; i++)
+        REQ_PEQ(job_table_find(&table, (uint64_t)i << 40 | 7), jobs[i]);
+    ck_assert_ptr_null(job_table_find(&table, 7ULL | 1ULL << 60));
+    for (size_t i = 0; i < N; i++) {
+        job_table_remove(&table, jobs[i]);
+        job_free(jobs[i]);
+    }
+    ck_assert_uint_eq(table.len, 0);
+    hash_free(&table);
+}
+END_TEST
+
+START_TEST(ready_less)
+{
+    Job a = {.id = 1, .pri = 10}, b = {.id = 2, .pri = 10},
+        c = {.id = 3, .pri = 5}, d = {.id = 0, .pri = UINT32_MAX};
+
+    /* Lower priority first. */
+    ck_assert(job_ready_less(&c, &a));
+    ck_assert(!job_ready_less(&a, &c));
+    /* Same priority: lower id first (FIFO). */
+    ck_assert(job_ready_less(&a, &b));
+    ck_assert(!job_ready_less(&b, &a));
+    /* Priority beats id. */
+    ck_assert(job_ready_less(&a, &d));
+    ck_assert(!job_ready_less(&d, &a));
+    /* Strict: nothing is less than itself. */
+    ck_assert(!job_ready_less(&a, &a));
+    /* The deadline does not matter here. */
+    a.deadline = 100;
+    b.deadline = 1;
+    ck_assert(job_ready_less(&a, &b));
+}
+END_TEST
+
+START_TEST(deadline_less)
+{
+    Job a = {.id = 1, .deadline = 100}, b = {.id = 2, .deadline = 100},
+        c = {.id = 3, .deadline = -5}, d = {.id = 0, .deadline = INT64_MAX};
+
+    ck_assert(job_deadline_less(&c, &a));
+    ck_assert(!job_deadline_less(&a, &c));
+    ck_assert(job_deadline_less(&a, &b));
+    ck_assert(!job_deadline_less(&b, &a));
+    ck_assert(job_deadline_less(&a, &d));
+    ck_assert(!job_deadline_less(&d, &a));
+    ck_assert(!job_deadline_less(&a, &a));
+    /* The priority does not matter here. */
+    a.pri = 1000;
+    b.pri = 0;
+    ck_assert(job_deadline_less(&a, &b));
+}
+END_TEST
+
+static int ready_cmp(const void *x, const void *y)
+{
+    const Job *a = *(Job *const *)x, *b = *(Job *const *)y;
+
+    if (a->pri != b->pri)
+        return a->pri < b->pri ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int deadline_cmp(const void *x, const void *y)
+{
+    const Job *a = *(Job *const *)x, *b = *(Job *const *)y;
+
+    if (a->deadline != b->deadline)
+        return a->deadline < b->deadline ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Jobs through a heap with the job callbacks come out in (pri, id) or
+ * (deadline, id) order, and heap_pos always names the job's index. */
+static void heap_order(int by_deadline, uint64_t seed)
+{
+    enum { N = 3000 };
+    Job **jobs = calloc(N, sizeof *jobs);
+    Job **ref = calloc(N, sizeof *ref);
+    Heap h;
+    Rng r;
+
+    rng_seed(&r, seed);
+    heap_init(&h, by_deadline ? job_deadline_less : job_ready_less,
+              job_set_heap_pos);
+    for (size_t i = 0; i < N; i++) {
+        /* Ids shuffled against insertion order; few distinct keys. */
+        jobs[i] = job_alloc((i * 7919) % N + 1, 0);
+        jobs[i]->pri = (uint32_t)rng_below(&r, 8) * 1000;
+        jobs[i]->deadline = (int64_t)rng_below(&r, 8) - 4;
+        ref[i] = jobs[i];
+        REQ_IEQ(heap_insert(&h, jobs[i]), 0);
+    }
+    for (size_t i = 0; i < h.len; i++)
+        REQ_UEQ(((Job *)h.items[i])->heap_pos, i);
+    /* A job removed from the middle by its heap_pos. */
+    Job *mid = jobs[N / 2];
+    REQ_PEQ(heap_remove(&h, mid->heap_pos), mid);
+    qsort(ref, N, sizeof *ref, by_deadline ? deadline_cmp : ready_cmp);
+    for (size_t i = 0; i < N; i++) {
+        if (ref[i] == mid)
+            continue;
+        Job *j = heap_pop(&h);
+        REQ_PEQ(j, ref[i]);
+        for (size_t k = 0; k < h.len; k++)
+            if (k % 64 == 0)
+                REQ_UEQ(((Job *)h.items[k])->heap_pos, k);
+    }
+    ck_assert_uint_eq(h.len, 0);
+    heap_free(&h);
+    for (size_t i = 0; i < N; i++)
+        job_free(jobs[i]);
+    free(jobs);
+    free(ref);
+}
+
+START_TEST(ready_heap_order)
+{
+    heap_order(0, 1 + (uint64_t)_i);
+}
+END_TEST
+
+START_TEST(deadline_heap_order)
+{
+    heap_order(1, 50 + (uint64_t)_i);
+}
+END_TEST
+
+static Suite *job_suite(void)
+{
+    Suite *s = suite_create("job");
+    TCase *tc = unit_tcase("job");
+
+    tcase_add_test(tc, alloc_fields);
+    tcase_add_test(tc, alloc_failure);
+    tcase_add_test(tc, state_names);
+    suite_add_tcase(s, tc);
+
+    tc = unit_tcase("table");
+    tcase_add_test(tc, table_find_remove);
+    tcase_add_test(tc, table_sparse_ids);
+    suite_add_tcase(s, tc);
+
+    tc = unit_tcase("order");
+    tcase_add_test(tc, ready_less);
+    tcase_add_test(tc, deadline_less);
+    tcase_add_loop_test(tc, ready_heap_order, 0, 3);
+    tcase_add_loop_test(tc, deadline_heap_order, 0, 3);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(job_suite)

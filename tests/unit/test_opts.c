@@ -1,0 +1,569 @@
+/* Unit tests for opts.c: beanstalkd-style flags plus tubed's long options. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opts.h"
+#include "unit.h"
+
+/* One opts_parse run over a NULL-terminated argument list (argv[0] is
+ * supplied). The argv strings stay alive until run_free(), since the
+ * Config may point into them. */
+typedef struct Run {
+    Config cfg;
+    int rc;
+    char err[256];
+    char *out;     /* what went to the out FILE* */
+    size_t outlen;
+    char *argv[32];
+    int argc;
+} Run;
+
+static void run_free(Run *r)
+{
+    for (int i = 0; i < r->argc; i++)
+        free(r->argv[i]);
+    free(r->out);
+    r->argc = 0;
+    r->out = NULL;
+}
+
+static void run_opts(Run *r, ...)
+{
+    va_list ap;
+    const char *a;
+    FILE *f;
+
+    memset(r, 0, sizeof *r);
+    r->argv[r->argc++] = strdup("tubed");
+    va_start(ap, r);
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        ck_assert_int_lt(r->argc, 31);
+        r->argv[r->argc++] = strdup(a);
+    }
+    va_end(ap);
+    r->argv[r->argc] = NULL;
+
+    opts_defaults(&r->cfg);
+    f = open_memstream(&r->out, &r->outlen);
+    ck_assert_ptr_nonnull(f);
+    r->rc = opts_parse(&r->cfg, r->argc, r->argv, f, r->err, sizeof r->err);
+    fclose(f);
+}
+
+#define RUN(r, ...) run_opts(r, __VA_ARGS__, (const char *)NULL)
+
+static void check_defaults(const Config *c)
+{
+    ck_assert_ptr_null(c->listen_addr);
+    ck_assert_int_eq(c->port, 11300);
+    ck_assert_uint_eq(c->max_job_size, 65535);
+    ck_assert_ptr_null(c->user);
+    ck_assert_ptr_null(c->binlog_dir);
+    ck_assert_uint_eq(c->binlog_size, 10485760);
+    ck_assert_uint_eq(c->fsync_ms, 50);
+    ck_assert_int_eq(c->fsync_never, 0);
+    ck_assert_int_eq(c->verbosity, 0);
+    ck_assert_uint_eq(c->max_connections, 0);
+    ck_assert_int_eq(c->recover, 0);
+    ck_assert_int_eq(c->addr_given, 0);
+}
+
+/* A run that must fail with a message naming what: nothing printed. */
+static void expect_error(Run *r, const char *mention)
+{
+    ck_assert_int_eq(r->rc, OPTS_ERROR);
+    ck_assert_msg(r->err[0] != '\0', "no error message");
+    ck_assert_msg(strstr(r->err, mention) != NULL, "error '%s' lacks '%s'",
+                  r->err, mention);
+    ck_assert_uint_eq(r->outlen, 0);
+}
+
+START_TEST(defaults)
+{
+    Run r;
+    Config c;
+
+    memset(&c, 0xff, sizeof c);
+    opts_defaults(&c);
+    check_defaults(&c);
+
+    /* No arguments at all: run with the defaults. */
+    run_opts(&r, (const char *)NULL);
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    check_defaults(&r.cfg);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(port_forms)
+{
+    Run r;
+
+    RUN(&r, "-p11301");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 11301);
+    run_free(&r);
+
+    RUN(&r, "-p", "11302");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 11302);
+    run_free(&r);
+
+    RUN(&r, "-p", "0");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 0);
+    run_free(&r);
+
+    RUN(&r, "-p65535");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 65535);
+    run_free(&r);
+
+    /* The last one wins. */
+    RUN(&r, "-p1", "-p", "2");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 2);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(port_invalid)
+{
+    Run r;
+
+    RUN(&r, "-p65536");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "-p", "abc");
+    expect_error(&r, "abc");
+    run_free(&r);
+    RUN(&r, "-p", "-1");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "-p", "");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "-p11300x");
+    expect_error(&r, "11300x");
+    run_free(&r);
+    RUN(&r, "-p", "99999999999999999999999");
+    expect_error(&r, "-p");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(verbosity_and_combined)
+{
+    Run r;
+
+    RUN(&r, "-V");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.verbosity, 1);
+    run_free(&r);
+
+    RUN(&r, "-VV");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.verbosity, 2);
+    run_free(&r);
+
+    RUN(&r, "-V", "-VVV", "-V");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.verbosity, 5);
+    run_free(&r);
+
+    /* A value flag ends the word: the rest is its value. */
+    RUN(&r, "-Vp11300");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.verbosity, 1);
+    ck_assert_int_eq(r.cfg.port, 11300);
+    run_free(&r);
+
+    RUN(&r, "-VVp", "4000");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.verbosity, 2);
+    ck_assert_int_eq(r.cfg.port, 4000);
+    run_free(&r);
+
+    RUN(&r, "-FVl127.0.0.1");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.fsync_never, 1);
+    ck_assert_int_eq(r.cfg.verbosity, 1);
+    ck_assert_str_eq(r.cfg.listen_addr, "127.0.0.1");
+    run_free(&r);
+
+    /* "-pV" is port "V", not a verbosity flag. */
+    RUN(&r, "-pV");
+    expect_error(&r, "V");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(string_flags)
+{
+    Run r;
+
+    RUN(&r, "-l", "127.0.0.1", "-u", "nobody", "-b", "/var/lib/tubed");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_str_eq(r.cfg.listen_addr, "127.0.0.1");
+    ck_assert_str_eq(r.cfg.user, "nobody");
+    ck_assert_str_eq(r.cfg.binlog_dir, "/var/lib/tubed");
+    ck_assert_int_eq(r.cfg.port, 11300);
+    run_free(&r);
+
+    RUN(&r, "-lunix:/tmp/tubed.sock", "-unobody", "-b/tmp/b");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_str_eq(r.cfg.listen_addr, "unix:/tmp/tubed.sock");
+    ck_assert_str_eq(r.cfg.user, "nobody");
+    ck_assert_str_eq(r.cfg.binlog_dir, "/tmp/b");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(binlog_numbers)
+{
+    Run r;
+
+    RUN(&r, "-f0", "-s", "1000");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.fsync_ms, 0);
+    ck_assert_uint_eq(r.cfg.binlog_size, 1000);
+    ck_assert_int_eq(r.cfg.fsync_never, 0);
+    run_free(&r);
+
+    RUN(&r, "-f", "200", "-F");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.fsync_ms, 200);
+    ck_assert_int_eq(r.cfg.fsync_never, 1);
+    run_free(&r);
+
+    RUN(&r, "-f", "x");
+    expect_error(&r, "-f");
+    run_free(&r);
+    RUN(&r, "-s", "-5");
+    expect_error(&r, "-s");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(job_size_limits)
+{
+    Run r;
+
+    RUN(&r, "-z", "1073741824");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_job_size, 1073741824U);
+    run_free(&r);
+
+    RUN(&r, "-z1073741824");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_job_size, 1073741824U);
+    run_free(&r);
+
+    RUN(&r, "-z", "0");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_job_size, 0);
+    run_free(&r);
+
+    RUN(&r, "-z", "+5");
+    expect_error(&r, "-z");
+    run_free(&r);
+    RUN(&r, "-z", "18446744073709551616");
+    expect_error(&r, "-z");
+    run_free(&r);
+    RUN(&r, "-z", "");
+    expect_error(&r, "-z");
+    run_free(&r);
+}
+END_TEST
+
+/* Run with stderr sent to a temporary file; returns what was written. */
+static char *run_capturing_stderr(Run *r, const char *flag, const char *val)
+{
+    FILE *tmp = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    char *text = calloc(1, 4096);
+
+    ck_assert_ptr_nonnull(tmp);
+    ck_assert_int_ge(saved, 0);
+    fflush(stderr);
+    ck_assert_int_ge(dup2(fileno(tmp), STDERR_FILENO), 0);
+    RUN(r, flag, val);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(text, 1, 4095, tmp);
+    text[n] = '\0';
+    fclose(tmp);
+    return text;
+}
+
+/* Above the limit, beanstalkd caps the size, warns, and runs; tubed does
+ * the same (one more than 1073741824 is not an error). */
+START_TEST(job_size_capped_above_limit)
+{
+    static const char *const vals[] = {"1073741825", "4294967297",
+                                       "18446744073709551615"};
+    Run r;
+
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char *warn = run_capturing_stderr(&r, "-z", vals[i]);
+        ck_assert_int_eq(r.rc, OPTS_RUN);
+        ck_assert_uint_eq(r.cfg.max_job_size, 1073741824U);
+        ck_assert_msg(strstr(warn, "1073741824") != NULL,
+                      "no warning for -z %s: '%s'", vals[i], warn);
+        ck_assert_uint_eq(r.outlen, 0);
+        free(warn);
+        run_free(&r);
+    }
+    /* At the limit: no warning. */
+    char *warn = run_capturing_stderr(&r, "-z", "1073741824");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_str_eq(warn, "");
+    free(warn);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(recover_and_addr_given)
+{
+    Run r;
+
+    RUN(&r, "--recover");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.recover, 1);
+    ck_assert_int_eq(r.cfg.addr_given, 0);
+    run_free(&r);
+
+    RUN(&r, "-V");
+    ck_assert_int_eq(r.cfg.recover, 0);
+    ck_assert_int_eq(r.cfg.addr_given, 0);
+    run_free(&r);
+
+    RUN(&r, "-p", "11300");
+    ck_assert_int_eq(r.cfg.addr_given, 1);
+    run_free(&r);
+
+    RUN(&r, "-l0.0.0.0");
+    ck_assert_int_eq(r.cfg.addr_given, 1);
+    run_free(&r);
+
+    RUN(&r, "--recover=1");
+    expect_error(&r, "--recover");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(obsolete_flags_ignored)
+{
+    Run r;
+
+    RUN(&r, "-c");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    check_defaults(&r.cfg);
+    run_free(&r);
+
+    RUN(&r, "-n", "-c", "-cn", "-ncnc");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    check_defaults(&r.cfg);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+
+    /* Ignored flags take no value: the next word is parsed normally. */
+    RUN(&r, "-c", "-p", "7");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 7);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(unknown_flags)
+{
+    Run r;
+
+    RUN(&r, "-x");
+    expect_error(&r, "-x");
+    run_free(&r);
+    RUN(&r, "-Vx");
+    expect_error(&r, "-x");
+    run_free(&r);
+    RUN(&r, "-");
+    expect_error(&r, "-");
+    run_free(&r);
+    RUN(&r, "--bogus");
+    expect_error(&r, "--bogus");
+    run_free(&r);
+    RUN(&r, "--bogus=1");
+    expect_error(&r, "--bogus");
+    run_free(&r);
+    RUN(&r, "--max-connection=5"); /* not a prefix match */
+    expect_error(&r, "--max-connection");
+    run_free(&r);
+    RUN(&r, "--");
+    expect_error(&r, "--");
+    run_free(&r);
+    RUN(&r, "stray");
+    expect_error(&r, "stray");
+    run_free(&r);
+    RUN(&r, "-p", "1", "stray");
+    expect_error(&r, "stray");
+    run_free(&r);
+    /* A very long unknown long option does not overflow anything. */
+    char longopt[300];
+    memset(longopt, 'y', sizeof longopt - 1);
+    longopt[0] = longopt[1] = '-';
+    longopt[sizeof longopt - 1] = '\0';
+    RUN(&r, longopt);
+    ck_assert_int_eq(r.rc, OPTS_ERROR);
+    ck_assert_uint_lt(strlen(r.err), sizeof r.err);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(missing_argument)
+{
+    static const char *const flags[] = {"-p", "-l", "-u", "-b", "-z", "-s",
+                                        "-f", "-Vp", "-VVz"};
+    Run r;
+
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        RUN(&r, flags[i]);
+        ck_assert_int_eq(r.rc, OPTS_ERROR);
+        ck_assert_msg(strstr(r.err, "requires an argument") != NULL,
+                      "%s: '%s'", flags[i], r.err);
+        run_free(&r);
+    }
+    RUN(&r, "--max-connections");
+    expect_error(&r, "--max-connections");
+    ck_assert_ptr_nonnull(strstr(r.err, "requires an argument"));
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(max_connections)
+{
+    Run r;
+
+    RUN(&r, "--max-connections=5");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_connections, 5);
+    run_free(&r);
+
+    RUN(&r, "--max-connections", "5");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_connections, 5);
+    run_free(&r);
+
+    RUN(&r, "-V", "--max-connections", "4294967295", "-p", "9");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_connections, 4294967295U);
+    ck_assert_int_eq(r.cfg.port, 9);
+    ck_assert_int_eq(r.cfg.verbosity, 1);
+    run_free(&r);
+
+    RUN(&r, "--max-connections=");
+    expect_error(&r, "--max-connections");
+    run_free(&r);
+    RUN(&r, "--max-connections=x");
+    expect_error(&r, "--max-connections");
+    run_free(&r);
+    RUN(&r, "--max-connections", "-1");
+    expect_error(&r, "--max-connections");
+    run_free(&r);
+    RUN(&r, "--max-connections=4294967296");
+    expect_error(&r, "--max-connections");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(version_and_help)
+{
+    Run r;
+    const char *want = "tubed " TUBED_VERSION "\n";
+
+    RUN(&r, "-v");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_uint_eq(r.outlen, strlen(want));
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+
+    RUN(&r, "--version");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+
+    /* -v stops parsing: what follows is not looked at. */
+    RUN(&r, "-Vv", "--bogus");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+
+    RUN(&r, "-h");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_ptr_nonnull(strstr(r.out, "Usage: tubed"));
+    ck_assert_ptr_nonnull(strstr(r.out, "-p PORT"));
+    ck_assert_ptr_nonnull(strstr(r.out, "-z BYTES"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--max-connections"));
+    ck_assert_ptr_nonnull(strstr(r.out, "1073741824"));
+    run_free(&r);
+
+    RUN(&r, "--help");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_ptr_nonnull(strstr(r.out, "Usage: tubed"));
+    run_free(&r);
+
+    /* opts_usage names the program it is given. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opts_usage(f, "/usr/bin/tubed");
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "Usage: /usr/bin/tubed [OPTIONS]"));
+    free(buf);
+}
+END_TEST
+
+START_TEST(error_message_truncated_safely)
+{
+    Config c;
+    char *argv[] = {"tubed", "-p", "not-a-port-at-all", NULL};
+    char err[8];
+    FILE *f = fopen("/dev/null", "w");
+
+    opts_defaults(&c);
+    memset(err, 'Z', sizeof err);
+    ck_assert_int_eq(opts_parse(&c, 3, argv, f, err, sizeof err), OPTS_ERROR);
+    ck_assert_uint_eq(strlen(err), sizeof err - 1);
+    fclose(f);
+}
+END_TEST
+
+static Suite *opts_suite(void)
+{
+    Suite *s = suite_create("opts");
+    TCase *tc = unit_tcase("flags");
+
+    tcase_add_test(tc, defaults);
+    tcase_add_test(tc, port_forms);
+    tcase_add_test(tc, port_invalid);
+    tcase_add_test(tc, verbosity_and_combined);
+    tcase_add_test(tc, string_flags);
+    tcase_add_test(tc, binlog_numbers);
+    tcase_add_test(tc, job_size_limits);
+    tcase_add_test(tc, job_size_capped_above_limit);
+    tcase_add_test(tc, recover_and_addr_given);
+    tcase_add_test(tc, obsolete_flags_ignored);
+    tcase_add_test(tc, unknown_flags);
+    tcase_add_test(tc, missing_argument);
+    tcase_add_test(tc, max_connections);
+    tcase_add_test(tc, version_and_help);
+    tcase_add_test(tc, error_message_truncated_safely);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(opts_suite)
