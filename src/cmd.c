@@ -11,6 +11,7 @@
 #include "reserve.h"
 #include "server.h"
 #include "stats.h"
+#include "watch.h"
 
 typedef void (*Handler)(Conn *c, const Cmd *cmd);
 
@@ -230,58 +231,19 @@ static void do_touch(Conn *c, const Cmd *cmd)
     conn_reply_lit(c, "TOUCHED\r\n");
 }
 
-static int watch_index(const Conn *c, const Tube *t)
-{
-    for (uint32_t i = 0; i < c->nwatch; i++)
-        if (c->watch[i].tube == t)
-            return (int)i;
-    return -1;
-}
-
-static int watch_grow(Conn *c)
-{
-    uint32_t cap = c->watch_cap * 2;
-    Watch *w;
-
-    if (c->watch == &c->watch0) {
-        w = tb_malloc(cap * sizeof *w);
-        if (w)
-            w[0] = c->watch0;
-    } else {
-        w = tb_realloc(c->watch, cap * sizeof *w);
-    }
-    if (!w)
-        return -1;
-    /* Not waiting (commands are not read then), so no wait_link is in a
-     * list and the records can move. */
-    for (uint32_t i = 0; i < c->nwatch; i++)
-        list_init(&w[i].wait_link);
-    c->watch = w;
-    c->watch_cap = cap;
-    return 0;
-}
-
 static void do_watch(Conn *c, const Cmd *cmd)
 {
     Tube *t = tube_for(c, cmd);
 
     if (!t)
         return;
-    if (watch_index(c, t) < 0) {
-        if (c->nwatch == c->watch_cap && watch_grow(c) < 0) {
-            if (t->refs == 0) { /* just created for us: drop it again */
-                tube_ref(t);
-                tube_unref(&srv(c)->tubes, t);
-            }
-            conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-            return;
+    if (watch_find(c, t) < 0 && watch_add(c, t) < 0) {
+        if (t->refs == 0) { /* just created for us: drop it again */
+            tube_ref(t);
+            tube_unref(&srv(c)->tubes, t);
         }
-        c->watch[c->nwatch].tube = t;
-        c->watch[c->nwatch].conn = c;
-        list_init(&c->watch[c->nwatch].wait_link);
-        c->nwatch++;
-        tube_ref(t);
-        t->watching_ct++;
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
     }
     conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
 }
@@ -289,19 +251,14 @@ static void do_watch(Conn *c, const Cmd *cmd)
 static void do_ignore(Conn *c, const Cmd *cmd)
 {
     Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
-    int i = t ? watch_index(c, t) : -1;
+    int i = t ? watch_find(c, t) : -1;
 
     if (i >= 0) {
         if (c->nwatch == 1) {
             conn_reply_lit(c, "NOT_IGNORED\r\n");
             return;
         }
-        /* The last record takes the freed slot, as beanstalkd's set does;
-         * list-tubes-watched shows that order. */
-        c->watch[i] = c->watch[--c->nwatch];
-        list_init(&c->watch[i].wait_link);
-        t->watching_ct--;
-        tube_unref(&srv(c)->tubes, t);
+        watch_remove(c, i);
     }
     conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
 }

@@ -14,6 +14,7 @@
 #include "queue.h"
 #include "reserve.h"
 #include "server.h"
+#include "watch.h"
 
 enum { CONN_WANT_WRITE = 1 << 5 };
 
@@ -74,6 +75,7 @@ Conn *conn_new(Server *s, int fd)
     list_init(&c->link);
     list_init(&c->out_link);
     list_init(&c->durable_link);
+    list_init(&c->wide_link);
     c->use = s->default_tube;
     c->watch = &c->watch0;
     c->watch_cap = 1;
@@ -110,14 +112,8 @@ void conn_close(Conn *c)
         c->in_job = NULL;
     }
     /* Tubes are let go in beanstalkd's order, which list-tubes shows when
-     * one disappears: the watched ones first (the first, then from the last
-     * back to the second), then the used one. */
-    for (uint32_t k = 0; k < c->nwatch; k++) {
-        Tube *t = c->watch[k == 0 ? 0 : c->nwatch - k].tube;
-        t->watching_ct--;
-        tube_unref(&s->tubes, t);
-    }
-    c->nwatch = 0;
+     * one disappears: the watched ones first, then the used one. */
+    watch_clear(c);
     c->use->using_ct--;
     tube_unref(&s->tubes, c->use);
     if (c->flags & CONN_PRODUCER)

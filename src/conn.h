@@ -39,6 +39,12 @@ typedef enum ConnState {
     CONN_CLOSING,
 } ConnState;
 
+/* Hash index of a wide watch list (watch.c). */
+typedef struct WatchSlot {
+    Tube *tube;
+    uint32_t idx;
+} WatchSlot;
+
 /* What a connection watches; also its entry in a tube's waiting list. */
 typedef struct Watch {
     Tube *tube;
@@ -67,6 +73,10 @@ struct Conn {
     Watch *watch;
     uint32_t nwatch, watch_cap;
     Watch watch0;           /* the first watch, so most conns never allocate */
+    WatchSlot *wset;        /* index of a wide watch list, else NULL */
+    uint32_t wset_cap;
+    List wide_link;         /* srv->wide_waiters, when wide and waiting */
+    uint64_t wait_seq;      /* order of waiting, first come first served */
     List reserved;          /* Job.link of jobs this connection reserved */
     Buf in;                 /* unparsed input kept between reads */
     Buf out;                /* replies not yet written */

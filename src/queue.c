@@ -7,6 +7,23 @@
 
 #define URGENT_THRESHOLD 1024
 
+/* Keep t in the server's list of tubes with something to hand out iff it
+ * has ready jobs and is not paused: a wide worker looks only there. */
+static void ready_update(Server *s, Tube *t)
+{
+    int want = t->ready.len > 0 && !tube_paused(t);
+
+    if (want == list_linked(&t->ready_link))
+        return;
+    if (want) {
+        list_insert_tail(&s->ready_tubes, &t->ready_link);
+        s->nready_tubes++;
+    } else {
+        list_remove(&t->ready_link);
+        s->nready_tubes--;
+    }
+}
+
 static void count_ready(Server *s, Job *j, int d)
 {
     s->jobs_ct.ready += (uint64_t)(int64_t)d;
@@ -24,6 +41,7 @@ void queue_detach(Server *s, Job *j)
     case JOB_READY:
         heap_remove(&t->ready, j->heap_pos);
         count_ready(s, j, -1);
+        ready_update(s, t);
         break;
     case JOB_DELAYED:
         heap_remove(&t->delay, j->heap_pos);
@@ -72,6 +90,7 @@ int queue_enqueue(Server *s, Job *j, uint32_t delay)
     j->state = JOB_READY;
     j->deadline = 0;
     count_ready(s, j, 1);
+    ready_update(s, t);
     reserve_serve(s, t);
     return 0;
 }
@@ -183,6 +202,7 @@ int queue_pause(Server *s, Tube *t, uint32_t secs)
         return -1;
     }
     t->cmd_pause++;
+    ready_update(s, t);
     if (!t->pause)
         reserve_serve(s, t);
     return 0;
@@ -237,6 +257,7 @@ static void tick_tubes(Server *s)
         }
         if (t->pause && t->unpause_at <= s->now) {
             t->pause = 0;
+            ready_update(s, t);
             reserve_serve(s, t);
         }
         tube_timer_update(&s->tubes, t); /* never grows: t is in the heap */

@@ -1,21 +1,34 @@
 #include "reserve.h"
 
 #include "queue.h"
+#include "watch.h"
+
+static Job *better(Job *best, const Tube *t)
+{
+    Job *j = heap_top(&t->ready);
+
+    return j && (!best || job_ready_less(j, best)) ? j : best;
+}
 
 Job *reserve_find(const Server *s, const Conn *c)
 {
     Job *best = NULL;
 
-    (void)s;
+    /* A wide worker looks at whichever is shorter: its watch list or the
+     * tubes that have something to hand out. */
+    if (watch_is_wide(c) && s->nready_tubes < c->nwatch) {
+        for (List *n = s->ready_tubes.next; n != &s->ready_tubes; n = n->next) {
+            Tube *t = container_of(n, Tube, ready_link);
+            if (watch_find(c, t) >= 0)
+                best = better(best, t);
+        }
+        return best;
+    }
     for (uint32_t i = 0; i < c->nwatch; i++) {
         Tube *t = c->watch[i].tube;
-        Job *j;
 
-        if (tube_paused(t))
-            continue;
-        j = heap_top(&t->ready);
-        if (j && (!best || job_ready_less(j, best)))
-            best = j;
+        if (!tube_paused(t))
+            best = better(best, t);
     }
     return best;
 }
@@ -60,9 +73,13 @@ void reserve_cancel(Server *s, Conn *c)
 {
     if (c->state != CONN_WAIT)
         return;
-    for (uint32_t i = 0; i < c->nwatch; i++) {
-        list_remove(&c->watch[i].wait_link);
-        c->watch[i].tube->waiting_ct--;
+    if (list_linked(&c->wide_link)) {
+        list_remove(&c->wide_link);
+    } else {
+        for (uint32_t i = 0; i < c->nwatch; i++) {
+            list_remove(&c->watch[i].wait_link);
+            c->watch[i].tube->waiting_ct--;
+        }
     }
     if (c->tickat != INT64_MAX)
         heap_remove(&s->wait_timers, c->timer_pos);
@@ -99,10 +116,17 @@ static void start_wait(Server *s, Conn *c, int64_t timeout)
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }
-    for (uint32_t i = 0; i < c->nwatch; i++) {
-        list_insert_tail(&c->watch[i].tube->waiting, &c->watch[i].wait_link);
-        c->watch[i].tube->waiting_ct++;
+    /* A wide worker waits once, server-wide, instead of in every tube it
+     * watches: starting and ending its wait stays O(1). */
+    if (watch_is_wide(c)) {
+        list_insert_tail(&s->wide_waiters, &c->wide_link);
+    } else {
+        for (uint32_t i = 0; i < c->nwatch; i++) {
+            list_insert_tail(&c->watch[i].tube->waiting, &c->watch[i].wait_link);
+            c->watch[i].tube->waiting_ct++;
+        }
     }
+    c->wait_seq = ++s->wait_seq;
     c->tickat = tick;
     if (tick != INT64_MAX)
         heap_insert(&s->wait_timers, c); /* room was reserved */
@@ -129,17 +153,49 @@ void reserve_start(Server *s, Conn *c, int64_t timeout)
     start_wait(s, c, timeout);
 }
 
+/* The first wide waiter watching t, or NULL. */
+static Conn *first_wide(const Server *s, const Tube *t)
+{
+    for (List *n = s->wide_waiters.next; n != &s->wide_waiters; n = n->next) {
+        Conn *c = container_of(n, Conn, wide_link);
+        if (watch_find(c, t) >= 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* The connection that has waited longest for a job of t. */
+static Conn *next_waiter(const Server *s, const Tube *t)
+{
+    List *n = list_first(&t->waiting);
+    Conn *narrow = n ? container_of(n, Watch, wait_link)->conn : NULL;
+    Conn *wide = list_empty(&s->wide_waiters) ? NULL : first_wide(s, t);
+
+    if (!narrow || (wide && wide->wait_seq < narrow->wait_seq))
+        return wide;
+    return narrow;
+}
+
 void reserve_serve(Server *s, Tube *t)
 {
+    Conn *c;
+
     if (tube_paused(t))
         return;
-    while (t->ready.len && !list_empty(&t->waiting)) {
-        Watch *w = container_of(list_first(&t->waiting), Watch, wait_link);
-        Conn *c = w->conn;
-
+    while (t->ready.len && (c = next_waiter(s, t))) {
         end_wait(s, c);
         reply_reserved(s, c, heap_top(&t->ready));
     }
+}
+
+uint32_t reserve_tube_waiting(const Server *s, const Tube *t)
+{
+    uint32_t n = t->waiting_ct;
+
+    for (List *l = s->wide_waiters.next; l != &s->wide_waiters; l = l->next)
+        if (watch_find(container_of(l, Conn, wide_link), t) >= 0)
+            n++;
+    return n;
 }
 
 void reserve_tick(Server *s)

@@ -31,6 +31,8 @@ void reserve_cancel(Server *s, Conn *c);
 /* The connection half-closed: a waiting reserve answers TIMED_OUT. */
 void reserve_hangup(Server *s, Conn *c);
 int64_t reserve_next_due(const Server *s);
+/* Connections waiting in a reserve that watch t (stats-tube). */
+uint32_t reserve_tube_waiting(const Server *s, const Tube *t);
 
 /* The best ready job across c's watched, unpaused tubes, or NULL. */
 Job *reserve_find(const Server *s, const Conn *c);

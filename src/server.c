@@ -219,6 +219,8 @@ int server_init(Server *s, const Config *cfg)
     list_init(&s->pending_out);
     list_init(&s->dead);
     list_init(&s->durable);
+    list_init(&s->ready_tubes);
+    list_init(&s->wide_waiters);
     s->binlog.dirfd = s->binlog.lockfd = s->binlog.cur_fd = -1;
     heap_init(&s->ttr, job_deadline_less, job_set_heap_pos);
     reserve_init(s);

@@ -57,6 +57,10 @@ struct Server {
     List pending_out;       /* connections with replies to write */
     List dead;              /* closed connections, freed after dispatch */
     List durable;           /* connections whose replies wait for the binlog */
+    List ready_tubes;       /* unpaused tubes with ready jobs */
+    size_t nready_tubes;
+    List wide_waiters;      /* waiting connections with a wide watch list */
+    uint64_t wait_seq;
     Binlog binlog;
     JobCounts jobs_ct;
     uint64_t conn_ct, producer_ct, worker_ct, waiting_ct;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "reserve.h"
 
 /* A YAML double-quoted scalar: only '"' and '\' need escaping in the
  * values we print (tube names cannot hold either). */
@@ -142,7 +143,7 @@ void stats_tube(const Server *s, const Tube *t, Buf *b)
                (unsigned long long)t->reserved_ct, t->delay.len,
                (unsigned long long)t->buried_ct,
                (unsigned long long)t->total_jobs, t->using_ct, t->watching_ct,
-               t->waiting_ct, (unsigned long long)t->cmd_delete,
+               reserve_tube_waiting(s, t), (unsigned long long)t->cmd_delete,
                (unsigned long long)t->cmd_pause, secs(t->pause),
                secs(left > 0 ? left : 0));
 }

@@ -115,6 +115,7 @@ Tube *tubes_get(TubeSet *ts, const char *name, size_t len)
     heap_init(&t->delay, job_deadline_less, job_set_heap_pos);
     list_init(&t->buried);
     list_init(&t->waiting);
+    list_init(&t->ready_link);
     t->timer_at = INT64_MAX;
     t->list_pos = ts->len;
     ts->list[ts->len++] = t;

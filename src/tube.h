@@ -32,6 +32,7 @@ struct Tube {
     Heap delay;          /* Job*, by (deadline, id) */
     List buried;         /* Job.link, oldest first */
     List waiting;        /* Watch.wait_link, first come first served */
+    List ready_link;     /* server's list of tubes with jobs to hand out */
     uint64_t refs;
     uint64_t urgent_ct, reserved_ct, buried_ct;
     uint64_t total_jobs, cmd_delete, cmd_pause;
