@@ -26,8 +26,8 @@ ifeq ($(SAN),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 OPT := -O1 -g
 endif
-CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
-LDFLAGS_ALL := $(SAN_FLAGS) $(LDFLAGS)
+CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) -pthread -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
+LDFLAGS_ALL := $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -213,6 +213,8 @@ static void set_unhealthy(Server *s, const char *why)
     bl(s)->healthy = 0;
 }
 
+static void settle_inflight(Server *s);
+
 /* Switch to the next file: the first spare, or a new one. */
 static int open_next(Server *s)
 {
@@ -236,8 +238,10 @@ static int open_next(Server *s)
         b->nspares++;
         return -1;
     }
-    if (b->cur_fd >= 0)
+    if (b->cur_fd >= 0) {
+        settle_inflight(s); /* the syncer may be using the old fd */
         close(b->cur_fd);
+    }
     b->cur_fd = fd;
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
@@ -250,6 +254,8 @@ static int roll_over(Server *s)
 {
     Binlog *b = bl(s);
 
+    settle_inflight(s);
+    b->unsynced = 1; /* records of the held generation may be here too */
     if (write_pending(b) < 0 || sync_now(s) < 0)
         return -1;
     if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0) {
@@ -394,10 +400,49 @@ void binlog_hold_reply(Server *s, Conn *c)
     list_insert_tail(&s->durable, &c->durable_link);
 }
 
-/* The records behind these replies did not reach the disk: take the
- * replies back and close the connections (the protocol's last resort),
- * so no client holds an acknowledgement we cannot keep. */
-static void withdraw_replies(Server *s)
+static int strict(const Server *s)
+{
+    return s->cfg.fsync_ms == 0 && !s->cfg.fsync_never;
+}
+
+/* Take back every reply from offset off on and close the connection (the
+ * protocol's last resort): no client may hold an acknowledgement whose
+ * record did not reach the disk. */
+static void withdraw(Conn *c, size_t off)
+{
+    list_remove(&c->held_link);
+    c->nholds = 0;
+    if (c->flags & CONN_DEAD)
+        return;
+    if (off < c->out.len)
+        c->out.len = off > c->out_off ? off : c->out_off;
+    conn_finish(c);
+}
+
+static void withdraw_this_iteration(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->durable))) {
+        Conn *c = container_of(n, Conn, durable_link);
+        list_remove(n);
+        withdraw(c, c->nholds ? c->hold_off[0] : c->durable_off);
+    }
+}
+
+static void withdraw_held(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->held))) {
+        Conn *c = container_of(n, Conn, held_link);
+        withdraw(c, c->hold_off[0]);
+    }
+}
+
+/* This iteration's durable replies wait for generation gen. A connection
+ * has at most two holds: the generation being synced and the next one. */
+static void hold_replies(Server *s, uint64_t gen)
 {
     List *n;
 
@@ -406,12 +451,37 @@ static void withdraw_replies(Server *s)
         list_remove(n);
         if (c->flags & CONN_DEAD)
             continue;
-        c->out.len = c->durable_off;
-        conn_finish(c);
+        if (c->nholds && c->hold_gen[c->nholds - 1] == gen)
+            continue; /* an earlier reply already waits for it */
+        c->hold_off[c->nholds] = c->durable_off;
+        c->hold_gen[c->nholds] = gen;
+        c->nholds++;
+        if (!list_linked(&c->held_link))
+            list_insert_tail(&s->held, &c->held_link);
+        bl(s)->gen_held = 1;
     }
 }
 
-static void release_replies(Server *s)
+/* Generation gen is on disk: its replies may go. */
+static void release_held(Server *s, uint64_t gen)
+{
+    List *n = s->held.next;
+
+    while (n != &s->held) {
+        Conn *c = container_of(n, Conn, held_link);
+        n = n->next;
+        while (c->nholds && c->hold_gen[0] <= gen) {
+            c->hold_off[0] = c->hold_off[1];
+            c->hold_gen[0] = c->hold_gen[1];
+            c->nholds--;
+        }
+        if (!c->nholds)
+            list_remove(&c->held_link);
+        conn_mark_pending(c);
+    }
+}
+
+static void release_now(Server *s)
 {
     List *n;
 
@@ -419,19 +489,97 @@ static void release_replies(Server *s)
         list_remove(n);
 }
 
+static void start_sync(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (syncer_start(&b->syncer, b->cur_fd) < 0)
+        return; /* busy: the end of the current sync starts the next */
+    b->inflight_gen = b->cur_gen++;
+    b->gen_dirty = b->gen_held = 0;
+    b->unsynced = 0;
+    b->last_sync = s->now;
+}
+
+/* A sync ended with err (0 or an errno). */
+static void sync_ended(Server *s, int err)
+{
+    Binlog *b = bl(s);
+    uint64_t gen = b->inflight_gen;
+
+    b->inflight_gen = 0;
+    if (err) {
+        log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(err));
+        set_unhealthy(s, "fsync failed");
+        withdraw_held(s);
+        return;
+    }
+    release_held(s, gen);
+}
+
+/* Wait for an in-flight sync (before its fd is closed, or at shutdown). */
+static void settle_inflight(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (b->syncer.running && b->syncer.busy)
+        sync_ended(s, syncer_wait(&b->syncer));
+}
+
+static void on_synced(EvSource *src, uint32_t events)
+{
+    Binlog *b = container_of(src, Binlog, sync_ev);
+    Server *s = b->srv;
+    int err = syncer_finish(&b->syncer);
+
+    if (err < 0)
+        return; /* already handled by settle_inflight() */
+    sync_ended(s, err);
+    if (b->healthy && strict(s) && (b->gen_dirty || b->gen_held))
+        start_sync(s);
+}
+
 void binlog_commit(Server *s)
 {
     Binlog *b = bl(s);
-    int strict = s->cfg.fsync_ms == 0;
+    int wrote;
 
     if (!b->enabled)
         return;
-    if (write_pending(b) < 0 || (strict && sync_now(s) < 0)) {
-        set_unhealthy(s, "write or fsync failed");
-        withdraw_replies(s);
+    wrote = b->wbuf.len > 0;
+    if (write_pending(b) < 0) {
+        set_unhealthy(s, "write failed");
+        withdraw_this_iteration(s);
         return;
     }
-    release_replies(s);
+    if (!strict(s)) {
+        release_now(s);
+        return;
+    }
+    if (wrote)
+        b->gen_dirty = 1;
+    hold_replies(s, b->cur_gen);
+    if (b->gen_dirty || b->gen_held)
+        start_sync(s);
+}
+
+void binlog_settle(Server *s)
+{
+    Binlog *b = bl(s);
+
+    if (!b->enabled)
+        return;
+    settle_inflight(s);
+    if (b->gen_dirty || b->gen_held || b->unsynced) {
+        b->unsynced = 1;
+        if (write_pending(b) < 0 || sync_now(s) < 0) {
+            set_unhealthy(s, "write or fsync failed");
+            withdraw_held(s);
+            return;
+        }
+        b->gen_dirty = b->gen_held = 0;
+    }
+    release_held(s, UINT64_MAX);
 }
 
 /* ---- compaction ------------------------------------------------------- */
@@ -515,10 +663,12 @@ void binlog_tick(Server *s)
     } else {
         try_recover(s);
     }
-    if (b->unsynced && !s->cfg.fsync_never &&
+    if (b->unsynced && !s->cfg.fsync_never && !strict(s) &&
         s->now - b->last_sync >= (int64_t)s->cfg.fsync_ms * NS_PER_MSEC) {
-        if (write_pending(b) < 0 || sync_now(s) < 0)
-            set_unhealthy(s, "write or fsync failed");
+        if (write_pending(b) < 0)
+            set_unhealthy(s, "write failed");
+        else
+            start_sync(s); /* off the loop; the result arrives by eventfd */
     }
 }
 
@@ -526,7 +676,8 @@ int64_t binlog_next_due(const Server *s)
 {
     const Binlog *b = &s->binlog;
 
-    if (!b->enabled || !b->unsynced || s->cfg.fsync_never)
+    if (!b->enabled || !b->unsynced || s->cfg.fsync_never || s->cfg.fsync_ms == 0 ||
+        b->syncer.busy)
         return INT64_MAX;
     return b->last_sync + (int64_t)s->cfg.fsync_ms * NS_PER_MSEC;
 }
@@ -1019,6 +1170,17 @@ int binlog_open(Server *s, char *err, size_t errlen)
     b->enabled = 1;
     b->healthy = 1;
     b->cur_fd = -1;
+    b->srv = s;
+    b->cur_gen = 1;
+    if (syncer_init(&b->syncer) < 0) {
+        snprintf(err, errlen, "cannot start the binlog sync thread: %s", strerror(errno));
+        return -1;
+    }
+    b->sync_ev.handler = on_synced;
+    if (ev_add(&s->loop, &b->sync_ev, b->syncer.efd, EPOLLIN) < 0) {
+        snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        return -1;
+    }
     b->dir = s->cfg.binlog_dir;
     b->recover = s->cfg.recover;
     b->file_size = s->cfg.binlog_size;
@@ -1064,7 +1226,13 @@ void binlog_close(Server *s)
 
     if (!b->enabled)
         return;
+    settle_inflight(s);
+    if (b->syncer.running) {
+        ev_del(&s->loop, &b->sync_ev);
+        syncer_stop(&b->syncer);
+    }
     if (b->cur_fd >= 0) {
+        b->unsynced = 1;
         if (b->healthy && (write_pending(b) < 0 || sync_now(s) < 0))
             log_err("binlog: final sync failed");
         if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0 && !s->cfg.fsync_never)

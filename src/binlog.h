@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "event.h"
+#include "syncer.h"
 
 typedef struct Server Server;
 typedef struct Job Job;
@@ -69,6 +71,13 @@ typedef struct Binlog {
     int64_t last_recover_try;
     uint64_t replayed_jobs;
     int damaged;           /* --recover dropped something at replay */
+    Server *srv;
+    Syncer syncer;         /* fsync off the loop */
+    EvSource sync_ev;      /* its eventfd */
+    uint64_t cur_gen;      /* records written since the last sync started */
+    uint64_t inflight_gen; /* generation being synced now; 0: none */
+    int gen_dirty;         /* cur_gen has records */
+    int gen_held;          /* cur_gen has replies waiting */
 } Binlog;
 
 /* Lock DIR, replay it into s, and start a new file. -1 with a message in
@@ -87,8 +96,12 @@ void binlog_delete(Server *s, Job *j);
 /* The reply about to be queued on c depends on this iteration's records. */
 void binlog_hold_reply(Server *s, Conn *c);
 
-/* Write (and per -f, sync) this iteration's records. */
+/* Write this iteration's records. With -f 0 the replies that depend on
+ * them are held (conn.c writes up to the first hold) until the syncer
+ * thread has them on disk; the loop goes on meanwhile. */
 void binlog_commit(Server *s);
+/* Shutdown: wait for every sync and release every held reply. */
+void binlog_settle(Server *s);
 /* Timer work: the -f sync deadline, compaction. */
 void binlog_tick(Server *s);
 int64_t binlog_next_due(const Server *s);

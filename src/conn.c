@@ -76,6 +76,7 @@ Conn *conn_new(Server *s, int fd)
     list_init(&c->out_link);
     list_init(&c->durable_link);
     list_init(&c->wide_link);
+    list_init(&c->held_link);
     c->use = s->default_tube;
     c->watch = &c->watch0;
     c->watch_cap = 1;
@@ -125,6 +126,8 @@ void conn_close(Conn *c)
     s->conn_ct--;
     list_remove(&c->out_link);
     list_remove(&c->durable_link);
+    list_remove(&c->held_link);
+    c->nholds = 0;
     list_remove(&c->link);
     /* Freed after the current batch of events: a later event in the same
      * batch may still name this connection. */
@@ -147,6 +150,12 @@ static void mark_pending(Conn *c)
 {
     if (!list_linked(&c->out_link))
         list_insert_tail(&c->srv->pending_out, &c->out_link);
+}
+
+void conn_mark_pending(Conn *c)
+{
+    if (!(c->flags & CONN_DEAD))
+        mark_pending(c);
 }
 
 /* Out of memory for a reply: the last resort the protocol allows is to
@@ -445,8 +454,11 @@ void conn_resume(Conn *c)
 /* Write what is queued. Returns -1 if the connection was closed. */
 static int conn_write(Conn *c)
 {
-    while (out_pending(c)) {
-        ssize_t n = send(c->ev.fd, c->out.data + c->out_off, out_pending(c),
+    /* Replies behind a hold wait for the fsync of their records. */
+    size_t limit = c->nholds ? c->hold_off[0] : c->out.len;
+
+    while (c->out_off < limit) {
+        ssize_t n = send(c->ev.fd, c->out.data + c->out_off, limit - c->out_off,
                          MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
@@ -461,6 +473,11 @@ static int conn_write(Conn *c)
         }
         conn_close(c);
         return -1;
+    }
+    c->flags &= (uint8_t)~CONN_WANT_WRITE;
+    if (c->out_off < c->out.len) { /* stopped at a hold */
+        update_events(c);
+        return 0;
     }
     c->out.len = c->out_off = 0;
     c->out.oom = 0;

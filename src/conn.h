@@ -91,6 +91,10 @@ struct Conn {
     List out_link;          /* srv->pending_out */
     List durable_link;      /* srv->durable */
     size_t durable_off;     /* out.len before the first such reply */
+    List held_link;         /* srv->held: replies wait for an fsync */
+    size_t hold_off[2];     /* write nothing past hold_off[0] */
+    uint64_t hold_gen[2];   /* the sync generation each hold waits for */
+    uint8_t nholds;
 };
 
 /* Replies that may follow a DISCARD. */
@@ -115,6 +119,9 @@ void conn_reply_data(Conn *c, const Buf *data);
 
 /* Throw away n bytes of input, then send the reply named by after. */
 void conn_discard(Conn *c, uint64_t n, int after);
+
+/* Queue c for the next write of replies. */
+void conn_mark_pending(Conn *c);
 
 /* Write queued replies of every connection that has some. */
 void conn_flush_all(Server *s);

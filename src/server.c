@@ -219,6 +219,7 @@ int server_init(Server *s, const Config *cfg)
     list_init(&s->pending_out);
     list_init(&s->dead);
     list_init(&s->durable);
+    list_init(&s->held);
     list_init(&s->ready_tubes);
     list_init(&s->wide_waiters);
     s->binlog.dirfd = s->binlog.lockfd = s->binlog.cur_fd = -1;
@@ -298,6 +299,7 @@ int server_run(Server *s)
     for (int i = 0; i < s->nlisteners; i++)
         ev_del(&s->loop, &s->listeners[i].ev);
     binlog_commit(s);
+    binlog_settle(s);
     conn_flush_all(s);
     free_dead(s);
     return 0;

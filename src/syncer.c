@@ -1,0 +1,120 @@
+#include "syncer.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static void *run(void *arg)
+{
+    Syncer *y = arg;
+
+    pthread_mutex_lock(&y->mu);
+    for (;;) {
+        while (y->fd < 0 && !y->quit)
+            pthread_cond_wait(&y->cv, &y->mu);
+        if (y->quit)
+            break;
+        {
+            int fd = y->fd, err;
+            pthread_mutex_unlock(&y->mu);
+            err = fdatasync(fd) < 0 ? errno : 0;
+            pthread_mutex_lock(&y->mu);
+            y->err = err;
+            y->fd = -1;
+            y->done = 1;
+            pthread_cond_broadcast(&y->cv);
+        }
+        {
+            uint64_t one = 1;
+            /* A full counter cannot happen (the loop reads after each
+             * sync); the loop also re-checks done, so a lost wake-up is
+             * harmless. */
+            if (write(y->efd, &one, sizeof one) < 0)
+                (void)0;
+        }
+    }
+    pthread_mutex_unlock(&y->mu);
+    return NULL;
+}
+
+int syncer_init(Syncer *y)
+{
+    y->fd = -1;
+    y->busy = y->done = y->err = y->quit = 0;
+    y->running = 0;
+    y->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (y->efd < 0)
+        return -1;
+    if (pthread_mutex_init(&y->mu, NULL) || pthread_cond_init(&y->cv, NULL) ||
+        pthread_create(&y->thread, NULL, run, y)) {
+        close(y->efd);
+        y->efd = -1;
+        return -1;
+    }
+    y->running = 1;
+    return 0;
+}
+
+void syncer_stop(Syncer *y)
+{
+    if (!y->running)
+        return;
+    syncer_wait(y);
+    pthread_mutex_lock(&y->mu);
+    y->quit = 1;
+    pthread_cond_broadcast(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+    pthread_join(y->thread, NULL);
+    pthread_cond_destroy(&y->cv);
+    pthread_mutex_destroy(&y->mu);
+    close(y->efd);
+    y->efd = -1;
+    y->running = 0;
+}
+
+int syncer_start(Syncer *y, int fd)
+{
+    if (y->busy)
+        return -1;
+    pthread_mutex_lock(&y->mu);
+    y->fd = fd;
+    y->done = 0;
+    pthread_cond_broadcast(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+    y->busy = 1;
+    return 0;
+}
+
+int syncer_finish(Syncer *y)
+{
+    uint64_t n;
+    int err = -1;
+
+    if (read(y->efd, &n, sizeof n) < 0 && errno != EAGAIN)
+        return errno;
+    pthread_mutex_lock(&y->mu);
+    if (y->busy && y->done) {
+        err = y->err;
+        y->busy = 0;
+        y->done = 0;
+    }
+    pthread_mutex_unlock(&y->mu);
+    return err; /* -1: nothing had finished */
+}
+
+int syncer_wait(Syncer *y)
+{
+    int err;
+
+    if (!y->busy)
+        return 0;
+    pthread_mutex_lock(&y->mu);
+    while (!y->done)
+        pthread_cond_wait(&y->cv, &y->mu);
+    err = y->err;
+    y->busy = 0;
+    y->done = 0;
+    pthread_mutex_unlock(&y->mu);
+    return err;
+}
