@@ -15,13 +15,16 @@
  * ENOSPC. Deletes always have room.
  *
  * Records of one loop iteration are written with one write at
- * binlog_commit(), before any reply of that iteration leaves: with -f 0
- * the commit also fsyncs (group commit: one fsync for every command of the
- * iteration); with -f MS it fsyncs at most every MS ms and a timer
- * guarantees the last write is synced within MS ms; -F never fsyncs. If a
- * write or fsync fails, the replies that depended on it are withdrawn and
- * their connections closed, the binlog is marked unhealthy and refuses
- * further durable commands until a fresh file takes the full state again.
+ * binlog_commit(), before any reply of that iteration leaves. Syncs run on
+ * a helper thread (syncer.h) so the loop never blocks on the disk: with
+ * -f 0 the replies that depend on the records are held in their
+ * connections until the sync that covers them ends (group commit: one
+ * fsync for everything written meanwhile); with -f MS a sync starts at
+ * most every MS ms and a timer guarantees the last write is synced within
+ * MS ms; -F never syncs. If a write or fsync fails, the replies that
+ * depended on it are withdrawn and their connections closed, the binlog is
+ * marked unhealthy and refuses further durable commands until a fresh file
+ * takes the full state again.
  *
  * Files without live records are deleted oldest first; when the files hold
  * more than twice the live data plus two files, the live jobs of the oldest
