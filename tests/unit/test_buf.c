@@ -186,6 +186,39 @@ START_TEST(printf_long)
 }
 END_TEST
 
+/* Output lengths at and around the buffer's power-of-two sizes, after
+ * prefixes of several lengths: the byte next to the end must be right
+ * (vsnprintf needs room for its NUL). */
+START_TEST(printf_boundaries)
+{
+    static const size_t pres[] = {0, 1, 100, 127, 128, 129, 200, 255, 256};
+    static const size_t lens[] = {1, 127, 128, 129, 255, 256, 257, 383, 384,
+                                  511, 512, 513, 767, 768, 1023, 1024, 1025,
+                                  2047, 2048, 2049, 4095, 4096, 4097};
+    static char text[4200];
+    Buf b = {0};
+
+    for (size_t i = 0; i < sizeof text - 1; i++)
+        text[i] = (char)('A' + i % 26);
+    for (size_t p = 0; p < sizeof pres / sizeof pres[0]; p++) {
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            size_t pre = pres[p], n = lens[l];
+            buf_free(&b);
+            for (size_t k = 0; k < pre; k++)
+                REQ_IEQ(buf_append(&b, "-", 1), 0);
+            REQ_IEQ(buf_printf(&b, "%.*s", (int)n, text), 0);
+            REQ_UEQ(b.len, pre + n);
+            REQUIRE_MSG(memcmp(b.data + pre, text, n) == 0,
+                        "prefix %zu, length %zu: wrong content", pre, n);
+            /* And the buffer goes on working after it. */
+            REQ_IEQ(buf_printf(&b, "%c", '!'), 0);
+            REQUIRE(b.data[pre + n] == '!');
+        }
+    }
+    buf_free(&b);
+}
+END_TEST
+
 START_TEST(append_oom_is_all_or_nothing)
 {
     Buf b = {0};
@@ -326,6 +359,7 @@ static Suite *buf_suite(void)
     tcase_add_test(tc, consume_as_queue);
     tcase_add_test(tc, printf_short);
     tcase_add_test(tc, printf_long);
+    tcase_add_test(tc, printf_boundaries);
     suite_add_tcase(s, tc);
 
     tc = unit_tcase("oom");

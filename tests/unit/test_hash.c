@@ -27,6 +27,12 @@ static uint64_t elem_hash_bad(const HashNode *n)
     return container_of(n, Elem, node)->key % 4;
 }
 
+/* The key itself: consecutive keys fill consecutive buckets. */
+static uint64_t elem_hash_id(const HashNode *n)
+{
+    return container_of(n, Elem, node)->key;
+}
+
 static int elem_eq(const HashNode *n, const void *key)
 {
     return container_of(n, Elem, node)->key == *(const uint64_t *)key;
@@ -34,7 +40,9 @@ static int elem_eq(const HashNode *n, const void *key)
 
 static Elem *find(const Hash *h, uint64_t key)
 {
-    uint64_t hv = h->node_hash == elem_hash_bad ? key % 4 : hash_u64(key);
+    uint64_t hv = h->node_hash == elem_hash_bad  ? key % 4
+                  : h->node_hash == elem_hash_id ? key
+                                                 : hash_u64(key);
     HashNode *n = hash_find(h, hv, elem_eq, &key);
 
     return n ? container_of(n, Elem, node) : NULL;
@@ -233,6 +241,43 @@ START_TEST(each_on_empty)
 }
 END_TEST
 
+static void sum_cb(HashNode *n, void *arg)
+{
+    *(uint64_t *)arg += container_of(n, Elem, node)->key;
+}
+
+/* Every bucket, the first and the last included, is visited once. */
+START_TEST(each_visits_every_bucket)
+{
+    enum { N = 1024 };
+    Elem *e = calloc(N, sizeof *e);
+    size_t visits = 0;
+    uint64_t sum = 0;
+    Hash h;
+
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(hash_init(&h, elem_hash_id), 0);
+    for (size_t i = 0; i < N; i++) {
+        e[i].key = i;
+        e[i].in_table = 1;
+        hash_insert(&h, &e[i].node);
+    }
+    ck_assert_uint_eq(h.nbuckets, N); /* one element in every bucket */
+    for (size_t b = 0; b < N; b++)
+        REQUIRE(h.buckets[b] != NULL && h.buckets[b]->next == NULL);
+    hash_each(&h, count_cb, &visits);
+    hash_each(&h, sum_cb, &sum);
+    ck_assert_uint_eq(visits, N);
+    ck_assert_uint_eq(sum, (uint64_t)N * (N - 1) / 2);
+    for (size_t i = 0; i < N; i++)
+        REQ_IEQ(e[i].seen, 1);
+    for (size_t i = 0; i < N; i++)
+        REQ_PEQ(find(&h, i), &e[i]);
+    hash_free(&h);
+    free(e);
+}
+END_TEST
+
 /* The growth rehash fails: chains get longer but everything stays
  * findable, and the next insert grows the table after all. */
 START_TEST(grow_failure_keeps_table)
@@ -396,6 +441,7 @@ static Suite *hash_suite(void)
     tcase_add_test(tc, grow_shrink_colliding_hash);
     tcase_add_loop_test(tc, random_ops, 0, 10);
     tcase_add_test(tc, each_on_empty);
+    tcase_add_test(tc, each_visits_every_bucket);
     tcase_add_test(tc, hash_functions);
     suite_add_tcase(s, tc);
 

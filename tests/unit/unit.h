@@ -3,9 +3,10 @@
  *
  * Every test binary builds one Suite and runs it with UNIT_MAIN(), which
  * prints check's summary line ("100%: Checks: N, Failures: 0, Errors: 0")
- * and exits non-zero on any failure. Tests that use failure injection add
- * unit_reset_alloc as a checked fixture, so a failed assertion never leaves
- * an armed allocation failure behind for the next test (CK_FORK=no).
+ * and exits non-zero on any failure. Every TCase made with unit_tcase()
+ * resets failure injection before and after each test, so a failed
+ * assertion never leaves an armed allocation failure behind for the next
+ * test when they share a process (CK_FORK=no).
  */
 #ifndef TUBED_TEST_UNIT_H
 #define TUBED_TEST_UNIT_H

@@ -1,0 +1,654 @@
+/* Unit tests for stats.c: key order and value formats of the YAML
+ * documents, against beanstalkd's (see compat-notes.md). The Server is a
+ * minimal one built by hand: zeroed, with a TubeSet and a job table. */
+#include <inttypes.h>
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "clock.h"
+#include "job.h"
+#include "opts.h"
+#include "server.h"
+#include "stats.h"
+#include "tube.h"
+#include "unit.h"
+
+#define SEC NS_PER_SEC
+
+static const char *const server_keys[] = {
+    "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
+    "current-jobs-delayed", "current-jobs-buried", "cmd-put", "cmd-peek",
+    "cmd-peek-ready", "cmd-peek-delayed", "cmd-peek-buried", "cmd-reserve",
+    "cmd-reserve-with-timeout", "cmd-delete", "cmd-release", "cmd-use",
+    "cmd-watch", "cmd-ignore", "cmd-bury", "cmd-kick", "cmd-touch",
+    "cmd-stats", "cmd-stats-job", "cmd-stats-tube", "cmd-list-tubes",
+    "cmd-list-tube-used", "cmd-list-tubes-watched", "cmd-pause-tube",
+    "job-timeouts", "total-jobs", "max-job-size", "current-tubes",
+    "current-connections", "current-producers", "current-workers",
+    "current-waiting", "total-connections", "pid", "version",
+    "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index",
+    "binlog-current-index", "binlog-records-migrated",
+    "binlog-records-written", "binlog-max-size", "draining", "id",
+    "hostname", "os", "platform",
+};
+#define NSERVER_KEYS (sizeof server_keys / sizeof server_keys[0])
+
+static const char *const tube_keys[] = {
+    "name", "current-jobs-urgent", "current-jobs-ready",
+    "current-jobs-reserved", "current-jobs-delayed", "current-jobs-buried",
+    "total-jobs", "current-using", "current-watching", "current-waiting",
+    "cmd-delete", "cmd-pause-tube", "pause", "pause-time-left",
+};
+
+static const char *const job_keys[] = {
+    "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left",
+    "file", "reserves", "timeouts", "releases", "buries", "kicks",
+};
+
+/* ---- a minimal server ---- */
+
+static void server_setup(Server *s)
+{
+    memset(s, 0, sizeof *s);
+    opts_defaults(&s->cfg);
+    /* The lists a document may walk must be valid (empty) lists. */
+    list_init(&s->conns);
+    list_init(&s->pending_out);
+    list_init(&s->dead);
+    list_init(&s->durable);
+    list_init(&s->ready_tubes);
+    list_init(&s->wide_waiters);
+    ck_assert_int_eq(tubes_init(&s->tubes), 0);
+    ck_assert_int_eq(job_table_init(&s->jobs), 0);
+    s->default_tube = tubes_get(&s->tubes, "default", 7);
+    ck_assert_ptr_nonnull(s->default_tube);
+    tube_ref(s->default_tube);
+    s->started = 1000 * SEC;
+    s->now = s->started;
+    s->next_id = 1;
+    memcpy(s->instance_id, "0123456789abcdef", 17);
+}
+
+static void server_teardown(Server *s)
+{
+    hash_free(&s->jobs);
+    tubes_free(&s->tubes);
+}
+
+static Tube *tube(Server *s, const char *name)
+{
+    Tube *t = tubes_get(&s->tubes, name, strlen(name));
+
+    ck_assert_ptr_nonnull(t);
+    tube_ref(t);
+    return t;
+}
+
+/* ---- reading a YAML document ---- */
+
+typedef struct Doc {
+    size_t n;
+    char key[80][64];
+    char val[80][512];
+} Doc;
+
+/* Split a dictionary document into keys and values, checking its framing:
+ * "---\n" first, then "key: value\n" lines only. */
+static void parse_doc(const Buf *b, Doc *d)
+{
+    const char *p = b->data, *end = b->data + b->len;
+
+    memset(d, 0, sizeof *d);
+    ck_assert_int_eq(b->oom, 0);
+    ck_assert_uint_ge(b->len, 4);
+    ck_assert_msg(memcmp(p, "---\n", 4) == 0, "no document start");
+    ck_assert_msg(end[-1] == '\n', "document does not end with a newline");
+    ck_assert_ptr_null(memchr(p, '\r', b->len));
+    ck_assert_ptr_null(memchr(p, '\0', b->len));
+    for (p += 4; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *colon = memchr(p, ':', (size_t)(nl - p));
+        ck_assert_msg(colon && colon + 1 < nl && colon[1] == ' ',
+                      "bad line '%.*s'", (int)(nl - p), p);
+        ck_assert_uint_lt(d->n, 80);
+        ck_assert_uint_lt((size_t)(colon - p), sizeof d->key[0]);
+        ck_assert_uint_lt((size_t)(nl - colon - 2), sizeof d->val[0]);
+        memcpy(d->key[d->n], p, (size_t)(colon - p));
+        memcpy(d->val[d->n], colon + 2, (size_t)(nl - colon - 2));
+        d->n++;
+        p = nl + 1;
+    }
+}
+
+static const char *value(const Doc *d, const char *key)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (!strcmp(d->key[i], key))
+            return d->val[i];
+    ck_abort_msg("no key '%s'", key);
+    return NULL;
+}
+
+static void keys_are(const Doc *d, const char *const *keys, size_t n)
+{
+    ck_assert_uint_ge(d->n, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!strcmp(d->key[i], keys[i]), "key %zu is '%s', want '%s'",
+                      i, d->key[i], keys[i]);
+}
+
+static void doc_is(const Buf *b, const char *want)
+{
+    ck_assert_int_eq(b->oom, 0);
+    ck_assert_msg(b->len == strlen(want) && !memcmp(b->data, want, b->len),
+                  "got:\n%.*s\nwant:\n%s", (int)b->len, b->data, want);
+}
+
+static int matches(const char *s, const char *re)
+{
+    regex_t rx;
+    int ok;
+
+    ck_assert_int_eq(regcomp(&rx, re, REG_EXTENDED | REG_NOSUB), 0);
+    ok = regexec(&rx, s, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return ok;
+}
+
+/* The YAML double-quoted form stats promises for string values. */
+static void quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+
+    out[o++] = '"';
+    for (; *s && o + 3 < cap; s++) {
+        if (*s == '"' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+/* ---- stats-tube ---- */
+
+static Job *job_in(Server *s, Tube *t, uint64_t id)
+{
+    Job *j = job_alloc(id, 0);
+
+    ck_assert_ptr_nonnull(j);
+    j->tube = t;
+    tube_ref(t);
+    job_table_insert(&s->jobs, j);
+    return j;
+}
+
+static void job_out(Server *s, Job *j)
+{
+    job_table_remove(&s->jobs, j);
+    tube_unref(&s->tubes, j->tube);
+    job_free(j);
+}
+
+START_TEST(tube_document)
+{
+    Server s;
+    Buf b = {0};
+    Job *ready[5], *delayed;
+    Doc d;
+
+    server_setup(&s);
+    Tube *t = s.default_tube;
+    for (int i = 0; i < 5; i++) {
+        ready[i] = job_in(&s, t, (uint64_t)i + 1);
+        ready[i]->pri = (uint32_t)i * 1000;
+        ck_assert_int_eq(heap_insert(&t->ready, ready[i]), 0);
+    }
+    delayed = job_in(&s, t, 6);
+    delayed->deadline = s.now + 50 * SEC;
+    ck_assert_int_eq(heap_insert(&t->delay, delayed), 0);
+    t->urgent_ct = 2;
+    t->reserved_ct = 3;
+    t->buried_ct = 4;
+    t->total_jobs = 15;
+    t->using_ct = 1;
+    t->watching_ct = 2;
+    t->waiting_ct = 1;
+    t->cmd_delete = 6;
+    t->cmd_pause = 7;
+    t->pause = 30 * SEC;
+    t->unpause_at = s.now + 25 * SEC + SEC / 2;
+
+    stats_tube(&s, t, &b);
+    doc_is(&b, "---\n"
+               "name: \"default\"\n"
+               "current-jobs-urgent: 2\n"
+               "current-jobs-ready: 5\n"
+               "current-jobs-reserved: 3\n"
+               "current-jobs-delayed: 1\n"
+               "current-jobs-buried: 4\n"
+               "total-jobs: 15\n"
+               "current-using: 1\n"
+               "current-watching: 2\n"
+               "current-waiting: 1\n"
+               "cmd-delete: 6\n"
+               "cmd-pause-tube: 7\n"
+               "pause: 30\n"
+               "pause-time-left: 25\n");
+    parse_doc(&b, &d);
+    ck_assert_uint_eq(d.n, 14);
+    keys_are(&d, tube_keys, 14);
+
+    /* current-waiting also counts waiting connections with a wide watch
+     * list (they wait server-wide, not in the tube) that watch this tube. */
+    Conn wide[2];
+    Watch ww[2];
+    Tube *other = tube(&s, "other");
+    memset(wide, 0, sizeof wide);
+    memset(ww, 0, sizeof ww);
+    ww[0].tube = t;
+    ww[1].tube = other;
+    for (int i = 0; i < 2; i++) {
+        wide[i].srv = &s;
+        wide[i].watch = &ww[i];
+        wide[i].nwatch = 1;
+        list_insert_tail(&s.wide_waiters, &wide[i].wide_link);
+    }
+    buf_free(&b);
+    stats_tube(&s, t, &b);
+    parse_doc(&b, &d);
+    ck_assert_str_eq(value(&d, "current-waiting"), "2");
+    for (int i = 0; i < 2; i++)
+        list_remove(&wide[i].wide_link);
+    tube_unref(&s.tubes, other);
+
+    /* The pause has run out (timer not yet run): time left is 0. */
+    s.now = t->unpause_at + 3 * SEC;
+    buf_free(&b);
+    stats_tube(&s, t, &b);
+    parse_doc(&b, &d);
+    ck_assert_str_eq(value(&d, "pause"), "30");
+    ck_assert_str_eq(value(&d, "pause-time-left"), "0");
+
+    /* Not paused: both 0, whatever unpause_at holds. */
+    t->pause = 0;
+    t->unpause_at = s.now + 100 * SEC;
+    buf_free(&b);
+    stats_tube(&s, t, &b);
+    parse_doc(&b, &d);
+    ck_assert_str_eq(value(&d, "pause"), "0");
+    ck_assert_str_eq(value(&d, "pause-time-left"), "0");
+
+    for (int i = 0; i < 5; i++) {
+        heap_remove(&t->ready, ready[i]->heap_pos);
+        job_out(&s, ready[i]);
+    }
+    heap_remove(&t->delay, delayed->heap_pos);
+    job_out(&s, delayed);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+START_TEST(tube_document_other_name)
+{
+    Server s;
+    Buf b = {0};
+    char name[MAX_TUBE_NAME + 1], want[MAX_TUBE_NAME + 16];
+    Doc d;
+
+    server_setup(&s);
+    memset(name, 'x', MAX_TUBE_NAME);
+    memcpy(name, "a$(b);c+d/e.f_", 14);
+    name[MAX_TUBE_NAME] = '\0';
+    Tube *t = tube(&s, name);
+    stats_tube(&s, t, &b);
+    parse_doc(&b, &d);
+    keys_are(&d, tube_keys, 14);
+    ck_assert_uint_eq(d.n, 14);
+    snprintf(want, sizeof want, "\"%s\"", name);
+    ck_assert_str_eq(value(&d, "name"), want);
+    for (size_t i = 1; i < 14; i++)
+        ck_assert_str_eq(d.val[i], "0");
+    tube_unref(&s.tubes, t);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+/* ---- stats-job ---- */
+
+START_TEST(job_document)
+{
+    Server s;
+    Buf b = {0};
+    Doc d;
+
+    server_setup(&s);
+    Tube *foo = tube(&s, "foo");
+    Job *j = job_in(&s, foo, 42);
+    j->state = JOB_RESERVED;
+    j->pri = 7;
+    j->created = s.now - 5 * SEC - 9 * SEC / 10;  /* age 5.9 s */
+    j->deadline = s.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
+    j->delay = 3;
+    j->ttr = 60;
+    j->reserves = 1;
+    j->timeouts = 2;
+    j->releases = 3;
+    j->buries = 4;
+    j->kicks = 5;
+
+    stats_job(&s, j, &b);
+    doc_is(&b, "---\n"
+               "id: 42\n"
+               "tube: \"foo\"\n"
+               "state: reserved\n"
+               "pri: 7\n"
+               "age: 5\n"
+               "delay: 3\n"
+               "ttr: 60\n"
+               "time-left: 3\n"
+               "file: 0\n"
+               "reserves: 1\n"
+               "timeouts: 2\n"
+               "releases: 3\n"
+               "buries: 4\n"
+               "kicks: 5\n");
+    parse_doc(&b, &d);
+    ck_assert_uint_eq(d.n, 14);
+    keys_are(&d, job_keys, 14);
+
+    /* time-left counts only for reserved and delayed jobs. */
+    static const struct {
+        JobState st;
+        const char *name, *left;
+    } cases[] = {
+        {JOB_READY, "ready", "0"},
+        {JOB_RESERVED, "reserved", "3"},
+        {JOB_DELAYED, "delayed", "3"},
+        {JOB_BURIED, "buried", "0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        j->state = (uint8_t)cases[i].st;
+        buf_free(&b);
+        stats_job(&s, j, &b);
+        parse_doc(&b, &d);
+        keys_are(&d, job_keys, 14);
+        ck_assert_str_eq(value(&d, "state"), cases[i].name);
+        ck_assert_str_eq(value(&d, "time-left"), cases[i].left);
+    }
+
+    /* A deadline already passed shows 0, not a negative number. */
+    j->state = JOB_RESERVED;
+    s.now = j->deadline + 2 * SEC;
+    buf_free(&b);
+    stats_job(&s, j, &b);
+    parse_doc(&b, &d);
+    ck_assert_str_eq(value(&d, "time-left"), "0");
+    ck_assert_str_eq(value(&d, "age"), "11");
+
+    /* Extremes of every number. */
+    j->id = UINT64_MAX;
+    j->pri = UINT32_MAX;
+    j->delay = UINT32_MAX;
+    j->ttr = UINT32_MAX;
+    j->file = 12;
+    j->kicks = UINT32_MAX;
+    buf_free(&b);
+    stats_job(&s, j, &b);
+    parse_doc(&b, &d);
+    ck_assert_str_eq(value(&d, "id"), "18446744073709551615");
+    ck_assert_str_eq(value(&d, "pri"), "4294967295");
+    ck_assert_str_eq(value(&d, "delay"), "4294967295");
+    ck_assert_str_eq(value(&d, "ttr"), "4294967295");
+    ck_assert_str_eq(value(&d, "file"), "12");
+    ck_assert_str_eq(value(&d, "kicks"), "4294967295");
+    j->id = 42;
+
+    job_out(&s, j);
+    tube_unref(&s.tubes, foo);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+/* ---- list-tubes, list-tubes-watched ---- */
+
+START_TEST(list_tubes)
+{
+    Server s;
+    Buf b = {0};
+
+    server_setup(&s);
+    stats_list_tubes(&s, &b);
+    doc_is(&b, "---\n- default\n");
+    Tube *x = tube(&s, "x");
+    Tube *y = tube(&s, "y(1)");
+    Tube *z = tube(&s, "z");
+    buf_free(&b);
+    stats_list_tubes(&s, &b);
+    /* Names are not quoted in lists. */
+    doc_is(&b, "---\n- default\n- x\n- y(1)\n- z\n");
+    tube_unref(&s.tubes, x); /* z takes x's place */
+    buf_free(&b);
+    stats_list_tubes(&s, &b);
+    doc_is(&b, "---\n- default\n- z\n- y(1)\n");
+    tube_unref(&s.tubes, y);
+    tube_unref(&s.tubes, z);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+START_TEST(list_watched)
+{
+    Server s;
+    Conn c;
+    Watch w[3];
+    Buf b = {0};
+
+    server_setup(&s);
+    memset(&c, 0, sizeof c);
+    memset(w, 0, sizeof w);
+    w[0].tube = s.default_tube;
+    w[1].tube = tube(&s, "jobs");
+    w[2].tube = tube(&s, "mail");
+    c.srv = &s;
+    c.watch = w;
+    c.nwatch = 1;
+    stats_list_watched(&c, &b);
+    doc_is(&b, "---\n- default\n");
+    c.nwatch = 3;
+    buf_free(&b);
+    stats_list_watched(&c, &b);
+    doc_is(&b, "---\n- default\n- jobs\n- mail\n");
+    tube_unref(&s.tubes, w[1].tube);
+    tube_unref(&s.tubes, w[2].tube);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+/* ---- stats ---- */
+
+START_TEST(server_document)
+{
+    Server s;
+    Buf b = {0};
+    struct utsname u;
+    char want[1024], key[64];
+    Doc d;
+
+    server_setup(&s);
+    Tube *extra = tube(&s, "extra");
+    s.jobs_ct = (JobCounts){.ready = 2, .urgent = 1, .reserved = 3,
+                            .delayed = 4, .buried = 5};
+    for (int t = 0; t < CMD_COUNT; t++)
+        s.cmd_ct[t] = 100 + (uint64_t)t;
+    s.job_timeouts = 7;
+    s.total_jobs = 8;
+    s.conn_ct = 9;
+    s.producer_ct = 10;
+    s.worker_ct = 11;
+    s.waiting_ct = 12;
+    s.total_conns = 13;
+    s.now = s.started + 3661 * SEC + SEC / 2;
+
+    stats_server(&s, &b);
+    parse_doc(&b, &d);
+    keys_are(&d, server_keys, NSERVER_KEYS);
+    /* Keys tubed adds come after beanstalkd's, never again one of them. */
+    for (size_t i = NSERVER_KEYS; i < d.n; i++)
+        for (size_t k = 0; k < NSERVER_KEYS; k++)
+            ck_assert_str_ne(d.key[i], server_keys[k]);
+
+    ck_assert_str_eq(value(&d, "current-jobs-urgent"), "1");
+    ck_assert_str_eq(value(&d, "current-jobs-ready"), "2");
+    ck_assert_str_eq(value(&d, "current-jobs-reserved"), "3");
+    ck_assert_str_eq(value(&d, "current-jobs-delayed"), "4");
+    ck_assert_str_eq(value(&d, "current-jobs-buried"), "5");
+    /* Each cmd-* key shows its own command's count. */
+    for (int t = 0; t < CMD_COUNT; t++) {
+        if (t == CMD_QUIT || t == CMD_RESERVE_JOB || t == CMD_KICK_JOB)
+            continue; /* beanstalkd has no key for these */
+        snprintf(key, sizeof key, "cmd-%s", cmd_name((CmdType)t));
+        snprintf(want, sizeof want, "%d", 100 + t);
+        ck_assert_msg(!strcmp(value(&d, key), want), "%s: %s, want %s", key,
+                      value(&d, key), want);
+    }
+    ck_assert_str_eq(value(&d, "job-timeouts"), "7");
+    ck_assert_str_eq(value(&d, "total-jobs"), "8");
+    ck_assert_str_eq(value(&d, "max-job-size"), "65535");
+    ck_assert_str_eq(value(&d, "current-tubes"), "2");
+    ck_assert_str_eq(value(&d, "current-connections"), "9");
+    ck_assert_str_eq(value(&d, "current-producers"), "10");
+    ck_assert_str_eq(value(&d, "current-workers"), "11");
+    ck_assert_str_eq(value(&d, "current-waiting"), "12");
+    ck_assert_str_eq(value(&d, "total-connections"), "13");
+    snprintf(want, sizeof want, "%ld", (long)getpid());
+    ck_assert_str_eq(value(&d, "pid"), want);
+    ck_assert_str_eq(value(&d, "version"), "\"" TUBED_VERSION "\"");
+    ck_assert(matches(value(&d, "rusage-utime"), "^[0-9]+\\.[0-9]{6}$"));
+    ck_assert(matches(value(&d, "rusage-stime"), "^[0-9]+\\.[0-9]{6}$"));
+    ck_assert_str_eq(value(&d, "uptime"), "3661");
+    ck_assert_str_eq(value(&d, "binlog-oldest-index"), "0");
+    ck_assert_str_eq(value(&d, "binlog-current-index"), "0");
+    ck_assert_str_eq(value(&d, "binlog-records-migrated"), "0");
+    ck_assert_str_eq(value(&d, "binlog-records-written"), "0");
+    /* Printed even without -b. */
+    ck_assert_str_eq(value(&d, "binlog-max-size"), "10485760");
+    ck_assert_str_eq(value(&d, "draining"), "false");
+    ck_assert_str_eq(value(&d, "id"), "0123456789abcdef");
+    ck_assert(matches(value(&d, "id"), "^[0-9a-f]{16}$"));
+    ck_assert_int_eq(uname(&u), 0);
+    quote(want, sizeof want, u.nodename);
+    ck_assert_str_eq(value(&d, "hostname"), want);
+    quote(want, sizeof want, u.version);
+    ck_assert_str_eq(value(&d, "os"), want);
+    quote(want, sizeof want, u.machine);
+    ck_assert_str_eq(value(&d, "platform"), want);
+
+    /* Draining, other settings. */
+    s.draining = 1;
+    s.cfg.max_job_size = 1073741824;
+    s.cfg.binlog_size = 123456;
+    buf_free(&b);
+    stats_server(&s, &b);
+    parse_doc(&b, &d);
+    keys_are(&d, server_keys, NSERVER_KEYS);
+    ck_assert_str_eq(value(&d, "draining"), "true");
+    ck_assert_str_eq(value(&d, "max-job-size"), "1073741824");
+    ck_assert_str_eq(value(&d, "binlog-max-size"), "123456");
+
+    tube_unref(&s.tubes, extra);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+/* With a binlog, its figures replace the zeros. */
+START_TEST(server_document_binlog)
+{
+    Server s;
+    Buf b = {0};
+    BlFile files[2] = {{.index = 3}, {.index = 7}};
+    Doc d;
+
+    server_setup(&s);
+    s.binlog.enabled = 1;
+    s.binlog.healthy = 1;
+    s.binlog.file_size = 5000;
+    s.binlog.files = files;
+    s.binlog.nfiles = 2;
+    s.binlog.records_written = 11;
+    s.binlog.records_migrated = 4;
+    stats_server(&s, &b);
+    parse_doc(&b, &d);
+    keys_are(&d, server_keys, NSERVER_KEYS);
+    ck_assert_str_eq(value(&d, "binlog-oldest-index"), "3");
+    ck_assert_str_eq(value(&d, "binlog-current-index"), "7");
+    ck_assert_str_eq(value(&d, "binlog-records-migrated"), "4");
+    ck_assert_str_eq(value(&d, "binlog-records-written"), "11");
+    ck_assert_str_eq(value(&d, "binlog-max-size"), "5000");
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+/* Errors show as buf->oom: a failure at any allocation while building any
+ * document sets the flag. */
+START_TEST(oom_sets_flag)
+{
+    Server s;
+    Buf b = {0};
+
+    server_setup(&s);
+    Tube *t = s.default_tube;
+    Job *j = job_in(&s, t, 1);
+    for (int which = 0; which < 3; which++) {
+        for (unsigned long n = 1; n < 8; n++) {
+            unsigned long failures = alloc_failures();
+            buf_free(&b);
+            alloc_fail_after(n);
+            if (which == 0)
+                stats_server(&s, &b);
+            else if (which == 1)
+                stats_tube(&s, t, &b);
+            else
+                stats_job(&s, j, &b);
+            alloc_fail_after(0);
+            ck_assert_int_eq(b.oom, alloc_failures() != failures);
+        }
+    }
+    job_out(&s, j);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+static Suite *stats_suite(void)
+{
+    Suite *s = suite_create("stats");
+    TCase *tc = unit_tcase("documents");
+
+    tcase_add_test(tc, tube_document);
+    tcase_add_test(tc, tube_document_other_name);
+    tcase_add_test(tc, job_document);
+    tcase_add_test(tc, list_tubes);
+    tcase_add_test(tc, list_watched);
+    tcase_add_test(tc, server_document);
+    tcase_add_test(tc, server_document_binlog);
+    tcase_add_test(tc, oom_sets_flag);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(stats_suite)
