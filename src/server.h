@@ -8,9 +8,9 @@
  * deadline, handle every event that fired, then run the timers that came
  * due. Nothing on that path scans all tubes or all connections.
  *
- * Signals arrive through a signalfd, so no code runs in signal context:
- * SIGUSR1 drains (put answers DRAINING), SIGUSR2 undrains, SIGTERM and
- * SIGINT stop the loop.
+ * Signals arrive through a self-pipe: a handler only writes the signal
+ * number, the loop acts on it. SIGUSR1 drains (put answers DRAINING),
+ * SIGUSR2 undrains, SIGTERM and SIGINT stop the loop.
  */
 #ifndef TUBED_SERVER_H
 #define TUBED_SERVER_H
@@ -73,7 +73,8 @@ struct Server {
     char *scratch;          /* shared read buffer, SCRATCH_SIZE bytes */
     Listener listeners[SERVER_MAX_LISTENERS];
     int nlisteners;
-    EvSource sig;
+    EvSource sig;           /* read end of the signal self-pipe */
+    int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
 };
 

@@ -1,6 +1,7 @@
 #include "syncer.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -40,14 +41,23 @@ static void *run(void *arg)
 
 int syncer_init(Syncer *y)
 {
+    sigset_t all, old;
+    int rc;
+
     y->fd = -1;
     y->busy = y->done = y->err = y->quit = 0;
     y->running = 0;
     y->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (y->efd < 0)
         return -1;
-    if (pthread_mutex_init(&y->mu, NULL) || pthread_cond_init(&y->cv, NULL) ||
-        pthread_create(&y->thread, NULL, run, y)) {
+    /* The thread starts with every signal blocked, so signals always reach
+     * the loop's thread and never interrupt an fdatasync. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_mutex_init(&y->mu, NULL) || pthread_cond_init(&y->cv, NULL) ||
+         pthread_create(&y->thread, NULL, run, y);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
         close(y->efd);
         y->efd = -1;
         return -1;
