@@ -5,6 +5,7 @@
 #   make check      unit tests (check) + integration tests (real binary, sockets)
 #                   + the same suite under AddressSanitizer/UBSan
 #   make asan       only the sanitizer run
+#   make valgrind   the protocol tests with the server under valgrind
 #   make fuzz       libFuzzer harnesses for a short fixed time (clang)
 #   make bench      tubed vs beanstalkd side by side (tests/bench/)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -44,7 +45,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind
 
-.PHONY: all run check unit integration asan fuzz bench install clean deb deps
+.PHONY: all run check unit integration asan valgrind fuzz bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj/bench
@@ -91,8 +92,17 @@ integration: $(BUILD)/tubed $(BUILD)/tubed-bench
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 unit integration
 
+# The protocol part of the suite with every server under valgrind's
+# memcheck (any error or definite leak fails the test).
+VALGRIND_TESTS := test_put. test_reserve. test_jobs. test_tubes. test_stats. \
+                  test_parsing. test_io. test_conns. test_wide.
+valgrind: $(BUILD)/tubed
+	TUBED_VALGRIND=1 python3 tests/integration/run.py --bin $(BUILD)/tubed \
+	    --timeout 900 $(addprefix -k ,$(VALGRIND_TESTS))
+
 check: unit integration
 	$(MAKE) asan
+	$(MAKE) valgrind
 
 fuzz:
 	$(MAKE) -C tests/fuzz run

@@ -126,6 +126,15 @@ os.execv(sys.argv[2], sys.argv[2:])
 """
 
 
+# TUBED_VALGRIND=1 runs every server the harness starts under valgrind's
+# memcheck: any error or definite leak makes the server exit 99, which the
+# harness reports as a failure ("exited with an error after SIGTERM").
+VALGRIND = (["valgrind", "-q", "--leak-check=full", "--error-exitcode=99",
+             "--errors-for-leak-kinds=definite,indirect"]
+            if os.environ.get("TUBED_VALGRIND") else [])
+STOP_WAIT = 30 if VALGRIND else 5
+
+
 def _free_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -191,8 +200,10 @@ class Server:
 
     def _command(self, port):
         if self.unix_path:
-            return [self.binary, "-l", "unix:" + self.unix_path] + self.args
-        return [self.binary, "-l", HOST, "-p", str(port)] + self.args
+            cmd = [self.binary, "-l", "unix:" + self.unix_path] + self.args
+        else:
+            cmd = [self.binary, "-l", HOST, "-p", str(port)] + self.args
+        return VALGRIND + cmd
 
     def start(self, attempts=8):
         last = ""
@@ -396,7 +407,7 @@ class Server:
             except ProcessLookupError:
                 pass
             try:
-                rc = self.proc.wait(5)
+                rc = self.proc.wait(STOP_WAIT)
             except subprocess.TimeoutExpired:
                 self._signalled.add(signal.SIGKILL)
                 try:
