@@ -1,0 +1,424 @@
+#include "blreplay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blcodec.h"
+#include "job.h"
+#include "log.h"
+#include "numparse.h"
+#include "queue.h"
+#include "server.h"
+
+static Binlog *bl(Server *s) { return &s->binlog; }
+
+static BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
+
+typedef struct Replay {
+    Server *s;
+    uint64_t max_id;
+    Tube *last_tube;       /* records of one tube come in runs */
+    char *err;
+    size_t errlen;
+} Replay;
+
+static Tube *replay_tube(Replay *rp, const BlRecord *r)
+{
+    Tube *t = rp->last_tube;
+
+    if (t && t->name_len == r->tube_len && !memcmp(t->name, r->tube, r->tube_len))
+        return t;
+    t = tubes_get(&rp->s->tubes, r->tube, r->tube_len);
+    if (t)
+        rp->last_tube = t;
+    return t;
+}
+
+static void forget_job(Replay *rp, Job *j)
+{
+    Server *s = rp->s;
+    Tube *t = j->tube;
+
+    if (t == rp->last_tube && t->refs == 1)
+        rp->last_tube = NULL; /* about to be freed with its last job */
+    job_table_remove(&s->jobs, j);
+    job_free(j);
+    tube_unref(&s->tubes, t);
+}
+
+static void apply_state(Server *s, Job *j, const BlRecord *r)
+{
+    j->pri = r->pri;
+    j->delay = r->delay;
+    j->state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
+    j->deadline = j->state == JOB_DELAYED ? bl_mono_of(s, r->deadline_wall) : 0;
+    j->reserves = r->reserves;
+    j->timeouts = r->timeouts;
+    j->releases = r->releases;
+    j->buries = r->buries;
+    j->kicks = r->kicks;
+}
+
+/* 0, or -1 when the server cannot go on (out of memory). */
+static int apply(Replay *rp, const BlRecord *r, uint32_t index)
+{
+    Server *s = rp->s;
+    Job *j = job_table_find(&s->jobs, r->id);
+    Tube *t;
+
+    if (r->id > rp->max_id)
+        rp->max_id = r->id;
+    if (r->type == BL_DELETE) {
+        if (j)
+            forget_job(rp, j);
+        return 0;
+    }
+    if (r->type == BL_STATE) {
+        if (j) /* else: its job record was compacted away; it is dead */
+            apply_state(s, j, r);
+        return 0;
+    }
+    if (j)
+        forget_job(rp, j);
+    j = job_alloc(r->id, r->body_size);
+    t = j ? replay_tube(rp, r) : NULL;
+    if (!t) {
+        job_free(j);
+        snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
+        return -1;
+    }
+    memcpy(j->body, r->body, r->body_size);
+    j->ttr = r->ttr ? r->ttr : 1;
+    j->created = bl_mono_of(s, r->created_wall);
+    j->file = index;
+    j->tube = t;
+    tube_ref(t);
+    apply_state(s, j, r);
+    job_table_insert(&s->jobs, j);
+    return 0;
+}
+
+static int all_zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Where the damaged record at off would end, capped at the file's end. */
+static size_t damaged_end(const char *p, size_t size, size_t off)
+{
+    uint64_t len;
+
+    if (size - off < 4)
+        return size;
+    len = (uint64_t)(unsigned char)p[off] | (uint64_t)(unsigned char)p[off + 1] << 8 |
+          (uint64_t)(unsigned char)p[off + 2] << 16 | (uint64_t)(unsigned char)p[off + 3] << 24;
+    return len + BL_REC_HEAD >= size - off ? size : off + BL_REC_HEAD + (size_t)len;
+}
+
+/* With --recover: the next offset after off where a valid record starts. */
+static size_t resync(const char *p, size_t size, size_t off)
+{
+    BlRecord r;
+
+    for (size_t q = off + 1; q + BL_REC_HEAD <= size; q++)
+        if (p[q] && bl_decode(p + q, size - q, &r) > 0)
+            return q;
+    return size;
+}
+
+enum { FILE_OK, FILE_TORN, FILE_BAD };
+
+/* Replay the records of one mapped file. Sets *cut to the offset where a
+ * torn tail starts (FILE_TORN). */
+static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index,
+                          int newest, size_t *cut)
+{
+    size_t off = BL_HEADER_SIZE;
+    Binlog *b = bl(rp->s);
+
+    while (off < size) {
+        BlRecord r;
+        long n = bl_decode(p + off, size - off, &r);
+
+        if (n > 0) {
+            if (apply(rp, &r, index) < 0)
+                return -1;
+            off += (size_t)n;
+            continue;
+        }
+        if (n == BL_END && all_zero(p + off, size - off))
+            return FILE_OK;
+        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off))) {
+            *cut = off;
+            return FILE_TORN;
+        }
+        if (!b->recover) {
+            snprintf(rp->err, rp->errlen,
+                     "binlog.%u is damaged at offset %zu (checksum or structure); "
+                     "refusing to start. Start with --recover to keep every valid "
+                     "record and drop the damaged ones", index, off);
+            return FILE_BAD;
+        }
+        {
+            size_t next = resync(p, size, off);
+            log_warn("binlog: --recover: binlog.%u: dropped bytes %zu..%zu (damaged)",
+                     index, off, next);
+            b->damaged = 1;
+            off = next;
+        }
+    }
+    return FILE_OK;
+}
+
+static int replay_file(Replay *rp, uint32_t index, int newest)
+{
+    Binlog *b = bl(rp->s);
+    char path[4096];
+    struct stat st;
+    char *p = NULL;
+    size_t cut = 0;
+    int fd, hdr, rc = 0;
+
+    bl_file_name(b, index, path, sizeof path);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(rp->err, rp->errlen, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_size > 0) {
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            snprintf(rp->err, rp->errlen, "cannot map %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    hdr = bl_check_header(p, (size_t)st.st_size);
+    if (hdr < 0 && st.st_size >= 4 && !memcmp(p, "\x07\0\0\0", 4)) {
+        /* beanstalkd's own format (version 7): never "recover" it away */
+        snprintf(rp->err, rp->errlen, "%s is a beanstalkd binlog, not tubed's; tubed "
+                 "cannot read it. Drain the jobs from beanstalkd before moving to "
+                 "tubed (doc/operations.md); refusing to start", path);
+        rc = -1;
+    } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
+        log_warn("binlog: %s holds no records (never written); ignored", path);
+    } else if (hdr != 0) {
+        if (b->recover) {
+            log_warn("binlog: --recover: %s has no valid header; all of it dropped", path);
+            b->damaged = 1;
+        } else {
+            snprintf(rp->err, rp->errlen, "%s is damaged: %s at offset 0; refusing to "
+                     "start. Start with --recover to drop it", path,
+                     hdr == 1 ? "zero-filled" : "bad header");
+            rc = -1;
+        }
+    } else {
+        int r = replay_records(rp, p, (size_t)st.st_size, index, newest, &cut);
+        if (r == FILE_TORN) {
+            log_warn("binlog: %s: torn record at offset %zu (a crash mid-write); "
+                     "cut off there", path, cut);
+            if (ftruncate(fd, (off_t)cut) < 0)
+                log_warn("binlog: truncate %s: %s", path, strerror(errno));
+        } else if (r != FILE_OK) {
+            rc = -1;
+        }
+    }
+    if (p)
+        munmap(p, (size_t)st.st_size);
+    if (rc == 0 && fstat(fd, &st) == 0) {
+        if (bl_files_push(b, index) < 0)
+            rc = -1;
+        else
+            cur_file(b)->bytes = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
+                                     ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+    }
+    close(fd);
+    return rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Indexes of DIR's binlog.N files, sorted. */
+static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(b->dir);
+    struct dirent *e;
+    uint32_t *v = NULL;
+    size_t len = 0, cap = 0;
+
+    if (!d) {
+        snprintf(err, errlen, "cannot read binlog directory %s: %s", b->dir, strerror(errno));
+        return -1;
+    }
+    while ((e = readdir(d))) {
+        uint64_t idx;
+        if (strncmp(e->d_name, "binlog.", 7) || parse_u64_str(e->d_name + 7, &idx) < 0 ||
+            idx == 0 || idx > UINT32_MAX)
+            continue;
+        if (len == cap) {
+            uint32_t *nv = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+            if (!nv) {
+                closedir(d);
+                tb_free(v);
+                snprintf(err, errlen, "out of memory listing %s", b->dir);
+                return -1;
+            }
+            v = nv;
+        }
+        v[len++] = (uint32_t)idx;
+    }
+    closedir(d);
+    if (len)
+        qsort(v, len, sizeof *v, cmp_u32);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+static int cmp_job_id(const void *a, const void *b)
+{
+    const Job *x = *(Job *const *)a, *y = *(Job *const *)b;
+
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void collect(HashNode *n, void *arg)
+{
+    Job ***p = arg;
+
+    *(*p)++ = container_of(n, Job, hnode);
+}
+
+/* Put every replayed job in its tube, oldest id first, and count it
+ * against its file. Buried jobs come back in id order, which is their
+ * bury order only when they were buried in the order they were made. */
+static int place_jobs(Server *s, char *err, size_t errlen)
+{
+    Binlog *b = bl(s);
+    size_t n = s->jobs.len;
+    Job **all = tb_malloc((n ? n : 1) * sizeof *all), **p = all;
+
+    if (!all) {
+        snprintf(err, errlen, "out of memory placing replayed jobs");
+        return -1;
+    }
+    hash_each(&s->jobs, collect, &p);
+    qsort(all, n, sizeof *all, cmp_job_id);
+    for (size_t i = 0; i < n; i++) {
+        Job *j = all[i];
+        BlFile *f = bl_file_of(b, j->file);
+        uint64_t size = bl_job_record_size(j);
+        if (queue_restore(s, j) < 0) {
+            tb_free(all);
+            snprintf(err, errlen, "out of memory placing replayed jobs");
+            return -1;
+        }
+        if (f) {
+            f->live_jobs++;
+            f->live_bytes += size;
+        }
+        /* A job logged under a larger -z must still fit in one file when
+         * compaction moves it. */
+        if (size + BL_HEADER_SIZE + BL_DEL_SIZE > b->file_size)
+            b->file_size = size + BL_HEADER_SIZE + BL_DEL_SIZE;
+        b->live_bytes += size;
+        b->reserved += BL_DEL_SIZE;
+    }
+    tb_free(all);
+    return 0;
+}
+
+/* A file with nothing but a header (or nothing) and zeros: a spare made
+ * ahead of use that a crash left behind. */
+static int file_blank(const Binlog *b, uint32_t index)
+{
+    char path[4096];
+    struct stat st;
+    int fd, blank = 0;
+
+    bl_file_name(b, index, path, sizeof path);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0) {
+        if (st.st_size == 0) {
+            blank = 1;
+        } else {
+            char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                size_t n = (size_t)st.st_size;
+                blank = bl_check_header(p, n) >= 0 &&
+                        (n <= BL_HEADER_SIZE || all_zero(p + BL_HEADER_SIZE, n - BL_HEADER_SIZE));
+                munmap(p, n);
+            }
+        }
+    }
+    close(fd);
+    return blank;
+}
+
+static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errlen)
+{
+    Replay rp = {.s = s, .err = err, .errlen = errlen};
+    size_t newest = n ? n - 1 : 0;
+
+    /* The newest file is the last one holding records: blank spares after
+     * it do not make its torn tail "old" damage. */
+    while (newest > 0 && file_blank(bl(s), idx[newest]))
+        newest--;
+
+    for (size_t i = 0; i < n; i++) {
+        if (i && idx[i] != idx[i - 1] + 1) {
+            if (!bl(s)->recover) {
+                snprintf(err, errlen, "binlog file %s/binlog.%u is missing (found "
+                         "binlog.%u and binlog.%u); refusing to start. Start with "
+                         "--recover to go on without it", bl(s)->dir, idx[i - 1] + 1,
+                         idx[i - 1], idx[i]);
+                return -1;
+            }
+            log_warn("binlog: --recover: binlog.%u..%u missing; going on without them",
+                     idx[i - 1] + 1, idx[i] - 1);
+            bl(s)->damaged = 1;
+        }
+        if (replay_file(&rp, idx[i], i >= newest) < 0)
+            return -1;
+    }
+    if (rp.max_id >= s->next_id)
+        s->next_id = rp.max_id + 1;
+    return 0;
+}
+
+
+int bl_replay(Server *s, uint32_t *next_index, char *err, size_t errlen)
+{
+    uint32_t *idx = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (list_files(bl(s), &idx, &n, err, errlen) < 0)
+        return -1;
+    rc = replay_all(s, idx, n, err, errlen);
+    if (rc == 0)
+        rc = place_jobs(s, err, errlen);
+    *next_index = n ? idx[n - 1] + 1 : 1;
+    tb_free(idx);
+    return rc;
+}
