@@ -60,9 +60,21 @@ static int64_t wall_of(const Server *s, int64_t mono)
     return clock_wall() + (mono - s->now);
 }
 
+/* A logged realtime on the monotonic clock. Values come from disk, so the
+ * arithmetic must not overflow whatever they are: the offset is clamped to
+ * about a century either way (a delay is at most 2^32 s, ~136 years). */
 int64_t bl_mono_of(const Server *s, int64_t wall)
 {
-    return s->now + (wall - clock_wall());
+    const int64_t lim = (int64_t)5000000000 * NS_PER_SEC;
+    int64_t now = clock_wall(), d;
+
+    if (wall > now + lim)
+        d = lim;
+    else if (wall < now - lim)
+        d = -lim;
+    else
+        d = wall - now;
+    return s->now + d;
 }
 
 /* The durable view of a job: a reserved job is logged as ready. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "parse.h"
 
 /* Largest payload we will believe: a 1 GiB body plus the fixed part. */
 #define BL_MAX_PAYLOAD ((uint32_t)1073741824u + 512u)
@@ -106,6 +107,12 @@ int bl_check_header(const char *p, size_t n)
     return 0;
 }
 
+/* Logged states: ready (0), delayed (2), buried (3); never reserved. */
+static int state_valid(uint8_t st)
+{
+    return st == 0 || st == 2 || st == 3;
+}
+
 static int decode_payload(const char *p, uint32_t len, BlRecord *r)
 {
     memset(r, 0, sizeof *r);
@@ -125,7 +132,7 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         r->state = (uint8_t)p[8];
         r->deadline_wall = (int64_t)get64(p + 9);
         get_counters(p + 17, r);
-        return 0;
+        return state_valid(r->state) ? 0 : -1;
     case BL_JOB:
         if (len < BL_JOB_FIXED - BL_REC_HEAD)
             return -1;
@@ -144,6 +151,9 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
             return -1;
         r->body_size = get32(p + r->tube_len);
         r->body = p + r->tube_len + 4;
+        /* A record the server could never have written is damage. */
+        if (!tube_name_valid(r->tube, r->tube_len) || !state_valid(r->state))
+            return -1;
         return 0;
     }
     return -1;
