@@ -45,7 +45,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind
 
-.PHONY: all run check unit integration asan valgrind fuzz bench install clean deb deps
+.PHONY: all run check unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj/bench
@@ -100,9 +100,15 @@ valgrind: $(BUILD)/tubed
 	TUBED_VALGRIND=1 python3 tests/integration/run.py --bin $(BUILD)/tubed \
 	    --timeout 900 $(addprefix -k ,$(VALGRIND_TESTS))
 
+# Every stored fuzzing input (seeds and past crashes) once, under the
+# fuzzers' sanitizers: fast; `make fuzz` is the real fuzzing.
+fuzz-regress:
+	$(MAKE) -C tests/fuzz regress
+
 check: unit integration
 	$(MAKE) asan
 	$(MAKE) valgrind
+	$(MAKE) fuzz-regress
 
 fuzz:
 	$(MAKE) -C tests/fuzz run

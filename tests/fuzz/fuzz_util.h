@@ -1,0 +1,336 @@
+/*
+ * fuzz_util.h — small helpers shared by the harnesses (header-only, each
+ * harness is one translation unit).
+ */
+#ifndef TUBED_FUZZ_UTIL_H
+#define TUBED_FUZZ_UTIL_H
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "heap.h"
+#include "job.h"
+#include "list.h"
+#include "server.h"
+#include "tube.h"
+#include "watch.h"
+
+/* A failed check: say what and abort, so libFuzzer records the input. */
+static void __attribute__((noreturn, format(printf, 1, 2)))
+fz_fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "\nFUZZ CHECK FAILED: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    abort();
+}
+
+#define FZ_CHECK(cond, ...) \
+    do { if (!(cond)) fz_fail(__VA_ARGS__); } while (0)
+
+static char fz_dir[256];
+
+static void fz_clear_dir(const char *dir);
+
+static void fz_remove_tmpdir(void)
+{
+    fz_clear_dir(fz_dir);
+    rmdir(fz_dir);
+}
+
+/* A private scratch directory, on tmpfs when there is one (the binlog
+ * preallocates and fsyncs its files). Made once per process, removed at
+ * exit. */
+static inline const char *fz_tmpdir(void)
+{
+    char *dir = fz_dir;
+
+    if (!dir[0]) {
+        const char *base = getenv("FUZZ_TMP");
+        struct stat st;
+        if (!base)
+            base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+        snprintf(dir, sizeof fz_dir, "%s/tubed-fuzz-XXXXXX", base);
+        if (!mkdtemp(dir))
+            fz_fail("mkdtemp %s", dir);
+        atexit(fz_remove_tmpdir);
+    }
+    return dir;
+}
+
+/* Empty a directory (files only; no subdirectories are made). */
+static void fz_clear_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[512];
+
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
+/* server_init() takes over SIGUSR1, SIGUSR2, SIGTERM and SIGINT (handlers
+ * writing to its self-pipe, or a blocked mask for a signalfd). The harness
+ * process must keep libFuzzer's handling (Ctrl-C, -max_total_time), and no
+ * handler may outlive the server it writes to: fz_save_signals() before
+ * server_init(), fz_restore_signals() right after it. Drain mode is
+ * toggled directly, not by signal. */
+static const int fz_sigs[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
+static struct sigaction fz_old_sa[4];
+static sigset_t fz_old_mask;
+
+static inline void fz_save_signals(void)
+{
+    sigprocmask(SIG_SETMASK, NULL, &fz_old_mask);
+    for (int i = 0; i < 4; i++)
+        sigaction(fz_sigs[i], NULL, &fz_old_sa[i]);
+}
+
+static inline void fz_restore_signals(void)
+{
+    for (int i = 0; i < 4; i++)
+        sigaction(fz_sigs[i], &fz_old_sa[i], NULL);
+    sigprocmask(SIG_SETMASK, &fz_old_mask, NULL);
+}
+
+/* Free connections closed during the last batch (server.c's free_dead()
+ * is static; this is the same loop). */
+static inline void fz_free_dead(Server *s)
+{
+    List *n;
+
+    while ((n = list_first(&s->dead)))
+        conn_free(container_of(n, Conn, link));
+}
+
+/* ---- server invariants ------------------------------------------------ */
+
+typedef struct {
+    const Server *s;
+    uint64_t ready, urgent, reserved, delayed, buried;
+    uint64_t *tube_jobs;     /* by list_pos */
+    uint64_t *tube_ready, *tube_delayed, *tube_reserved, *tube_buried, *tube_urgent;
+} FzCount;
+
+static size_t fz_tube_pos(const Server *s, const Tube *t)
+{
+    FZ_CHECK(t, "job or connection without a tube");
+    FZ_CHECK(t->list_pos < s->tubes.len && s->tubes.list[t->list_pos] == t,
+             "tube %.*s not at its list_pos", (int)t->name_len, t->name);
+    return t->list_pos;
+}
+
+static void fz_count_job(HashNode *n, void *arg)
+{
+    FzCount *c = arg;
+    const Job *j = container_of(n, Job, hnode);
+    const Tube *t = j->tube;
+    size_t p = fz_tube_pos(c->s, t);
+
+    FZ_CHECK(job_table_find(&c->s->jobs, j->id) == j, "job %llu not found by id",
+             (unsigned long long)j->id);
+    c->tube_jobs[p]++;
+    switch (j->state) {
+    case JOB_READY:
+        FZ_CHECK(j->heap_pos < t->ready.len && t->ready.items[j->heap_pos] == j,
+                 "ready job %llu not in its tube's ready heap", (unsigned long long)j->id);
+        c->ready++;
+        c->tube_ready[p]++;
+        if (j->pri < 1024) {
+            c->urgent++;
+            c->tube_urgent[p]++;
+        }
+        break;
+    case JOB_DELAYED:
+        FZ_CHECK(j->heap_pos < t->delay.len && t->delay.items[j->heap_pos] == j,
+                 "delayed job %llu not in its tube's delay heap", (unsigned long long)j->id);
+        c->delayed++;
+        c->tube_delayed[p]++;
+        break;
+    case JOB_RESERVED:
+        FZ_CHECK(j->heap_pos < c->s->ttr.len && c->s->ttr.items[j->heap_pos] == j,
+                 "reserved job %llu not in the TTR heap", (unsigned long long)j->id);
+        FZ_CHECK(j->owner && !(j->owner->flags & CONN_DEAD) && list_linked(&j->link),
+                 "reserved job %llu without a live owner", (unsigned long long)j->id);
+        c->reserved++;
+        c->tube_reserved[p]++;
+        break;
+    case JOB_BURIED:
+        FZ_CHECK(list_linked(&j->link), "buried job %llu not in a list",
+                 (unsigned long long)j->id);
+        c->buried++;
+        c->tube_buried[p]++;
+        break;
+    default:
+        fz_fail("job %llu in state %d", (unsigned long long)j->id, j->state);
+    }
+}
+
+static uint64_t fz_list_len(const List *l)
+{
+    uint64_t n = 0;
+
+    for (const List *p = l->next; p != l; p = p->next)
+        n++;
+    return n;
+}
+
+/* Every counter the server keeps agrees with a recount from scratch. */
+static inline void fz_check_server(const Server *s)
+{
+    size_t nt = s->tubes.len;
+    uint64_t *mem = calloc(8 * (nt + 1), sizeof *mem);
+    uint64_t *using = mem + 6 * (nt + 1), *watching = mem + 7 * (nt + 1);
+    FzCount c = {.s = s};
+    uint64_t conns = 0, waiting = 0, producers = 0, workers = 0;
+
+    FZ_CHECK(mem, "calloc");
+    c.tube_jobs = mem;
+    c.tube_ready = mem + (nt + 1);
+    c.tube_delayed = mem + 2 * (nt + 1);
+    c.tube_reserved = mem + 3 * (nt + 1);
+    c.tube_buried = mem + 4 * (nt + 1);
+    c.tube_urgent = mem + 5 * (nt + 1);
+    hash_each(&s->jobs, fz_count_job, &c);
+    FZ_CHECK(c.ready == s->jobs_ct.ready, "ready %llu, counted %llu",
+             (unsigned long long)s->jobs_ct.ready, (unsigned long long)c.ready);
+    FZ_CHECK(c.urgent == s->jobs_ct.urgent, "urgent %llu, counted %llu",
+             (unsigned long long)s->jobs_ct.urgent, (unsigned long long)c.urgent);
+    FZ_CHECK(c.reserved == s->jobs_ct.reserved && c.reserved == s->ttr.len,
+             "reserved %llu, counted %llu, ttr heap %zu",
+             (unsigned long long)s->jobs_ct.reserved, (unsigned long long)c.reserved,
+             s->ttr.len);
+    FZ_CHECK(c.delayed == s->jobs_ct.delayed, "delayed %llu, counted %llu",
+             (unsigned long long)s->jobs_ct.delayed, (unsigned long long)c.delayed);
+    FZ_CHECK(c.buried == s->jobs_ct.buried, "buried %llu, counted %llu",
+             (unsigned long long)s->jobs_ct.buried, (unsigned long long)c.buried);
+
+    for (const List *n = s->conns.next; n != &s->conns; n = n->next) {
+        const Conn *cn = container_of(n, Conn, link);
+        FZ_CHECK(!(cn->flags & CONN_DEAD), "dead connection in the live list");
+        conns++;
+        using[fz_tube_pos(s, cn->use)]++;
+        for (uint32_t i = 0; i < cn->nwatch; i++) {
+            watching[fz_tube_pos(s, cn->watch[i].tube)]++;
+            for (uint32_t k = 0; k < i; k++)
+                FZ_CHECK(cn->watch[k].tube != cn->watch[i].tube, "tube watched twice");
+            FZ_CHECK(watch_find(cn, cn->watch[i].tube) == (int)i,
+                     "watch_find of entry %u gives %d", i, watch_find(cn, cn->watch[i].tube));
+            /* A wide watcher waits once, server-wide; a narrow one in
+             * every tube it watches. */
+            FZ_CHECK(list_linked(&cn->watch[i].wait_link) ==
+                     (cn->state == CONN_WAIT && !watch_is_wide(cn)),
+                     "wait link of a %s connection in state %d",
+                     watch_is_wide(cn) ? "wide" : "narrow", cn->state);
+        }
+        FZ_CHECK(list_linked(&cn->wide_link) == (cn->state == CONN_WAIT && watch_is_wide(cn)),
+                 "wide link of a %s connection in state %d",
+                 watch_is_wide(cn) ? "wide" : "narrow", cn->state);
+        if (watch_is_wide(cn)) {
+            uint32_t used = 0;
+            for (uint32_t k = 0; k < cn->wset_cap; k++)
+                if (cn->wset[k].tube) {
+                    used++;
+                    FZ_CHECK(cn->wset[k].idx < cn->nwatch &&
+                             cn->watch[cn->wset[k].idx].tube == cn->wset[k].tube,
+                             "watch index slot %u points to the wrong entry", k);
+                }
+            FZ_CHECK(used == cn->nwatch, "watch index holds %u of %u tubes", used, cn->nwatch);
+        }
+        FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
+        if (cn->state == CONN_WAIT)
+            waiting++;
+        if (cn->flags & CONN_PRODUCER)
+            producers++;
+        if (cn->flags & CONN_WORKER)
+            workers++;
+        for (const List *r = cn->reserved.next; r != &cn->reserved; r = r->next) {
+            const Job *j = container_of(r, Job, link);
+            FZ_CHECK(j->state == JOB_RESERVED && j->owner == cn,
+                     "job %llu in a reserved list but state %d",
+                     (unsigned long long)j->id, j->state);
+        }
+    }
+    FZ_CHECK(conns == s->conn_ct, "conn_ct %llu, counted %llu",
+             (unsigned long long)s->conn_ct, (unsigned long long)conns);
+    FZ_CHECK(waiting == s->waiting_ct, "waiting_ct %llu, counted %llu",
+             (unsigned long long)s->waiting_ct, (unsigned long long)waiting);
+    FZ_CHECK(producers == s->producer_ct && workers == s->worker_ct,
+             "producers %llu/%llu workers %llu/%llu",
+             (unsigned long long)s->producer_ct, (unsigned long long)producers,
+             (unsigned long long)s->worker_ct, (unsigned long long)workers);
+
+    for (size_t i = 0; i < nt; i++) {
+        const Tube *t = s->tubes.list[i];
+        uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + (t == s->default_tube);
+        int64_t due = INT64_MAX;
+        const Job *top = heap_top(&t->delay);
+
+        FZ_CHECK(tubes_find(&s->tubes, t->name, t->name_len) == t,
+                 "tube %.*s not found by name", (int)t->name_len, t->name);
+        FZ_CHECK(tube_name_valid(t->name, t->name_len), "tube with an invalid name %.*s",
+                 (int)t->name_len, t->name);
+        FZ_CHECK(t->refs == refs, "tube %s: refs %llu, counted %llu", t->name,
+                 (unsigned long long)t->refs, (unsigned long long)refs);
+        FZ_CHECK(t->using_ct == using[i] && t->watching_ct == watching[i],
+                 "tube %s: using %u/%llu watching %u/%llu", t->name, t->using_ct,
+                 (unsigned long long)using[i], t->watching_ct,
+                 (unsigned long long)watching[i]);
+        FZ_CHECK(t->ready.len == c.tube_ready[i] && t->delay.len == c.tube_delayed[i],
+                 "tube %s: heaps %zu/%zu, counted %llu/%llu", t->name, t->ready.len,
+                 t->delay.len, (unsigned long long)c.tube_ready[i],
+                 (unsigned long long)c.tube_delayed[i]);
+        FZ_CHECK(t->reserved_ct == c.tube_reserved[i] && t->buried_ct == c.tube_buried[i] &&
+                 fz_list_len(&t->buried) == t->buried_ct && t->urgent_ct == c.tube_urgent[i],
+                 "tube %s: reserved %llu/%llu buried %llu/%llu urgent %llu/%llu", t->name,
+                 (unsigned long long)t->reserved_ct, (unsigned long long)c.tube_reserved[i],
+                 (unsigned long long)t->buried_ct, (unsigned long long)c.tube_buried[i],
+                 (unsigned long long)t->urgent_ct, (unsigned long long)c.tube_urgent[i]);
+        FZ_CHECK(fz_list_len(&t->waiting) == t->waiting_ct, "tube %s: waiting_ct", t->name);
+        if (top)
+            due = top->deadline;
+        if (t->pause && t->unpause_at < due)
+            due = t->unpause_at;
+        FZ_CHECK(t->timer_at == due, "tube %s: timer_at %lld, due %lld", t->name,
+                 (long long)t->timer_at, (long long)due);
+        if (due != INT64_MAX)
+            FZ_CHECK(t->timer_pos < s->tubes.timers.len &&
+                     s->tubes.timers.items[t->timer_pos] == t,
+                     "tube %s not at its timer_pos", t->name);
+    }
+    {
+        size_t nready = 0;
+        for (const List *n = s->ready_tubes.next; n != &s->ready_tubes; n = n->next)
+            nready++;
+        FZ_CHECK(nready == s->nready_tubes, "nready_tubes %zu, listed %zu",
+                 s->nready_tubes, nready);
+        for (size_t i = 0; i < nt; i++) {
+            const Tube *t = s->tubes.list[i];
+            FZ_CHECK(list_linked(&t->ready_link) == (t->ready.len > 0 && !tube_paused(t)),
+                     "tube %s: in the ready-tubes list %d with %zu ready, paused %d",
+                     t->name, list_linked(&t->ready_link), t->ready.len, tube_paused(t));
+        }
+    }
+    FZ_CHECK(s->jobs.len == c.ready + c.reserved + c.delayed + c.buried, "job table size");
+    free(mem);
+}
+
+#endif

@@ -1,0 +1,459 @@
+/*
+ * gen_seeds.c — writes the seed corpora: corpus/fuzz_parse (every command
+ * line), corpus/fuzz_conn (command sessions in fuzz_conn's step format,
+ * split at pseudo-random positions), corpus/fuzz_binlog (binlog files made
+ * with bl_encode(), valid and damaged). Deterministic: the same files on
+ * every run. Usage: gen_seeds DIR (DIR holds corpus/).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "blcodec.h"
+#include "crc32c.h"
+
+static const char *root;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return n ? (uint32_t)(rng % n) : 0;
+}
+
+static void put_file(const char *h, const char *name, const void *p, size_t n)
+{
+    char path[1024];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/corpus/%s", root, h);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/corpus/%s/%s", root, h, name);
+    f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "gen_seeds: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+}
+
+/* ---- fuzz_parse ------------------------------------------------------- */
+
+static const char *const lines[] = {
+    "put 0 0 60 5", "put 4294967295 4294967295 4294967295 4294967295", "put 1 2 3 4 x",
+    "put  1  2  3  4", "peek 1", "peek 18446744073709551615", "peek-ready", "peek-delayed",
+    "peek-buried", "reserve", "reserve-with-timeout 0", "reserve-with-timeout 5",
+    "reserve-job 1", "delete 1", "release 1 0 0", "release 1 100 5", "bury 1 0",
+    "kick 10", "kick-job 3", "touch 1", "stats-job 1", "stats-tube default", "stats",
+    "use default", "use foo", "watch foo", "ignore default", "list-tubes-watched",
+    "list-tube-used", "list-tubes", "quit", "pause-tube default 10", "pause-tube -x 1",
+    "pause-tubex 5", "statsx", "use -foo", "use a+b/c;d.e$f_g(h)",
+    "use aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "delete -1", "delete 01", "kick 4294967296", "bogus", "", "use ", "watch  x",
+};
+
+static void gen_parse(void)
+{
+    char name[32];
+
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        snprintf(name, sizeof name, "line-%02zu", i);
+        put_file("fuzz_parse", name, lines[i], strlen(lines[i]));
+    }
+    put_file("fuzz_parse", "nul", "use a\0b", 7);
+}
+
+/* ---- fuzz_conn -------------------------------------------------------- */
+
+typedef struct {
+    unsigned char b[8192];
+    size_t n;
+} Seed;
+
+static void sb(Seed *s, const void *p, size_t n)
+{
+    if (s->n + n > sizeof s->b) {
+        fprintf(stderr, "gen_seeds: seed too long\n");
+        exit(1);
+    }
+    memcpy(s->b + s->n, p, n);
+    s->n += n;
+}
+
+static void seed_start(Seed *s, unsigned flags)
+{
+    unsigned char h[3] = {(unsigned char)flags, 0, 0};
+
+    s->n = 0;
+    sb(s, h, 3);
+}
+
+/* Text for connection c, in chunks of 1..maxchunk bytes. */
+static void say(Seed *s, int c, const char *text, size_t n, unsigned maxchunk)
+{
+    while (n) {
+        size_t k = 1 + rnd(maxchunk);
+        unsigned char h[2];
+        if (k > n)
+            k = n;
+        if (k > 255)
+            k = 255;
+        h[0] = (unsigned char)((rnd(48) << 2) | (unsigned)c);
+        h[1] = (unsigned char)k;
+        sb(s, h, 2);
+        sb(s, text, k);
+        text += k;
+        n -= k;
+    }
+}
+
+static void says(Seed *s, int c, const char *text, unsigned maxchunk)
+{
+    say(s, c, text, strlen(text), maxchunk);
+}
+
+static void op(Seed *s, int c, unsigned code, int arg)
+{
+    unsigned char h = (unsigned char)((code << 2) | (unsigned)c);
+
+    sb(s, &h, 1);
+    if (arg >= 0) {
+        unsigned char a = (unsigned char)arg;
+        sb(s, &a, 1);
+    }
+}
+
+static void seed_put(Seed *s, const char *name)
+{
+    put_file("fuzz_conn", name, s->b, s->n);
+}
+
+static const char *const sessions[] = {
+    /* producer basics */
+    "put 0 0 60 5\r\nhello\r\nput 100 0 1 0\r\n\r\npeek 1\r\npeek-ready\r\nstats-job 1\r\n"
+    "delete 1\r\ndelete 1\r\nstats\r\n",
+    /* worker cycle */
+    "put 5 0 2 3\r\nabc\r\nreserve\r\ntouch 1\r\nrelease 1 7 0\r\nreserve-with-timeout 0\r\n"
+    "bury 1 9\r\npeek-buried\r\nkick 5\r\nreserve-job 1\r\ndelete 1\r\n",
+    /* delays and kicks */
+    "put 1 3 10 1\r\nx\r\npeek-delayed\r\nkick-job 1\r\nput 1 100 10 1\r\ny\r\nkick 10\r\n"
+    "stats-tube default\r\n",
+    /* tubes */
+    "use foo\r\nput 0 0 10 2\r\nhi\r\nwatch foo\r\nwatch bar\r\nignore default\r\n"
+    "list-tubes\r\nlist-tubes-watched\r\nlist-tube-used\r\nstats-tube foo\r\n"
+    "pause-tube foo 1\r\nreserve-with-timeout 2\r\nignore foo\r\nignore bar\r\n",
+    /* errors */
+    "put 0 0 10 3\r\nabcd\r\nput 0 0 10 70000\r\nbogus\r\nput x\r\nuse -a\r\n"
+    "reserve-with-timeout 99999999999\r\nput 1 2 3 4 5\r\nstatsx\r\npause-tube nope 1\r\n",
+    /* overlong line, then a command */
+    "use aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nlist-tube-used\r\n",
+    /* a huge declared put, then quit */
+    "put 0 0 1 4294967295\r\nsome bytes of a body that will never be complete\r\nquit\r\n",
+    "stats\r\nstats\r\nstats\r\nlist-tubes\r\nquit\r\nstats\r\n",
+};
+
+static void gen_conn(void)
+{
+    static const unsigned flag_sets[] = {0x00, 0x04, 0x10, 0x44, 0x20, 0x80, 0x14};
+    char name[64];
+    Seed s;
+    int k = 0;
+
+    for (size_t i = 0; i < sizeof sessions / sizeof sessions[0]; i++) {
+        for (size_t f = 0; f < sizeof flag_sets / sizeof flag_sets[0]; f++) {
+            seed_start(&s, flag_sets[f]);
+            says(&s, 0, sessions[i], f == 0 ? 255 : 1 + (unsigned)f * 7);
+            op(&s, 0, 50, 20); /* 2 s */
+            says(&s, 0, "stats\r\n", 3);
+            snprintf(name, sizeof name, "session-%02zu-flags-%02x", i, flag_sets[f]);
+            seed_put(&s, name);
+            k++;
+        }
+    }
+
+    /* Two connections: a waiting worker served by a producer. */
+    seed_start(&s, 0x01);
+    says(&s, 0, "watch jobs\r\nreserve\r\n", 4);
+    says(&s, 1, "use jobs\r\nput 0 0 5 4\r\nwork\r\n", 5);
+    says(&s, 0, "delete 1\r\nreserve-with-timeout 1\r\n", 9);
+    op(&s, 0, 51, 20); /* 2 s */
+    says(&s, 1, "stats\r\n", 255);
+    seed_put(&s, "two-wait-served");
+
+    /* TTR running out while the worker waits: DEADLINE_SOON. */
+    seed_start(&s, 0x01);
+    says(&s, 1, "put 0 0 2 1\r\nz\r\n", 255);
+    says(&s, 0, "reserve\r\nreserve\r\n", 255);
+    op(&s, 0, 50, 15);
+    op(&s, 0, 50, 30);
+    says(&s, 0, "reserve-with-timeout 0\r\n", 255);
+    seed_put(&s, "ttr-deadline-soon");
+
+    /* A worker that disconnects holding a job; one that half-closes
+     * while waiting; one that stops reading. */
+    seed_start(&s, 0x02);
+    says(&s, 0, "put 0 0 100 3\r\nabc\r\nreserve\r\n", 255);
+    op(&s, 0, 53, -1);
+    says(&s, 1, "reserve\r\n", 255);
+    op(&s, 1, 52, -1);
+    op(&s, 2, 54, -1);
+    for (int i = 0; i < 40; i++)
+        says(&s, 2, "list-tubes\r\nstats\r\n", 255);
+    op(&s, 2, 54, -1);
+    op(&s, 2, 60, -1);
+    seed_put(&s, "disconnects");
+
+    /* Drain mode toggled; pause and unpause. */
+    seed_start(&s, 0x01);
+    op(&s, 0, 55, -1);
+    says(&s, 0, "put 0 0 1 1\r\na\r\n", 255);
+    op(&s, 0, 55, -1);
+    says(&s, 0, "put 0 0 1 1\r\na\r\npause-tube default 2\r\n", 255);
+    says(&s, 1, "reserve-with-timeout 5\r\n", 255);
+    op(&s, 0, 51, 25);
+    says(&s, 1, "delete 2\r\n", 255);
+    seed_put(&s, "drain-pause");
+
+    /* With allocation failures at a few points. */
+    for (int i = 1; i < 40; i += 3) {
+        seed_start(&s, 0x08 | (i % 2 ? 0x04 : 0));
+        s.b[2] = (unsigned char)i;
+        says(&s, 0, sessions[i % 4], 255);
+        says(&s, 0, sessions[3], 255);
+        snprintf(name, sizeof name, "allocfail-%02d", i);
+        seed_put(&s, name);
+    }
+    /* Wide watchers (more than 16 tubes): hash index, server-wide wait. */
+    seed_start(&s, 0x01);
+    {
+        char cmd[64];
+        for (int i = 0; i < 20; i++) {
+            snprintf(cmd, sizeof cmd, "watch w%d\r\n", i);
+            says(&s, 0, cmd, 255);
+        }
+        says(&s, 0, "ignore w3\r\nignore default\r\nlist-tubes-watched\r\nreserve\r\n", 255);
+        says(&s, 1, "use w7\r\nput 0 0 5 1\r\nx\r\nuse w3\r\nput 0 0 5 1\r\ny\r\n", 255);
+        says(&s, 0, "delete 1\r\nreserve-with-timeout 1\r\n", 255);
+        says(&s, 1, "pause-tube w7 1\r\nuse w7\r\nput 0 0 5 1\r\nz\r\n", 255);
+        op(&s, 0, 51, 20);
+        says(&s, 0, "watch w3\r\nreserve-with-timeout 0\r\n", 255);
+        for (int i = 0; i < 20; i += 2) {
+            snprintf(cmd, sizeof cmd, "ignore w%d\r\n", i);
+            says(&s, 0, cmd, 255);
+        }
+        says(&s, 0, "list-tubes-watched\r\nreserve-with-timeout 1\r\n", 255);
+    }
+    seed_put(&s, "wide-watchers");
+
+    /* Binlog with small files: rollover and compaction. */
+    seed_start(&s, 0x14);
+    for (int i = 0; i < 60; i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "put %d 0 10 90\r\n%090d\r\n%s", i, i,
+                 i % 3 == 2 ? "delete 1\r\n" : "");
+        says(&s, 0, cmd, 255);
+        if (i % 10 == 9) {
+            snprintf(cmd, sizeof cmd, "delete %d\r\ndelete %d\r\n", i - 5, i - 4);
+            says(&s, 0, cmd, 255);
+        }
+    }
+    op(&s, 0, 60, -1);
+    seed_put(&s, "binlog-rollover");
+}
+
+/* ---- fuzz_binlog ------------------------------------------------------ */
+
+typedef struct {
+    char b[16384];
+    size_t n;
+} File;
+
+static void fb(File *f, const void *p, size_t n)
+{
+    memcpy(f->b + f->n, p, n);
+    f->n += n;
+}
+
+static void rec(File *f, const BlRecord *r)
+{
+    size_t n = bl_record_size(r);
+
+    bl_encode(r, f->b + f->n);
+    f->n += n;
+}
+
+static void header(File *f)
+{
+    char h[BL_HEADER_SIZE];
+
+    bl_encode_header(h);
+    fb(f, h, sizeof h);
+}
+
+static void job(File *f, uint64_t id, const char *tube, const char *body, int state,
+                int64_t deadline_wall)
+{
+    BlRecord r = {0};
+
+    r.type = BL_JOB;
+    r.id = id;
+    r.pri = (uint32_t)id * 10;
+    r.delay = state == 2 ? 30 : 0;
+    r.ttr = 60;
+    r.state = (uint8_t)state;
+    r.deadline_wall = deadline_wall;
+    r.created_wall = 1700000000LL * 1000000000LL;
+    r.reserves = 1;
+    r.tube = tube;
+    r.tube_len = (uint8_t)strlen(tube);
+    r.body = body;
+    r.body_size = (uint32_t)strlen(body);
+    rec(f, &r);
+}
+
+static void state(File *f, uint64_t id, int st, uint32_t pri)
+{
+    BlRecord r = {0};
+
+    r.type = BL_STATE;
+    r.id = id;
+    r.pri = pri;
+    r.state = (uint8_t)st;
+    r.deadline_wall = st == 2 ? 4000000000LL * 1000000000LL : 0;
+    r.kicks = 2;
+    rec(f, &r);
+}
+
+static void del(File *f, uint64_t id)
+{
+    BlRecord r = {0};
+
+    r.type = BL_DELETE;
+    r.id = id;
+    rec(f, &r);
+}
+
+static void bl_put(const char *name, unsigned flags, const File *f)
+{
+    char buf[sizeof f->b + 1];
+
+    buf[0] = (char)flags;
+    memcpy(buf + 1, f->b, f->n);
+    put_file("fuzz_binlog", name, buf, f->n + 1);
+}
+
+static void typical(File *f)
+{
+    f->n = 0;
+    header(f);
+    job(f, 1, "default", "hello", 0, 0);
+    job(f, 2, "emails", "send it", 0, 0);
+    job(f, 3, "emails", "later", 2, 4000000000LL * 1000000000LL);
+    job(f, 4, "default", "", 3, 0);
+    state(f, 1, 3, 7);
+    state(f, 2, 2, 0);
+    del(f, 4);
+    job(f, 5, "x", "body\r\nwith crlf", 0, 0);
+    state(f, 5, 0, 1);
+    job(f, 5, "y", "again", 0, 0);
+}
+
+static void gen_binlog(void)
+{
+    File f, g;
+    BlRecord r = {0};
+
+    f.n = 0;
+    bl_put("empty", 0, &f);
+    header(&f);
+    bl_put("header-only", 0, &f);
+    typical(&f);
+    bl_put("typical", 0, &f);
+    bl_put("typical-recover", 1, &f);
+    bl_put("typical-small", 0x10, &f);
+    /* zero-filled tail, as a preallocated file */
+    memset(f.b + f.n, 0, 512);
+    f.n += 512;
+    bl_put("typical-zero-tail", 0, &f);
+    /* torn last record */
+    typical(&f);
+    f.n -= 3;
+    bl_put("torn", 0, &f);
+    /* damage in the middle, then valid records */
+    typical(&f);
+    f.b[40] ^= 0x55;
+    bl_put("damaged-middle", 0, &f);
+    bl_put("damaged-middle-recover", 1, &f);
+    bl_put("damaged-middle-repaired", 3, &f);
+    /* bad header */
+    typical(&f);
+    f.b[3] = 'X';
+    bl_put("bad-header", 0, &f);
+    bl_put("bad-header-recover", 1, &f);
+    /* several files */
+    typical(&f);
+    fb(&f, "--FILE--", 8);
+    header(&f);
+    state(&f, 1, 0, 3);
+    del(&f, 2);
+    job(&f, 9, "late", "nine", 0, 0);
+    fb(&f, "--FILE--", 8);
+    header(&f);
+    del(&f, 9);
+    bl_put("three-files", 4, &f);
+    bl_put("three-files-gap", 4 | 8, &f);
+    bl_put("three-files-gap-recover", 1 | 4 | 8, &f);
+    /* all zero newest file after a good one */
+    typical(&f);
+    fb(&f, "--FILE--", 8);
+    memset(f.b + f.n, 0, 64);
+    f.n += 64;
+    bl_put("zero-newest", 4, &f);
+    /* a long tube name and a big body */
+    g.n = 0;
+    header(&g);
+    {
+        char tube[201], body[3000];
+        memset(tube, 'a', 200);
+        tube[200] = 0;
+        memset(body, 'b', sizeof body - 1);
+        body[sizeof body - 1] = 0;
+        job(&g, 77, tube, body, 0, 0);
+    }
+    bl_put("long-tube", 0, &g);
+    /* state and delete of unknown jobs, ids out of order */
+    g.n = 0;
+    header(&g);
+    state(&g, 1000, 3, 1);
+    del(&g, 999);
+    job(&g, 18446744073709551615ull, "max", "m", 0, 0);
+    job(&g, 3, "default", "three", 1, 0);
+    bl_put("odd-ids", 0, &g);
+    /* A record whose checksum is right but type is unknown. */
+    g.n = 0;
+    header(&g);
+    r.type = BL_DELETE;
+    r.id = 5;
+    rec(&g, &r);
+    g.b[g.n - 9] = 'Q';
+    bl_put("unknown-type-repaired", 2, &g);
+}
+
+int main(int argc, char **argv)
+{
+    char path[1024];
+
+    root = argc > 1 ? argv[1] : ".";
+    snprintf(path, sizeof path, "%s/corpus", root);
+    mkdir(path, 0755);
+    gen_parse();
+    gen_conn();
+    gen_binlog();
+    return 0;
+}
