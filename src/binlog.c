@@ -24,6 +24,14 @@
 
 #define DEL BL_DELETE_SIZE
 
+BlDisk bl_disk = {posix_fallocate, pwrite, fdatasync};
+
+/* The sync thread calls this, so a test's replacement is seen at once. */
+static int disk_sync(int fd)
+{
+    return bl_disk.fdatasync(fd);
+}
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static Binlog *bl(Server *s) { return &s->binlog; }
@@ -145,8 +153,8 @@ static int create_file(Binlog *b, uint32_t index)
         return -1;
     }
     bl_encode_header(hdr);
-    err = posix_fallocate(fd, 0, (off_t)b->file_size);
-    if (err == 0 && pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
+    err = bl_disk.fallocate(fd, 0, (off_t)b->file_size);
+    if (err == 0 && bl_disk.pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
         err = errno ? errno : EIO;
     if (err == 0 && fsync(fd) < 0)
         err = errno;
@@ -188,7 +196,7 @@ static int write_pending(Binlog *b)
     size_t off = 0;
 
     while (off < b->wbuf.len) {
-        ssize_t n = pwrite(b->cur_fd, b->wbuf.data + off, b->wbuf.len - off,
+        ssize_t n = bl_disk.pwrite(b->cur_fd, b->wbuf.data + off, b->wbuf.len - off,
                            (off_t)(b->cur_written + off));
         if (n < 0 && errno == EINTR)
             continue;
@@ -210,7 +218,7 @@ static int sync_now(Server *s)
 {
     Binlog *b = bl(s);
 
-    if (b->unsynced && !s->cfg.fsync_never && fdatasync(b->cur_fd) < 0) {
+    if (b->unsynced && !s->cfg.fsync_never && bl_disk.fdatasync(b->cur_fd) < 0) {
         log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(errno));
         return -1;
     }
@@ -797,7 +805,7 @@ int binlog_open(Server *s, char *err, size_t errlen)
     b->cur_fd = -1;
     b->srv = s;
     b->cur_gen = 1;
-    if (syncer_init(&b->syncer) < 0) {
+    if (syncer_init(&b->syncer, disk_sync) < 0) {
         snprintf(err, errlen, "cannot start the binlog sync thread: %s", strerror(errno));
         return -1;
     }

@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "event.h"
@@ -82,6 +83,16 @@ typedef struct Binlog {
     int gen_dirty;         /* cur_gen has records */
     int gen_held;          /* cur_gen has replies waiting */
 } Binlog;
+
+/* The binlog's disk calls, replaceable by tests to inject a full disk or an
+ * I/O error. fallocate returns 0 or an errno (posix_fallocate's way); the
+ * others return -1 with errno set. */
+typedef struct BlDisk {
+    int (*fallocate)(int fd, off_t off, off_t len);
+    ssize_t (*pwrite)(int fd, const void *p, size_t n, off_t off);
+    int (*fdatasync)(int fd);
+} BlDisk;
+extern BlDisk bl_disk;
 
 /* Lock DIR, replay it into s, and start a new file. -1 with a message in
  * err when the server must not start. */

@@ -19,7 +19,7 @@ static void *run(void *arg)
         {
             int fd = y->fd, err;
             pthread_mutex_unlock(&y->mu);
-            err = fdatasync(fd) < 0 ? errno : 0;
+            err = y->sync_fn(fd) < 0 ? errno : 0;
             pthread_mutex_lock(&y->mu);
             y->err = err;
             y->fd = -1;
@@ -39,12 +39,13 @@ static void *run(void *arg)
     return NULL;
 }
 
-int syncer_init(Syncer *y)
+int syncer_init(Syncer *y, int (*sync_fn)(int fd))
 {
     sigset_t all, old;
     int rc;
 
     y->fd = -1;
+    y->sync_fn = sync_fn;
     y->busy = y->done = y->err = y->quit = 0;
     y->running = 0;
     y->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

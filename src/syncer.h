@@ -26,9 +26,10 @@ typedef struct Syncer {
     int err;         /* its errno, 0 on success */
     int quit;
     int running;
+    int (*sync_fn)(int fd); /* fdatasync, or a test's stand-in */
 } Syncer;
 
-int syncer_init(Syncer *y);
+int syncer_init(Syncer *y, int (*sync_fn)(int fd));
 void syncer_stop(Syncer *y);
 int syncer_start(Syncer *y, int fd);
 /* After syncer_fd() was readable: 0 or the errno of the sync. */

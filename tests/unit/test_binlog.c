@@ -28,6 +28,7 @@
 #include "opts.h"
 #include "queue.h"
 #include "server.h"
+#include "stats.h"
 #include "tube.h"
 #include "unit.h"
 
@@ -1438,6 +1439,158 @@ START_TEST(second_open_refused_while_locked)
 }
 END_TEST
 
+
+/* ---- disk faults: a full disk, a failing write, a failing fsync ------- */
+
+static int fail_fallocate(int fd, off_t off, off_t len)
+{
+    (void)fd, (void)off, (void)len;
+    return ENOSPC;
+}
+
+static ssize_t fail_pwrite(int fd, const void *p, size_t n, off_t off)
+{
+    (void)fd, (void)p, (void)n, (void)off;
+    errno = EIO;
+    return -1;
+}
+
+static int fail_fdatasync(int fd)
+{
+    (void)fd;
+    errno = EIO;
+    return -1;
+}
+
+static void restore_disk(void)
+{
+    bl_disk.fallocate = posix_fallocate;
+    bl_disk.pwrite = pwrite;
+    bl_disk.fdatasync = fdatasync;
+}
+
+/* A binlog that may need a new file for the next record: a full disk is
+ * a refused reservation (OUT_OF_MEMORY for the client), never damage, and
+ * it passes by itself when space returns. */
+START_TEST(full_disk_refuses_then_recovers)
+{
+    Server *a = open_srv();
+    uint64_t before = 0, first = 0;
+    int refused = 0;
+
+    bl_disk.fallocate = fail_fallocate;
+    for (int i = 0; i < 200 && !refused; i++) {
+        Tube *t = tubes_get(&a->tubes, "full", 4);
+        Job *j = job_alloc(a->next_id++, 300);
+        ck_assert_ptr_nonnull(j);
+        memset(j->body, 'f', 300);
+        j->ttr = 1;
+        j->tube = t;
+        if (binlog_reserve_put(a, j) < 0) {
+            refused = 1;
+            job_free(j);
+            if (t->refs == 0) {
+                tube_ref(t);
+                tube_unref(&a->tubes, t);
+            }
+            break;
+        }
+        ck_assert_int_eq(queue_add(a, j, t), 0);
+        binlog_put(a, j);
+        iterate(a);
+        before = j->id;
+        if (!first)
+            first = j->id;
+    }
+    ck_assert_msg(refused, "a full disk never refused a put");
+    ck_assert(a->binlog.healthy); /* full is not broken */
+    /* Deletes always have room, even on a full disk. */
+    ck_assert_uint_gt(first, 0);
+    delete_job(a, find(a, first));
+    iterate(a);
+    ck_assert(a->binlog.healthy);
+    restore_disk();
+    {
+        Job *j = put_filled(a, "full", 300); /* space is back */
+        iterate(a);
+        ck_assert_uint_gt(j->id, before);
+    }
+    close_srv(a);
+    a = open_srv();
+    ck_assert_ptr_nonnull(find(a, before));
+    ck_assert_ptr_null(find(a, first)); /* the delete made on a full disk held */
+    close_srv(a);
+}
+END_TEST
+
+/* A failed write is never silent: the binlog turns unhealthy, durable
+ * commands are refused, and a fresh file with the whole state makes it
+ * healthy again. */
+START_TEST(failed_write_unhealthy_then_recovers)
+{
+    Server *a = open_srv();
+    Job *kept = put_filled(a, "w", 40);
+    uint64_t kept_id = kept->id;
+    Job *lost;
+
+    iterate(a);
+    bl_disk.pwrite = fail_pwrite;
+    lost = put_filled(a, "w", 40); /* placed, but its write fails */
+    capture_begin();
+    binlog_commit(a);
+    capture_end();
+    ck_assert(!a->binlog.healthy);
+    ck_assert_msg(strstr(captured, "binlog") && strstr(captured, "unhealthy"),
+                  "the failure was not logged: %s", captured);
+    ck_assert_int_eq(binlog_reserve_state(a), -1);
+    ck_assert_int_eq(binlog_reserve_put(a, lost), -1);
+    {
+        Buf b = {0};
+        stats_server(a, &b);
+        ck_assert_ptr_nonnull(strstr(b.data, "binlog-healthy: false\n"));
+        buf_free(&b);
+    }
+    restore_disk();
+    a->now += 2 * NS_PER_SEC; /* recovery is tried once a second */
+    capture_begin();
+    binlog_tick(a);
+    capture_end();
+    ck_assert_msg(a->binlog.healthy, "not healthy again: %s", captured);
+    ck_assert_int_eq(binlog_reserve_state(a), 0);
+    close_srv(a);
+    a = open_srv();
+    ck_assert_ptr_nonnull(find(a, kept_id));
+    close_srv(a);
+}
+END_TEST
+
+/* The same for an fsync that fails on the sync thread. */
+START_TEST(failed_fsync_unhealthy_then_recovers)
+{
+    Server *a = open_srv();
+    uint64_t id;
+
+    bl_disk.fdatasync = fail_fdatasync;
+    id = put_filled(a, "s", 40)->id;
+    capture_begin();
+    binlog_commit(a);   /* starts the sync on the thread */
+    binlog_settle(a);   /* waits for it */
+    capture_end();
+    ck_assert(!a->binlog.healthy);
+    ck_assert_msg(strstr(captured, "fsync"), "the failure was not logged: %s", captured);
+    restore_disk();
+    a->now += 2 * NS_PER_SEC;
+    capture_begin();
+    binlog_tick(a);
+    capture_end();
+    ck_assert(a->binlog.healthy);
+    close_srv(a);
+    a = open_srv();
+    ck_assert_ptr_nonnull(find(a, id));
+    close_srv(a);
+}
+END_TEST
+
 static Suite *binlog_suite(void)
 {
     Suite *s = suite_create("binlog");
@@ -1445,9 +1598,10 @@ static Suite *binlog_suite(void)
     TCase *fl = unit_tcase("files");
     TCase *cp = unit_tcase("compaction");
     TCase *dm = unit_tcase("damage");
-    TCase *all[] = {rp, fl, cp, dm};
+    TCase *fa = unit_tcase("faults");
+    TCase *all[] = {rp, fl, cp, dm, fa};
 
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         tcase_add_unchecked_fixture(all[i], suite_setup, suite_teardown);
         tcase_add_checked_fixture(all[i], test_setup, test_teardown);
     }
@@ -1481,6 +1635,11 @@ static Suite *binlog_suite(void)
     tcase_add_test(dm, damaged_header_refused);
     tcase_add_test(dm, missing_middle_file_refused);
     suite_add_tcase(s, dm);
+
+    tcase_add_test(fa, full_disk_refuses_then_recovers);
+    tcase_add_test(fa, failed_write_unhealthy_then_recovers);
+    tcase_add_test(fa, failed_fsync_unhealthy_then_recovers);
+    suite_add_tcase(s, fa);
     return s;
 }
 
