@@ -77,6 +77,7 @@ Conn *conn_new(Server *s, int fd)
     list_init(&c->durable_link);
     list_init(&c->wide_link);
     list_init(&c->held_link);
+    list_init(&c->stall_link);
     c->use = s->default_tube;
     c->watch = &c->watch0;
     c->watch_cap = 1;
@@ -127,6 +128,7 @@ void conn_close(Conn *c)
     list_remove(&c->out_link);
     list_remove(&c->durable_link);
     list_remove(&c->held_link);
+    list_remove(&c->stall_link);
     c->nholds = 0;
     list_remove(&c->link);
     /* Freed after the current batch of events: a later event in the same
@@ -462,12 +464,17 @@ static int conn_write(Conn *c)
                          MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
+            list_remove(&c->stall_link); /* it reads: not stalled */
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             c->flags |= CONN_WANT_WRITE;
+            if (out_pending(c) >= OUT_HIGH && !list_linked(&c->stall_link)) {
+                c->stalled_since = c->srv->now;
+                list_insert_tail(&c->srv->stalled, &c->stall_link);
+            }
             update_events(c);
             return 0;
         }
@@ -490,6 +497,34 @@ static int conn_write(Conn *c)
     c->flags &= (uint8_t)~CONN_WANT_WRITE;
     update_events(c);
     return 0;
+}
+
+static int64_t stall_limit(const Server *s)
+{
+    return (int64_t)s->cfg.stall_timeout * NS_PER_SEC;
+}
+
+void conn_check_stalled(Server *s)
+{
+    List *n;
+
+    /* Oldest first: the list is in the order connections stalled. */
+    while ((n = list_first(&s->stalled))) {
+        Conn *c = container_of(n, Conn, stall_link);
+        if (s->now - c->stalled_since < stall_limit(s))
+            break;
+        log_warn("fd %d: %zu bytes of replies unread for %llu s; closing",
+                 c->ev.fd, out_pending(c), (unsigned long long)s->cfg.stall_timeout);
+        conn_close(c);
+    }
+}
+
+int64_t conn_next_stall(const Server *s)
+{
+    List *n = list_first(&s->stalled);
+
+    return n ? container_of(n, Conn, stall_link)->stalled_since + stall_limit(s)
+             : INT64_MAX;
 }
 
 void conn_flush_all(Server *s)

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "event.h"
 #include "job.h"
 #include "list.h"
@@ -61,6 +62,9 @@ enum {
 };
 
 #define OUT_HIGH (256 * 1024)
+/* A client with OUT_HIGH bytes of replies queued that takes none of them
+ * for --stall-timeout seconds (default 30) is not reading at all: it is
+ * disconnected, so it can hold neither memory nor a slot for ever. */
 
 struct Conn {
     EvSource ev;
@@ -92,6 +96,8 @@ struct Conn {
     List durable_link;      /* srv->durable */
     size_t durable_off;     /* out.len before the first such reply */
     List held_link;         /* srv->held: replies wait for an fsync */
+    List stall_link;        /* srv->stalled: full output, peer not reading */
+    int64_t stalled_since;
     size_t hold_off[2];     /* write nothing past hold_off[0] */
     uint64_t hold_gen[2];   /* the sync generation each hold waits for */
     uint8_t nholds;
@@ -125,6 +131,11 @@ void conn_mark_pending(Conn *c);
 
 /* Write queued replies of every connection that has some. */
 void conn_flush_all(Server *s);
+
+/* Close connections that stopped reading their replies long ago; the
+ * monotonic time of the next such check, INT64_MAX if none. */
+void conn_check_stalled(Server *s);
+int64_t conn_next_stall(const Server *s);
 
 /* Parse and run buffered input again (after a reserve ended, say). */
 void conn_resume(Conn *c);

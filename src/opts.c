@@ -11,6 +11,7 @@ void opts_defaults(Config *cfg)
     cfg->max_job_size = DEFAULT_MAX_JOB_SIZE;
     cfg->binlog_size = DEFAULT_BINLOG_SIZE;
     cfg->fsync_ms = DEFAULT_FSYNC_MS;
+    cfg->stall_timeout = 30;
 }
 
 void opts_usage(FILE *f, const char *prog)
@@ -32,6 +33,8 @@ void opts_usage(FILE *f, const char *prog)
         " -v       show version information and exit\n"
         " -h       show this help and exit\n"
         " --max-connections N  refuse connections past N open ones\n"
+        " --stall-timeout S  close a client that has read none of its queued\n"
+        "            replies (256 KiB) for S seconds (default 30)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
         "            record and reporting what was dropped\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
@@ -83,6 +86,13 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
     } else if (!strcmp(flag, "-f")) {
         if (number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
             return -1;
+    } else if (!strcmp(flag, "--stall-timeout")) {
+        if (number(flag, val, 86400, &cfg->stall_timeout, err, errlen) < 0)
+            return -1;
+        if (!cfg->stall_timeout) {
+            snprintf(err, errlen, "--stall-timeout must be at least 1 second");
+            return -1;
+        }
     } else if (!strcmp(flag, "--max-connections")) {
         if (number(flag, val, UINT32_MAX, &cfg->max_connections, err, errlen) < 0)
             return -1;
@@ -93,7 +103,7 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
     return 0;
 }
 
-static const char *const long_with_value[] = {"--max-connections", NULL};
+static const char *const long_with_value[] = {"--max-connections", "--stall-timeout", NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)

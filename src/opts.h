@@ -34,6 +34,7 @@ typedef struct Config {
     uint64_t max_connections; /* 0: no limit beyond the fd limit */
     int recover;              /* --recover: replay past binlog damage */
     int addr_given;           /* -l or -p was on the command line */
+    uint64_t stall_timeout;   /* s: a client not reading replies is closed */
 } Config;
 
 enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR };

@@ -243,6 +243,7 @@ int server_init(Server *s, const Config *cfg)
     list_init(&s->dead);
     list_init(&s->durable);
     list_init(&s->held);
+    list_init(&s->stalled);
     list_init(&s->ready_tubes);
     list_init(&s->wide_waiters);
     s->binlog.dirfd = s->binlog.lockfd = s->binlog.cur_fd = -1;
@@ -283,7 +284,7 @@ static void free_dead(Server *s)
 static int next_timeout_ms(const Server *s)
 {
     int64_t due = queue_next_due(s), w = reserve_next_due(s), ms;
-    int64_t b = binlog_next_due(s);
+    int64_t b = binlog_next_due(s), st = conn_next_stall(s);
 
     if (!list_empty(&s->pending_out))
         return 0;
@@ -291,6 +292,8 @@ static int next_timeout_ms(const Server *s)
         due = w;
     if (b < due)
         due = b;
+    if (st < due)
+        due = st;
     if (due == INT64_MAX)
         return -1;
     if (due <= s->now)
@@ -315,6 +318,7 @@ int server_run(Server *s)
         reserve_tick(s);
         queue_tick(s);
         binlog_tick(s);
+        conn_check_stalled(s);
     }
     /* Stopping: no new connections; the replies already made go out, the
      * binlog is synced by server_free(). */

@@ -58,6 +58,7 @@ struct Server {
     List dead;              /* closed connections, freed after dispatch */
     List durable;           /* connections whose replies wait for the binlog */
     List held;              /* connections with replies held for an fsync */
+    List stalled;           /* connections whose peer stopped reading */
     List ready_tubes;       /* unpaused tubes with ready jobs */
     size_t nready_tubes;
     List wide_waiters;      /* waiting connections with a wide watch list */
