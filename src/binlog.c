@@ -657,16 +657,18 @@ static void move_job(HashNode *n, void *arg)
 
 /* Move the oldest file's live jobs forward when the files hold much more
  * than the live data. One file per call, so the pause stays short. */
-static void compact(Server *s)
+static uint64_t compact(Server *s)
 {
     Binlog *b = bl(s);
     MoveCtx m = {s, 0, 0};
+    uint64_t before = b->records_migrated;
 
     if (b->nfiles < 2 ||
         b->disk_bytes <= 2 * b->live_bytes + 2 * b->file_size + b->nspares * b->file_size)
-        return;
+        return 0;
     m.index = b->files[0].index;
     hash_each(&s->jobs, move_job, &m);
+    return b->records_migrated - before;
 }
 
 static void try_recover(Server *s);
@@ -677,10 +679,14 @@ void binlog_tick(Server *s)
 
     if (!b->enabled)
         return;
-    drop_dead_files(s);
     if (b->healthy) {
-        compact(s);
-        drop_dead_files(s); /* the file compaction just emptied */
+        /* Moved records must be on disk before the file they leave goes:
+         * write and sync them now (rare: once per compacted file). */
+        if (compact(s) && (write_pending(b) < 0 || sync_now(s) < 0)) {
+            set_unhealthy(s, "write or fsync failed");
+            return;
+        }
+        drop_dead_files(s);
     } else {
         try_recover(s);
     }

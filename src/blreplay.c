@@ -397,6 +397,13 @@ static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errl
             log_warn("binlog: --recover: binlog.%u..%u missing; going on without them",
                      idx[i - 1] + 1, idx[i] - 1);
             bl(s)->damaged = 1;
+            /* Empty places for the missing numbers: the file list is indexed
+             * by number, so a gap would count jobs against the wrong file. */
+            for (uint32_t k = idx[i - 1] + 1; k < idx[i]; k++)
+                if (bl_files_push(bl(s), k) < 0) {
+                    snprintf(err, errlen, "out of memory replaying the binlog");
+                    return -1;
+                }
         }
         if (replay_file(&rp, idx[i], i >= newest) < 0)
             return -1;

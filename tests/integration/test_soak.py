@@ -46,6 +46,8 @@ class Soak:
         self.stop_all = threading.Event()
         self.attempted = {}          # uuid -> body
         self.acked = {}              # uuid -> job id
+        self.acked_gen = {}          # uuid -> generation of its INSERTED
+        self.logs = []               # warnings and errors of every server
         self.delivered = {}          # uuid -> count
         self.deleted = {}            # uuid -> generation of the DELETED reply
         self.resurrected = []
@@ -107,9 +109,15 @@ class Soak:
             srv.proc.wait(10)
         except Exception:
             pass
+        self.keep_log(srv)
         self.problems.extend(srv.stop())
         self.start()
         self.restarts += 1
+
+    def keep_log(self, srv):
+        for line in srv.stderr_text().splitlines():
+            if ": warning: " in line or ": error: " in line:
+                self.logs.append("[server %d] %s" % (self.servers.index(srv) + 1, line))
 
     def connect(self, timeout=3.0):
         deadline = time.monotonic() + 15
@@ -183,6 +191,7 @@ def producer(st, idx):
                 if len(parts) == 2 and parts[0] in (b"INSERTED", b"BURIED"):
                     with st.lock:
                         st.acked[uuid] = int(parts[1])
+                        st.acked_gen[uuid] = gen
                     st.count("put")
                 elif line not in (b"OUT_OF_MEMORY", b"DRAINING"):
                     st.error("put: unexpected reply %r" % line)
@@ -322,7 +331,7 @@ def server_jobs(st):
 
 # -------------------------------------------------------------------- run
 
-def run_soak(binary, args, seconds, kills):
+def run_soak(binary, args, seconds, kills, keep_dir=None):
     st = Soak(binary, args, seed=int(seconds * 1000) ^ (7 if kills else 3))
     st.start()
     threads = [threading.Thread(target=producer, args=(st, i), daemon=True)
@@ -358,6 +367,7 @@ def run_soak(binary, args, seconds, kills):
         for t in threads:
             t.join(10)
         for srv in st.servers:
+            st.keep_log(srv)
             st.problems.extend(srv.stop())
 
     with st.lock:
@@ -374,7 +384,10 @@ def run_soak(binary, args, seconds, kills):
         msgs.append("errors: " + "; ".join(st.errors[:10]))
     if missing:
         msgs.append("%d acknowledged jobs never delivered, e.g. %s" % (
-            len(missing), ", ".join("%s (id %d)" % (u, st.acked[u]) for u in missing[:8])))
+            len(missing), ", ".join("%s (id %d, acknowledged by server %d)"
+                                    % (u, st.acked[u], st.acked_gen[u]) for u in missing[:8])))
+        if st.logs:
+            msgs.append("server warnings: " + " / ".join(st.logs[:12]))
     if st.resurrected:
         msgs.append("%d jobs came back after an acknowledged delete and a restart, "
                     "e.g. %r" % (len(st.resurrected), st.resurrected[:5]))
@@ -383,6 +396,8 @@ def run_soak(binary, args, seconds, kills):
     if len(st.acked) < 50 or st.counts["reserve"] < 50:
         msgs.append("too little load to mean anything (%s)" % report)
     if msgs:
+        if keep_dir:
+            keep_dir.append(True)   # the caller keeps the binlog for a look
         fail(" | ".join(msgs) + " [" + report + "]")
 
 
@@ -397,8 +412,14 @@ def test_soak_disconnects(binary):
 @tubed_only("tubed's binlog (-b DIR -f 0)")
 def test_soak_binlog_kill9_restarts(binary):
     d = tempfile.mkdtemp(prefix="tubed-soak-")
+    failed = []
     try:
         run_soak(binary, ["-b", d, "-f", "0", "-s", "200000"], max(6.0, SOAK / 2 - 8),
-                 kills=True)
+                 kills=True, keep_dir=failed)
+    except TestFailure as e:
+        if failed:
+            raise TestFailure("%s (binlog kept in %s)" % (e, d))
+        raise
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        if not failed:
+            shutil.rmtree(d, ignore_errors=True)
