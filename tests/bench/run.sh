@@ -11,15 +11,21 @@
 #
 # Environment:
 #   ROUNDS=3                    rounds per workload
-#   QUICK=1                     tiny sizes: a smoke test in well under a minute
+#   QUICK=1                     tiny sizes: a smoke test in under a minute
 #   OUT=build/bench-results.md  where the markdown table goes
 #   SERVERS="tubed beanstalkd responder"   run only some of them
-#   WORKLOADS="put1 put50 drain steady watch1000"   run only some workloads
+#   WORKLOADS="put1 put50"      run only some workloads; all by default:
+#                               put1 put50 drain steady binlog strict memjob
+#                               replay idlemem put50idle watch1000 watch1
 #   TUBED=build/tubed BEANSTALKD=/usr/bin/beanstalkd BENCH=build/tubed-bench
 #   CC=cc                       compiler for the responder
 #
 # Adding a workload: write one function that prints a single number for the
 # server under test (see "Workloads" below) and register it with `workload`.
+#
+# The open-file limit is raised to the hard limit (for 10,000 idle
+# connections; the servers inherit it).  Every server and background client
+# is stopped by its pid on exit, Ctrl-C included.
 
 set -euo pipefail
 
@@ -42,9 +48,12 @@ log() { echo "bench: $*" >&2; }
 SERVER=""      # name of the server under test: tubed, beanstalkd, responder
 SERVER_PID=""  # its pid, while it runs
 PORT=""        # its port
+SERVER_ARGS=() # its flags, with @DIR@ replaced (for a restart on the same DIR)
+BG_PID=""      # a tubed-bench running in the background, if any
 RUN_DIR=""     # scratch directory of this whole bench run
 
 cleanup() {
+	stop_bg
 	stop_server
 	[[ -n $RUN_DIR ]] && rm -rf "$RUN_DIR"
 	return 0
@@ -83,6 +92,7 @@ start_server() {
 	bin=$(server_binary "$name")
 	dir=$(mktemp -d "$RUN_DIR/$name.XXXXXX")
 	local flags=("${@//@DIR@/$dir}")
+	SERVER_ARGS=("${flags[@]}")
 	for _ in 1 2 3 4 5; do
 		PORT=$(pick_port)
 		"$bin" -l 127.0.0.1 -p "$PORT" "${flags[@]}" >"$RUN_DIR/server.log" 2>&1 &
@@ -111,6 +121,47 @@ stop_server() {
 	SERVER_PID=""
 }
 
+# kill9_restart: kill the server under test with SIGKILL (no clean shutdown)
+# and start it again at once with the same flags (so on the same binlog
+# directory), on a new port, without waiting for it: the caller times how
+# long it takes to become ready.
+kill9_restart() {
+	kill -KILL "$SERVER_PID" 2>/dev/null || true
+	wait "$SERVER_PID" 2>/dev/null || true
+	SERVER_PID=""
+	PORT=$(pick_port)
+	"$(server_binary "$SERVER")" -l 127.0.0.1 -p "$PORT" "${SERVER_ARGS[@]}" \
+		>"$RUN_DIR/server.log" 2>&1 &
+	SERVER_PID=$!
+}
+
+stop_bg() {
+	[[ -n $BG_PID ]] || return 0
+	kill "$BG_PID" 2>/dev/null || true
+	wait "$BG_PID" 2>/dev/null || true
+	BG_PID=""
+}
+
+# stats_value NAME [READ_TIMEOUT]: NAME's value in the "stats" reply of the
+# server under test; fails when it cannot connect or no reply comes within
+# READ_TIMEOUT seconds (default 5).  A server that is still starting may
+# accept (or queue) the connection and answer only once it is ready, so a
+# long timeout waits for readiness without polling.
+stats_value() (
+	local name=$1 tmo=${2:-5} line
+	exec 3<>"/dev/tcp/127.0.0.1/$PORT" || exit 1
+	printf 'stats\r\n' >&3
+	IFS= read -r -t "$tmo" line <&3 || exit 1
+	[[ $line == OK* ]] || exit 1
+	while IFS= read -r -t "$tmo" line <&3; do
+		line=${line%$'\r'}
+		[[ $line == "$name: "* ]] && { echo "${line#*: }"; exit 0; }
+	done
+	exit 1
+) 2>/dev/null
+
+now_s() { date +%s.%N; }
+
 # Resident memory of a process in KiB, e.g. to work out memory per job:
 #   before=$(rss_kb "$SERVER_PID"); ...put N jobs...; after=$(rss_kb "$SERVER_PID")
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
@@ -136,6 +187,22 @@ bench_ops() {
 		return 1
 	fi
 	csv_field ops_per_sec "$out"
+}
+
+# bench_bg ARGS...: the same, in the background (pid in BG_PID); bench_wait
+# waits for it and fails as bench_ops would.
+bench_bg() {
+	"$BENCH" -q --csv --label "$SERVER" -p "$PORT" "$@" >"$RUN_DIR/bench.out" 2>"$RUN_DIR/bench.err" &
+	BG_PID=$!
+}
+bench_wait() {
+	local rc=0
+	wait "$BG_PID" || rc=$?
+	BG_PID=""
+	if [[ $rc != 0 ]]; then
+		sed 's/^/    /' "$RUN_DIR/bench.err" | head -8 >&2
+		return 1
+	fi
 }
 
 # ---------------------------------------------------------------- workloads
@@ -171,29 +238,120 @@ workload drain wl_drain "3. drain $(pick 500,000 10,000) jobs, reserve+delete ov
 wl_steady() { bench_ops -w produce-consume --producers 20 --workers 20 -s 100 -d "$(pick 5 0.5)"; }
 workload steady wl_steady "4. steady state, 20 producers + 20 workers" "jobs/s"
 
+# 5. The put load of workload 2 with a binlog: fsync at most every 50 ms
+# (both servers' default), then an fsync before every reply (-f 0).
+# beanstalkd -f 0 manages only a few hundred puts/s with this load, so the
+# strict run is bounded by time, not by a count.  The ceiling does not log
+# anything, so it applies to neither; it is shown for the default mode only,
+# against the target "half the ceiling".
+workload binlog wl_put50 "5. put, 50 connections, pipeline depth 16, binlog (-b, default fsync)" "ops/s" -b @DIR@
+
+wl_strict() {
+	[[ $SERVER == responder ]] && return 0
+	bench_ops -w put -c 50 -P 16 -s 100 -d "$(pick 5 0.5)"
+}
+workload strict wl_strict "5. the same, strict: fsync before every reply (-b -f 0)" "ops/s" -b @DIR@ -f 0
+
+# 6. Memory per job: the server's resident-memory growth over N pipelined
+# puts of 100-byte bodies (one tube, no binlog), per job.
+wl_memjob() {
+	[[ $SERVER == responder ]] && return 0 # stores nothing: n/a
+	local n before after
+	n=$(pick 1000000 20000)
+	before=$(rss_kb "$SERVER_PID")
+	bench_ops -w put -c 10 -P 16 -s 100 -n "$n" >/dev/null || return 1
+	after=$(rss_kb "$SERVER_PID")
+	echo $(((after - before) * 1024 / n))
+}
+workload memjob wl_memjob "6. memory per job after $(pick 1,000,000 20,000) puts of 100 bytes (lower is better)" "bytes/job"
+
+# 7. Binlog replay: fill the binlog with N jobs, kill -9 the server, start
+# it again on the same directory and time from the start until a "stats"
+# reply shows all N jobs ready.  A server may listen before it replays:
+# each poll is a connection that waits for the stats reply.
+wl_replay() {
+	[[ $SERVER == responder ]] && return 0
+	local n t0 t1 v="" deadline
+	n=$(pick 1000000 20000)
+	bench_ops -w put -c 10 -P 16 -s 100 -n "$n" >/dev/null || return 1
+	kill9_restart
+	t0=$(now_s)
+	deadline=$((SECONDS + 300))
+	while ((SECONDS < deadline)); do
+		kill -0 "$SERVER_PID" 2>/dev/null ||
+			{ echo "    $SERVER died on restart: $(tail -3 "$RUN_DIR/server.log")" >&2; return 1; }
+		if v=$(stats_value current-jobs-ready 60) && [[ $v == "$n" ]]; then
+			t1=$(now_s)
+			awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", (b - a) * 1000 }'
+			return 0
+		fi
+		sleep 0.005
+	done
+	echo "    $SERVER: not ready with $n jobs after 300 s (current-jobs-ready: ${v:-no reply})" >&2
+	return 1
+}
+workload replay wl_replay "7. binlog replay: start to ready with $(pick 1,000,000 20,000) jobs (lower is better)" "ms" -b @DIR@
+
+# 8. N idle connections.  Memory: the server's resident-memory growth while
+# tubed-bench holds N connections that send nothing (plus one connection
+# doing put+reserve+delete round trips, which leaves no jobs behind), per
+# idle connection, sampled once the server reports them all connected.
+# Throughput: workload 2 while the N connections stay open; compare with
+# workload 2 in the table below the main one.
+IDLE=$(pick 10000 500)
+wl_idlemem() {
+	[[ $SERVER == responder ]] && return 0
+	local before after conns="" hold
+	hold=$(pick 6 2)
+	before=$(rss_kb "$SERVER_PID")
+	bench_bg --idle "$IDLE" --watch 1 -c 1 -P 1 -s 100 -d "$hold"
+	while kill -0 "$BG_PID" 2>/dev/null; do
+		conns=$(stats_value current-connections) || conns=""
+		# the idle ones, the worker and this stats connection
+		[[ -n $conns ]] && ((conns >= IDLE + 2)) && break
+		sleep 0.05
+	done
+	sleep 0.2
+	after=$(rss_kb "$SERVER_PID")
+	bench_wait || return 1
+	((conns >= IDLE + 2)) || { echo "    $SERVER: only ${conns:-?} connections" >&2; return 1; }
+	echo $(((after - before) * 1024 / IDLE))
+}
+workload idlemem wl_idlemem "8. memory per idle connection, $(pick 10,000 500) open (lower is better)" "bytes/conn"
+
+wl_put50idle() { bench_ops -w put -c 50 -P 16 -s 100 -n "$(pick 500000 20000)" --idle "$IDLE"; }
+workload put50idle wl_put50idle "8. workload 2 with $(pick 10,000 500) idle connections open" "ops/s"
+
 wl_watch1000() { bench_ops --watch 1000 -c 1 -P 1 -s 100 -n "$(pick 10000 300)"; }
 workload watch1000 wl_watch1000 "9. worker watching 1,000 tubes: put+reserve+delete" "round trips/s"
 
-# Templates for the workloads still to come (not registered yet):
-#
-# wl_memjob() {  # memory per job: the server's RSS growth over N puts
-# 	[[ $SERVER == responder ]] && return 0 # stores nothing: prints n/a
-# 	local n before after
-# 	n=$(pick 1000000 20000)
-# 	before=$(rss_kb "$SERVER_PID")
-# 	bench_ops -w put -c 10 -P 16 -s 100 -n "$n" >/dev/null || return 1
-# 	after=$(rss_kb "$SERVER_PID")
-# 	echo $(((after - before) * 1024 / n))
-# }
-# workload memjob wl_memjob "5. memory per 100-byte job" "bytes/job"
-#
-# Server flags follow the unit; @DIR@ becomes a fresh empty directory:
-# workload binlog wl_put50 "6. put, 50 connections, binlog" "ops/s" -b @DIR@
+# The same round trip with a single watched tube, for the 1,000-tube target.
+wl_watch1() { bench_ops --watch 1 -c 1 -P 1 -s 100 -n "$(pick 10000 300)"; }
+workload watch1 wl_watch1 "9. the same round trip watching 1 tube" "round trips/s"
+
+# Paired workloads: the ratio of two workloads on the same server, printed
+# below the table.  A pair runs interleaved, so that both halves of a ratio
+# see the same machine: in each round, for each server, one run of each
+# (on its own fresh server), alternating which goes first.  The ratio is the
+# median of the per-round ratios.  WORKLOADS naming either runs both.
+#   pair BASE ID "Title"   ->  ID / BASE per server
+PAIR_IDS=()
+declare -A PAIR_OF PAIR_BASE PAIR_TITLE
+pair() {
+	PAIR_IDS+=("$2")
+	PAIR_BASE[$2]=$1
+	PAIR_TITLE[$2]=$3
+	PAIR_OF[$1]=$2
+	PAIR_OF[$2]=$1
+}
+pair put50 put50idle "8. put, 50 connections: with / without $(pick 10,000 500) idle connections open"
+pair watch1 watch1000 "9. round trips: watching 1,000 tubes / watching 1 tube"
 
 # ---------------------------------------------------------------- running
 
 declare -A VALUES # "$id/$server" -> space-separated values, one per round
 FAILED=0
+LOAD_START="" LOAD_END="" TUBED_BUILT=""
 
 check_tools() {
 	local s
@@ -218,34 +376,62 @@ check_tools() {
 }
 
 # run_one ID SERVER: one measurement on a fresh server; sets RESULT to the
-# value, n/a or FAIL.  Not run in a subshell, so that the EXIT trap always
-# knows the pid of the server to stop.
+# value, n/a or FAIL.  Neither this nor the workload function runs in a
+# subshell, so that the EXIT trap always knows the pid of the server to stop
+# (a workload may restart the server, or start a client in the background).
 RESULT=""
 run_one() {
 	local id=$1 value
 	# shellcheck disable=SC2086 # the flags are words by design
 	start_server "$2" ${WL_FLAGS[$id]}
-	if value=$("${WL_FUNC[$id]}"); then
+	if "${WL_FUNC[$id]}" >"$RUN_DIR/value"; then
+		value=$(<"$RUN_DIR/value")
 		RESULT=${value:-n/a}
 	else
 		RESULT=FAIL
 	fi
+	stop_bg
 	stop_server
 }
 
+# run_workload ID: ROUNDS rounds of ID (and of its pair, if any,
+# interleaved), each round running every server in turn.
+declare -A RAN
 run_workload() {
-	local id=$1 round s v
-	log "${WL_TITLE[$id]}"
+	local id=$1 round s x
+	local group=("$id")
+	[[ -n ${RAN[$id]:-} ]] && return 0
+	if [[ -n ${PAIR_BASE[$id]:-} ]]; then
+		group=("${PAIR_BASE[$id]}" "$id")
+	elif [[ -n ${PAIR_OF[$id]:-} ]]; then
+		group=("$id" "${PAIR_OF[$id]}")
+	fi
+	for x in "${group[@]}"; do log "${WL_TITLE[$x]}"; RAN[$x]=1; done
 	for round in $(seq "$ROUNDS"); do
-		local line="  round $round:"
+		local line="  round $round:" order=("${group[@]}")
+		# a pair alternates which half goes first
+		((${#group[@]} == 2 && round % 2 == 0)) && order=("${group[1]}" "${group[0]}")
 		for s in $SERVERS; do
-			run_one "$id" "$s"
-			[[ $RESULT == FAIL ]] && FAILED=1
-			VALUES[$id/$s]+="$RESULT "
-			line+=" $s $RESULT"
+			for x in "${order[@]}"; do
+				run_one "$x" "$s"
+				[[ $RESULT == FAIL ]] && FAILED=1
+				VALUES[$x/$s]+="$RESULT "
+				line+=" $s${PAIR_OF[$x]:+ ($x)} $RESULT"
+			done
 		done
 		log "$line"
 	done
+}
+
+# pair_ratio ID SERVER: median over the rounds of ID / its base.
+pair_ratio() {
+	local -a a b r=()
+	local i
+	# shellcheck disable=SC2206
+	a=(${VALUES[$1/$2]}) b=(${VALUES[${PAIR_BASE[$1]}/$2]})
+	for i in "${!a[@]}"; do r+=("$(ratio "${a[i]}" "${b[i]:-}")"); done
+	for i in "${r[@]}"; do [[ $i == - ]] && { echo -; return; }; done
+	awk -v v="$(median "${r[@]}")" 'BEGIN { printf "%.2f", v }'
 }
 
 # median VALUES...: FAIL if any run failed, n/a if none applies.
@@ -269,7 +455,7 @@ server_version() {
 	local bin
 	bin=$(server_binary "$1")
 	[[ $1 == responder ]] && { echo "ceiling"; return; }
-	timeout 2 "$bin" -v 2>&1 | head -1 || true
+	echo "$(timeout 2 "$bin" -v 2>&1 | head -1 || true)$([[ $1 == tubed ]] && echo " (binary built $TUBED_BUILT)")"
 }
 
 write_results() {
@@ -280,7 +466,8 @@ write_results() {
 		echo "# tubed benchmark"
 		echo
 		echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(uname -srm);" \
-			"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs."
+			"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs;" \
+			"load average $LOAD_START at the start, $LOAD_END at the end."
 		for s in $SERVERS; do echo "- $s: $(server_version "$s")"; done
 		echo
 		echo "Median of $ROUNDS rounds$([[ $QUICK == 1 ]] && echo ' (QUICK sizes: a smoke test, not a measurement)')." \
@@ -313,6 +500,26 @@ write_results() {
 			fi
 			echo "$row"
 		done
+		local p had=0
+		for p in "${PAIR_IDS[@]}"; do
+			[[ -n ${VALUES[$p/${SERVERS%% *}]:-} && -n ${VALUES[${PAIR_BASE[$p]}/${SERVERS%% *}]:-} ]] || continue
+			if [[ $had == 0 ]]; then
+				echo
+				echo "Paired workloads (run interleaved; median of the per-round ratios):"
+				echo
+				head="| comparison |" rule="|---|"
+				for s in $SERVERS; do
+					col=$s; [[ $s == responder ]] && col=ceiling
+					head+=" $col |"; rule+="---:|"
+				done
+				echo "$head"
+				echo "$rule"
+				had=1
+			fi
+			row="| ${PAIR_TITLE[$p]} |"
+			for s in $SERVERS; do row+=" $(pair_ratio "$p" "$s") |"; done
+			echo "$row"
+		done
 		echo
 		echo "<details><summary>Every run</summary>"
 		echo
@@ -330,12 +537,31 @@ write_results() {
 main() {
 	[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number"
 	check_tools
+	# 10,000 idle connections need more descriptors than the usual 1024, in
+	# tubed-bench and in the servers (which inherit this limit).
+	local hard
+	hard=$(ulimit -Hn)
+	[[ $hard == unlimited ]] && hard=1048576
+	ulimit -n "$hard" 2>/dev/null || true
+	if (($(ulimit -n) < IDLE + 200)); then
+		log "warning: open-file limit $(ulimit -n) is too low for $IDLE idle connections (raise the hard limit)"
+	fi
+	LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+	log "load average at start: $LOAD_START"
 	RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tubed-bench.XXXXXX")
+	# Private copies, so a rebuild during the run cannot mix two versions.
+	if [[ " $SERVERS " == *" tubed "* ]]; then
+		TUBED_BUILT=$(date -u -r "$TUBED" '+%Y-%m-%d %H:%M UTC')
+		cp "$TUBED" "$RUN_DIR/tubed" && TUBED=$RUN_DIR/tubed
+	fi
+	cp "$BENCH" "$RUN_DIR/tubed-bench" && BENCH=$RUN_DIR/tubed-bench
 	local ids=${WORKLOADS:-${WL_IDS[*]}} id
 	for id in $ids; do
 		[[ -n ${WL_FUNC[$id]:-} ]] || die "unknown workload '$id' (have: ${WL_IDS[*]})"
 	done
 	for id in $ids; do run_workload "$id"; done
+	LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+	log "load average at end: $LOAD_END"
 	write_results
 	echo
 	cat "$OUT"
