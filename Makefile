@@ -107,8 +107,8 @@ fuzz-regress:
 
 check: unit integration
 	$(MAKE) asan
-	$(MAKE) valgrind
 	$(MAKE) fuzz-regress
+	$(MAKE) valgrind
 
 fuzz:
 	$(MAKE) -C tests/fuzz run
