@@ -50,7 +50,7 @@ static void forget_job(Replay *rp, Job *j)
     if (t == rp->last_tube && t->refs == 1)
         rp->last_tube = NULL; /* about to be freed with its last job */
     job_table_remove(&s->jobs, j);
-    job_free(j);
+    queue_job_free(s, j);
     tube_unref(&s->tubes, t);
 }
 
@@ -88,10 +88,10 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
     }
     if (j)
         forget_job(rp, j);
-    j = job_alloc(r->id, r->body_size);
+    j = queue_job_new(s, r->id, r->body_size, 0);
     t = j ? replay_tube(rp, r) : NULL;
     if (!t) {
-        job_free(j);
+        queue_job_free(s, j);
         snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
         return -1;
     }

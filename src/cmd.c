@@ -50,7 +50,7 @@ static void do_put(Conn *c, const Cmd *cmd)
     set_flag(c, CONN_PRODUCER, &s->producer_ct);
     /* The id is taken now, as beanstalkd does: a put that then fails
      * (EXPECTED_CRLF, DRAINING) still uses it up. */
-    j = job_alloc(s->next_id++, cmd->bytes);
+    j = queue_job_new(s, s->next_id++, cmd->bytes, 1);
     if (!j) {
         conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
         return;
@@ -73,18 +73,18 @@ void cmd_put_body_done(Conn *c)
     c->in_job = NULL;
     conn_set_state(c, CONN_CMD);
     if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
-        job_free(j);
+        queue_job_free(s, j);
         conn_reply_lit(c, "EXPECTED_CRLF\r\n");
         return;
     }
     if (s->draining) {
-        job_free(j);
+        queue_job_free(s, j);
         conn_reply_lit(c, "DRAINING\r\n");
         return;
     }
     j->tube = c->use;
     if (binlog_reserve_put(s, j) < 0) {
-        job_free(j);
+        queue_job_free(s, j);
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return;
     }

@@ -110,7 +110,7 @@ void conn_close(Conn *c)
     c->flags |= CONN_DEAD;
     queue_release_all(s, c);
     if (c->in_job) {
-        job_free(c->in_job);
+        queue_job_free(s, c->in_job);
         c->in_job = NULL;
     }
     /* Tubes are let go in beanstalkd's order, which list-tubes shows when

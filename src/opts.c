@@ -33,6 +33,8 @@ void opts_usage(FILE *f, const char *prog)
         " -v       show version information and exit\n"
         " -h       show this help and exit\n"
         " --max-connections N  refuse connections past N open ones\n"
+        " --job-memory BYTES  past this much job memory (bodies and headers)\n"
+        "            put answers OUT_OF_MEMORY; other commands work (default: no limit)\n"
         " --stall-timeout S  close a client that has read none of its queued\n"
         "            replies (256 KiB) for S seconds (default 30)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
@@ -93,6 +95,9 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
             snprintf(err, errlen, "--stall-timeout must be at least 1 second");
             return -1;
         }
+    } else if (!strcmp(flag, "--job-memory")) {
+        if (number(flag, val, UINT64_MAX, &cfg->job_memory, err, errlen) < 0)
+            return -1;
     } else if (!strcmp(flag, "--max-connections")) {
         if (number(flag, val, UINT32_MAX, &cfg->max_connections, err, errlen) < 0)
             return -1;
@@ -103,7 +108,8 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
     return 0;
 }
 
-static const char *const long_with_value[] = {"--max-connections", "--stall-timeout", NULL};
+static const char *const long_with_value[] = {"--max-connections", "--stall-timeout",
+                                              "--job-memory", NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)

@@ -35,6 +35,7 @@ typedef struct Config {
     int recover;              /* --recover: replay past binlog damage */
     int addr_given;           /* -l or -p was on the command line */
     uint64_t stall_timeout;   /* s: a client not reading replies is closed */
+    uint64_t job_memory;      /* bytes of job memory put may use; 0: no limit */
 } Config;
 
 enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR };

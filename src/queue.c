@@ -103,6 +103,32 @@ void queue_bury(Server *s, Job *j)
     j->tube->buried_ct++;
 }
 
+static uint64_t job_cost(uint32_t body_size)
+{
+    return sizeof(Job) + (uint64_t)body_size;
+}
+
+Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
+{
+    Job *j;
+
+    if (check_budget && s->cfg.job_memory &&
+        s->job_bytes + job_cost(body_size) > s->cfg.job_memory)
+        return NULL;
+    j = job_alloc(id, body_size);
+    if (j)
+        s->job_bytes += job_cost(body_size);
+    return j;
+}
+
+void queue_job_free(Server *s, Job *j)
+{
+    if (!j)
+        return;
+    s->job_bytes -= job_cost(j->body_size);
+    job_free(j);
+}
+
 int queue_add(Server *s, Job *j, Tube *t)
 {
     j->tube = t;
@@ -122,7 +148,7 @@ void queue_delete(Server *s, Job *j)
 
     queue_detach(s, j);
     job_table_remove(&s->jobs, j);
-    job_free(j);
+    queue_job_free(s, j);
     tube_unref(&s->tubes, t);
 }
 

@@ -16,6 +16,12 @@
 #include "job.h"
 #include "server.h"
 
+/* Allocate and free jobs with their memory counted in s->job_bytes, which
+ * --job-memory bounds. queue_job_new() returns NULL when out of memory or
+ * past the budget (only puts check the budget: replay must load all). */
+Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget);
+void queue_job_free(Server *s, Job *j);
+
 /* Register a fresh job (from put) in the table and its tube, then make it
  * ready or delayed. Returns 0, or -1 if it had to be buried instead. */
 int queue_add(Server *s, Job *j, Tube *t);

@@ -344,7 +344,7 @@ static void free_jobs(Server *s)
             Tube *t = j->tube;
             n = n->next;
             queue_detach(s, j);
-            job_free(j);
+            queue_job_free(s, j);
             tube_unref(&s->tubes, t);
         }
         s->jobs.buckets[b] = NULL;

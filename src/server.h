@@ -68,6 +68,7 @@ struct Server {
     uint64_t conn_ct, producer_ct, worker_ct, waiting_ct;
     uint64_t cmd_ct[CMD_COUNT];
     uint64_t job_timeouts, total_jobs, total_conns;
+    uint64_t job_bytes;     /* memory of all jobs, bounded by --job-memory */
     int draining;
     int stopping;
     char instance_id[17];

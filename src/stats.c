@@ -114,10 +114,14 @@ void stats_server(const Server *s, Buf *b)
     /* tubed's own keys, after all of beanstalkd's */
     buf_printf(b, "binlog-bytes: %llu\n"
                "binlog-live-bytes: %llu\n"
-               "binlog-healthy: %s\n",
+               "binlog-healthy: %s\n"
+               "job-memory: %llu\n"
+               "job-memory-limit: %llu\n",
                (unsigned long long)bl->disk_bytes,
                (unsigned long long)bl->live_bytes,
-               !bl->enabled || bl->healthy ? "true" : "false");
+               !bl->enabled || bl->healthy ? "true" : "false",
+               (unsigned long long)s->job_bytes,
+               (unsigned long long)s->cfg.job_memory);
 }
 
 void stats_tube(const Server *s, const Tube *t, Buf *b)

@@ -636,3 +636,30 @@ def test_thousands_of_tubes_created_and_dropped(srv):
     check(grown < 2048 or sanitized(srv), "server grew %d KiB over three more cycles of 3000 tubes"
           % grown)
     eq(stat(srv, "current-tubes"), 1, "current-tubes at the end")
+
+
+@tubed_only("--job-memory is tubed's own flag")
+@server_args("--job-memory", "60000")
+def test_job_memory_budget(srv):
+    c = srv.client()
+    ids = []
+    reply = b""
+    for _ in range(1000):
+        c.send(b"put 0 0 60 1000\r\n" + b"m" * 1000 + b"\r\n")
+        reply = c.read_line()
+        if not reply.startswith(b"INSERTED"):
+            break
+        ids.append(int(reply.split()[1]))
+    eq(reply, b"OUT_OF_MEMORY", "put past the budget")
+    check(40 <= len(ids) <= 60, "%d jobs of 1000 bytes fit in 60000" % len(ids))
+    st = c.stats()
+    check(int(st["job-memory"]) <= 60000, "job-memory %s over the limit" % st["job-memory"])
+    eq(st["job-memory-limit"], "60000", "limit shown")
+    # Everything else keeps working, and the stream stays in step.
+    eq(c.cmd("list-tube-used"), b"USING default", "in step after the refused body")
+    jid, body = c.reserve(timeout=0)
+    eq(jid, ids[0], "reserve works")
+    eq(c.cmd("delete %d" % jid), b"DELETED", "delete works")
+    for jid in ids[1:5]:
+        eq(c.cmd("delete %d" % jid), b"DELETED", "delete works")
+    eq(c.put(b"n" * 1000), ids[-1] + 2, "put works again after deletes")
