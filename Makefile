@@ -101,9 +101,11 @@ valgrind: $(BUILD)/tubed
 	    --timeout 900 $(addprefix -k ,$(VALGRIND_TESTS))
 
 # Every stored fuzzing input (seeds and past crashes) once, under the
-# fuzzers' sanitizers: fast; `make fuzz` is the real fuzzing.
+# fuzzers' sanitizers, and allocation failure swept over every allocation
+# of a fixed session: fast; `make fuzz` is the real fuzzing.
 fuzz-regress:
 	$(MAKE) -C tests/fuzz regress
+	$(MAKE) -C tests/fuzz sweep
 
 check: unit integration
 	$(MAKE) asan
