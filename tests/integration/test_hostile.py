@@ -15,6 +15,7 @@ import socket
 import struct
 import time
 
+import harness
 from harness import (HOST, Client, Skip, check, eq, fail, no_server, server_args, slow,
                      start_server, tubed_only, wait_until)
 
@@ -663,3 +664,61 @@ def test_job_memory_budget(srv):
     for jid in ids[1:5]:
         eq(c.cmd("delete %d" % jid), b"DELETED", "delete works")
     eq(c.put(b"n" * 1000), ids[-1] + 2, "put works again after deletes")
+
+
+def _cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@no_server
+def test_out_of_file_descriptors(binary):
+    # With only 40 descriptors the server runs out long before the clients
+    # stop coming: every connection it cannot keep must be closed (not left
+    # hanging in the backlog), it must not spin on the listening socket, and
+    # it must serve again once descriptors are free.
+    import shutil
+    import subprocess
+    if not shutil.which("prlimit"):
+        raise Skip("prlimit (util-linux) not installed")
+    srv = harness.Server(binary, argv=lambda p: ["prlimit", "--nofile=40:40", binary,
+                                                 "-l", HOST, "-p", str(p)])
+    srv.start()
+    socks = []
+    try:
+        first = srv.client()
+        for _ in range(80):
+            socks.append(raw_connect(srv))
+        time.sleep(0.5)
+        closed = 0
+        for s in socks:
+            s.settimeout(0.2)  # a kept connection stays silent
+            try:
+                if s.recv(100) == b"":
+                    closed += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                closed += 1
+        check(closed >= 80 - 40, "only %d of 80 connections past the fd limit were "
+              "closed" % closed)
+        # No busy loop: idle CPU stays near zero while the backlog is empty.
+        before = _cpu_seconds(srv.pid)
+        time.sleep(2)
+        spent = _cpu_seconds(srv.pid) - before
+        check(spent < 1.0, "the server used %.2f s of CPU in 2 s idle after "
+              "running out of descriptors (a busy loop?)" % spent)
+        for s in socks:
+            s.close()
+        socks = []
+        eq(first.cmd("list-tube-used"), b"USING default", "the old connection")
+        wait_until(lambda: int(first.stats()["current-connections"]) <= 2,
+                   what="descriptors freed")
+        again = srv.client()
+        eq(again.cmd("list-tube-used"), b"USING default", "a new connection after")
+    finally:
+        for s in socks:
+            s.close()
+        problems = srv.stop()
+    check(not problems, "; ".join(problems))
