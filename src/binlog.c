@@ -34,9 +34,6 @@ static int disk_sync(int fd)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static Binlog *bl(Server *s) { return &s->binlog; }
-
-static BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
 
 static uint32_t next_index(const Binlog *b)
 {

@@ -18,10 +18,6 @@
 #include "queue.h"
 #include "server.h"
 
-static Binlog *bl(Server *s) { return &s->binlog; }
-
-static BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
-
 typedef struct Replay {
     Server *s;
     uint64_t max_id;

@@ -19,10 +19,14 @@
 #include <stdint.h>
 
 #include "binlog.h"
+#include "server.h"
 
 #define BL_DEL_SIZE BL_DELETE_SIZE
 
 int bl_replay(Server *s, uint32_t *next_index, char *err, size_t errlen);
+
+static inline Binlog *bl(Server *s) { return &s->binlog; }
+static inline BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
 
 /* binlog.c helpers used by the replay */
 void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n);

@@ -63,11 +63,11 @@ void queue_detach(Server *s, Job *j)
     }
 }
 
-static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
+/* Put a detached job in its tube's delay heap with the deadline it has. */
+static int place_delayed(Server *s, Job *j)
 {
     Tube *t = j->tube;
 
-    j->deadline = s->now + (int64_t)delay * NS_PER_SEC;
     if (heap_insert(&t->delay, j) < 0)
         return -1;
     if (tube_timer_update(&s->tubes, t) < 0) {
@@ -77,6 +77,12 @@ static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
     j->state = JOB_DELAYED;
     s->jobs_ct.delayed++;
     return 0;
+}
+
+static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
+{
+    j->deadline = s->now + (int64_t)delay * NS_PER_SEC;
+    return place_delayed(s, j);
 }
 
 int queue_enqueue(Server *s, Job *j, uint32_t delay)
@@ -184,7 +190,8 @@ int queue_kick_job(Server *s, Job *j)
         return -1;
     queue_detach(s, j);
     if (queue_enqueue(s, j, 0) < 0) {
-        /* Put it back where it was; neither path allocates. */
+        /* Put it back where it was; a delayed job whose heap cannot take it
+         * back is buried rather than lost. */
         if (was == JOB_BURIED)
             queue_bury(s, j);
         else if (enqueue_delayed(s, j, 0) < 0)
@@ -236,22 +243,12 @@ int queue_pause(Server *s, Tube *t, uint32_t secs)
 
 int queue_restore(Server *s, Job *j)
 {
-    Tube *t = j->tube;
-
     if (j->state == JOB_BURIED) {
         queue_bury(s, j);
         return 0;
     }
-    if (j->state == JOB_DELAYED) {
-        if (heap_insert(&t->delay, j) < 0)
-            return -1;
-        if (tube_timer_update(&s->tubes, t) < 0) {
-            heap_remove(&t->delay, j->heap_pos);
-            return -1;
-        }
-        s->jobs_ct.delayed++;
-        return 0;
-    }
+    if (j->state == JOB_DELAYED)
+        return place_delayed(s, j);
     return queue_enqueue(s, j, 0);
 }
 

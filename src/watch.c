@@ -28,7 +28,6 @@ static void set_put(Conn *c, Tube *t, uint32_t idx)
 static int set_build(Conn *c, uint32_t cap)
 {
     WatchSlot *old = c->wset;
-    uint32_t old_cap = c->wset_cap;
 
     c->wset = tb_calloc(cap, sizeof *c->wset);
     if (!c->wset) {
@@ -38,7 +37,6 @@ static int set_build(Conn *c, uint32_t cap)
     c->wset_cap = cap;
     for (uint32_t i = 0; i < c->nwatch; i++)
         set_put(c, c->watch[i].tube, i);
-    (void)old_cap;
     tb_free(old);
     return 0;
 }
