@@ -331,7 +331,7 @@ def test_client_that_never_reads(srv):
 
 @tubed_only("tubed closes a client that reads none of its replies for "
             "--stall-timeout seconds; beanstalkd keeps it for ever")
-@server_args("--stall-timeout", "2")
+@server_args("--stall-timeout", "5")
 def test_client_that_never_reads_is_disconnected(srv):
     p = srv.client()
     jid = p.put(b"q" * 60000)
@@ -339,25 +339,26 @@ def test_client_that_never_reads_is_disconnected(srv):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     send_nonblocking(s, (b"peek %d\r\n" % jid) * 200000, 1.0)
     eq(p.stats()["current-connections"], "2", "the non-reader is still there at first")
-    # It has taken nothing for 2 s: the server closes it.
-    wait_until(lambda: p.stats()["current-connections"] == "1", timeout=10,
+    # It has taken nothing for 5 s: the server closes it. (The timeout is
+    # long enough that the check above still sees it under ASan.)
+    wait_until(lambda: p.stats()["current-connections"] == "1", timeout=20,
                what="the non-reader disconnected")
     check("unread" in srv.stderr_text(), "the disconnect was not logged")
-    # A slow reader that keeps reading (here for longer than the stall
-    # timeout in all) is never cut off.
+    # A slow reader that keeps reading (for longer in all than the stall
+    # timeout) is never cut off.
     r = raw_connect(srv)
     n = 200
     r.sendall((b"peek %d\r\n" % jid) * n)
     want = n * len(b"FOUND %d 60000\r\n" % jid + b"q" * 60000 + b"\r\n")
     got = 0
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while got < want and time.monotonic() < deadline:
         r.settimeout(5)
         d = r.recv(65536)
         if not d:
             break
         got += len(d)
-        time.sleep(0.02)
+        time.sleep(0.04)  # ~190 reads: longer in all than the stall timeout
     eq(got, want, "a slow reader gets every reply")
     r.close()
     close_rst(s)
