@@ -23,11 +23,15 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 SAN_FLAGS :=
+SAN_DEFS :=
+# Under the sanitizers every job is its own malloc (TUBED_SLAB_MALLOC), so
+# ASan and LSan watch each one; tests/unit/test_slab.c checks the slab itself.
 ifeq ($(SAN),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_DEFS := -DTUBED_SLAB_MALLOC
 OPT := -O1 -g
 endif
-CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) -pthread -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
+CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) $(SAN_DEFS) -pthread -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL := $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c))
@@ -93,11 +97,13 @@ asan:
 	$(MAKE) BUILD=build/asan SAN=1 unit integration
 
 # The protocol part of the suite with every server under valgrind's
-# memcheck (any error or definite leak fails the test).
+# memcheck (any error or definite leak fails the test). Its own build, with
+# jobs in plain malloc so memcheck sees each one.
 VALGRIND_TESTS := test_put. test_reserve. test_jobs. test_tubes. test_stats. \
                   test_parsing. test_io. test_conns. test_wide.
-valgrind: $(BUILD)/tubed
-	TUBED_VALGRIND=1 python3 tests/integration/run.py --bin $(BUILD)/tubed \
+valgrind:
+	$(MAKE) BUILD=build/vg CFLAGS=-DTUBED_SLAB_MALLOC build/vg/tubed
+	TUBED_VALGRIND=1 python3 tests/integration/run.py --bin build/vg/tubed \
 	    --timeout 900 $(addprefix -k ,$(VALGRIND_TESTS))
 
 # Every stored fuzzing input (seeds and past crashes) once, under the

@@ -7,7 +7,7 @@
 static unsigned long fail_countdown;
 static unsigned long failed;
 
-static int should_fail(void)
+int alloc_should_fail(void)
 {
     if (fail_countdown == 0)
         return 0;
@@ -20,17 +20,17 @@ static int should_fail(void)
 
 void *tb_malloc(size_t n)
 {
-    return should_fail() ? NULL : malloc(n);
+    return alloc_should_fail() ? NULL : malloc(n);
 }
 
 void *tb_calloc(size_t n, size_t size)
 {
-    return should_fail() ? NULL : calloc(n, size);
+    return alloc_should_fail() ? NULL : calloc(n, size);
 }
 
 void *tb_realloc(void *p, size_t n)
 {
-    return should_fail() ? NULL : realloc(p, n);
+    return alloc_should_fail() ? NULL : realloc(p, n);
 }
 
 void tb_free(void *p)

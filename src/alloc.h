@@ -19,6 +19,9 @@ void tb_free(void *p);
 
 /* Make the n-th allocation from now fail (1 = the next one); 0 disables. */
 void alloc_fail_after(unsigned long n);
+/* The injection point itself, for allocators built on top (slab.c):
+ * true when this allocation must fail. */
+int alloc_should_fail(void);
 /* How many allocations were failed on purpose so far. */
 unsigned long alloc_failures(void);
 

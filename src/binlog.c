@@ -68,10 +68,10 @@ static int64_t wall_of(const Server *s, int64_t mono)
 /* A logged realtime on the monotonic clock. Values come from disk, so the
  * arithmetic must not overflow whatever they are: the offset is clamped to
  * about a century either way (a delay is at most 2^32 s, ~136 years). */
-int64_t bl_mono_of(const Server *s, int64_t wall)
+int64_t bl_mono_of(const Server *s, int64_t wall, int64_t now)
 {
     const int64_t lim = (int64_t)5000000000 * NS_PER_SEC;
-    int64_t now = clock_wall(), d;
+    int64_t d;
 
     if (wall > now + lim)
         d = lim;
@@ -85,21 +85,23 @@ int64_t bl_mono_of(const Server *s, int64_t wall)
 /* The durable view of a job: a reserved job is logged as ready. */
 static void job_record(const Server *s, const Job *j, BlRecord *r, int type)
 {
+    const JobExt *e = job_counters(j);
+
     memset(r, 0, sizeof *r);
     r->type = (uint8_t)type;
     r->id = j->id;
     r->pri = j->pri;
-    r->delay = j->delay;
+    r->delay = e->delay;
     r->ttr = j->ttr;
     r->state = j->state == JOB_RESERVED ? JOB_READY : j->state;
     if (j->state == JOB_DELAYED)
-        r->deadline_wall = wall_of(s, j->deadline);
+        r->deadline_wall = wall_of(s, e->deadline);
     r->created_wall = wall_of(s, j->created);
-    r->reserves = j->reserves;
-    r->timeouts = j->timeouts;
-    r->releases = j->releases;
-    r->buries = j->buries;
-    r->kicks = j->kicks;
+    r->reserves = e->reserves;
+    r->timeouts = e->timeouts;
+    r->releases = e->releases;
+    r->buries = e->buries;
+    r->kicks = e->kicks;
     r->tube = j->tube->name;
     r->tube_len = j->tube->name_len;
     r->body = j->body;

@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "blcodec.h"
+#include "clock.h"
 #include "job.h"
 #include "log.h"
 #include "numparse.h"
@@ -22,9 +23,77 @@ typedef struct Replay {
     Server *s;
     uint64_t max_id;
     Tube *last_tube;       /* records of one tube come in runs */
+    /* The live jobs in the order their records came, NULL where one died
+     * (a job's index is in its heap_pos, which is free until it is placed).
+     * That is id order unless compaction moved records, so placing the
+     * jobs needs no sort of a million cold pointers. */
+    Job **order;
+    size_t norder, order_cap, nlive;
+    /* order[hashed..norder) are not in the job table yet: they go in as
+     * one batch when a record needs a lookup, or at the end. A log that is
+     * mostly puts then fills the table once, at its final size, with the
+     * bucket misses overlapped, instead of one miss per job and a rehash
+     * of every job at every doubling. */
+    size_t hashed;
+    int64_t wall_now;      /* the realtime when the replay began */
     char *err;
     size_t errlen;
 } Replay;
+
+static void hash_pending(Replay *rp)
+{
+    job_table_insert_all(&rp->s->jobs, rp->order + rp->hashed, rp->norder - rp->hashed);
+    rp->hashed = rp->norder;
+}
+
+/* The job with this id, NULL if none. */
+static Job *replay_find(Replay *rp, uint64_t id)
+{
+    /* Ids only grow as jobs are made, so a record past every id seen so
+     * far names no job: most put records, which then need no lookup. */
+    if (id > rp->max_id)
+        return NULL;
+    hash_pending(rp);
+    return job_table_find(&rp->s->jobs, id);
+}
+
+/* Room for one more in the order: squeeze out the dead if they are half
+ * of it, else grow it. -1 if out of memory. */
+static int order_make_room(Replay *rp)
+{
+    size_t cap = rp->order_cap ? rp->order_cap * 2 : 4096;
+    Job **v;
+
+    if (rp->norder && rp->nlive <= rp->norder / 2) {
+        hash_pending(rp); /* squeezing moves them */
+        size_t k = 0;
+        for (size_t i = 0; i < rp->norder; i++)
+            if (rp->order[i]) {
+                rp->order[i]->heap_pos = (uint32_t)k;
+                rp->order[k++] = rp->order[i];
+            }
+        rp->norder = rp->hashed = k;
+        return 0;
+    }
+    if (cap > HEAP_MAX_LEN)
+        return -1;
+    v = tb_realloc(rp->order, cap * sizeof *v);
+    if (!v)
+        return -1;
+    rp->order = v;
+    rp->order_cap = cap;
+    return 0;
+}
+
+static int order_push(Replay *rp, Job *j)
+{
+    if (rp->norder == rp->order_cap && order_make_room(rp) < 0)
+        return -1;
+    j->heap_pos = (uint32_t)rp->norder;
+    rp->order[rp->norder++] = j;
+    rp->nlive++;
+    return 0;
+}
 
 static Tube *replay_tube(Replay *rp, const BlRecord *r)
 {
@@ -45,29 +114,54 @@ static void forget_job(Replay *rp, Job *j)
 
     if (t == rp->last_tube && t->refs == 1)
         rp->last_tube = NULL; /* about to be freed with its last job */
+    rp->order[j->heap_pos] = NULL;
+    rp->nlive--;
     job_table_remove(&s->jobs, j);
     queue_job_free(s, j);
     tube_unref(&s->tubes, t);
 }
 
-static void apply_state(Server *s, Job *j, const BlRecord *r)
+/* Does a job in this state with these counters need its JobExt? */
+static int needs_ext(const BlRecord *r, int state)
 {
+    return state != JOB_READY || r->delay || r->reserves || r->timeouts ||
+           r->releases || r->buries || r->kicks;
+}
+
+/* 0, or -1 if out of memory (j unchanged). */
+static int apply_state(Replay *rp, Job *j, const BlRecord *r)
+{
+    Server *s = rp->s;
+    int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
+    JobExt *e = j->ext;
+
+    if (!e && needs_ext(r, state) && !(e = job_ext_get(j)))
+        return -1;
     j->pri = r->pri;
-    j->delay = r->delay;
-    j->state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
-    j->deadline = j->state == JOB_DELAYED ? bl_mono_of(s, r->deadline_wall) : 0;
-    j->reserves = r->reserves;
-    j->timeouts = r->timeouts;
-    j->releases = r->releases;
-    j->buries = r->buries;
-    j->kicks = r->kicks;
+    j->state = (unsigned)state;
+    if (!e)
+        return 0;
+    e->delay = r->delay;
+    e->deadline = state == JOB_DELAYED ? bl_mono_of(s, r->deadline_wall, rp->wall_now) : 0;
+    e->reserves = r->reserves;
+    e->timeouts = r->timeouts;
+    e->releases = r->releases;
+    e->buries = r->buries;
+    e->kicks = r->kicks;
+    return 0;
+}
+
+static int out_of_memory(Replay *rp)
+{
+    snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
+    return -1;
 }
 
 /* 0, or -1 when the server cannot go on (out of memory). */
 static int apply(Replay *rp, const BlRecord *r, uint32_t index)
 {
     Server *s = rp->s;
-    Job *j = job_table_find(&s->jobs, r->id);
+    Job *j = replay_find(rp, r->id);
     Tube *t;
 
     if (r->id > rp->max_id)
@@ -78,27 +172,23 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
         return 0;
     }
     if (r->type == BL_STATE) {
-        if (j) /* else: its job record was compacted away; it is dead */
-            apply_state(s, j, r);
-        return 0;
+        /* No job: its job record was compacted away; it is dead. */
+        return j && apply_state(rp, j, r) < 0 ? out_of_memory(rp) : 0;
     }
     if (j)
         forget_job(rp, j);
     j = queue_job_new(s, r->id, r->body_size, 0);
     t = j ? replay_tube(rp, r) : NULL;
-    if (!t) {
+    if (!t || apply_state(rp, j, r) < 0 || order_push(rp, j) < 0) {
         queue_job_free(s, j);
-        snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
-        return -1;
+        return out_of_memory(rp);
     }
     memcpy(j->body, r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
-    j->created = bl_mono_of(s, r->created_wall);
+    j->created = bl_mono_of(s, r->created_wall, rp->wall_now);
     j->file = index;
     j->tube = t;
     tube_ref(t);
-    apply_state(s, j, r);
-    job_table_insert(&s->jobs, j);
     return 0;
 }
 
@@ -296,35 +386,41 @@ static int cmp_job_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static void collect(HashNode *n, void *arg)
+/* The live jobs of the order, oldest id first: squeezed, and sorted only
+ * if compaction left them out of order. Returns how many. */
+static size_t order_by_id(Replay *rp)
 {
-    Job ***p = arg;
+    size_t n = 0;
+    int sorted = 1;
 
-    *(*p)++ = container_of(n, Job, hnode);
+    for (size_t i = 0; i < rp->norder; i++) {
+        Job *j = rp->order[i];
+        if (!j)
+            continue;
+        if (n && rp->order[n - 1]->id > j->id)
+            sorted = 0;
+        rp->order[n++] = j;
+    }
+    if (!sorted)
+        qsort(rp->order, n, sizeof *rp->order, cmp_job_id);
+    return n;
 }
 
 /* Put every replayed job in its tube, oldest id first, and count it
  * against its file. Buried jobs come back in id order, which is their
  * bury order only when they were buried in the order they were made. */
-static int place_jobs(Server *s, char *err, size_t errlen)
+static int place_jobs(Replay *rp)
 {
+    Server *s = rp->s;
     Binlog *b = bl(s);
-    size_t n = s->jobs.len;
-    Job **all = tb_malloc((n ? n : 1) * sizeof *all), **p = all;
+    size_t n = order_by_id(rp);
 
-    if (!all) {
-        snprintf(err, errlen, "out of memory placing replayed jobs");
-        return -1;
-    }
-    hash_each(&s->jobs, collect, &p);
-    qsort(all, n, sizeof *all, cmp_job_id);
     for (size_t i = 0; i < n; i++) {
-        Job *j = all[i];
+        Job *j = rp->order[i];
         BlFile *f = bl_file_of(b, j->file);
         uint64_t size = bl_job_record_size(j);
         if (queue_restore(s, j) < 0) {
-            tb_free(all);
-            snprintf(err, errlen, "out of memory placing replayed jobs");
+            snprintf(rp->err, rp->errlen, "out of memory placing replayed jobs");
             return -1;
         }
         if (f) {
@@ -338,7 +434,6 @@ static int place_jobs(Server *s, char *err, size_t errlen)
         b->live_bytes += size;
         b->reserved += BL_DEL_SIZE;
     }
-    tb_free(all);
     return 0;
 }
 
@@ -371,9 +466,11 @@ static int file_blank(const Binlog *b, uint32_t index)
     return blank;
 }
 
-static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errlen)
+static int replay_all(Replay *rp, uint32_t *idx, size_t n)
 {
-    Replay rp = {.s = s, .err = err, .errlen = errlen};
+    Server *s = rp->s;
+    char *err = rp->err;
+    size_t errlen = rp->errlen;
     size_t newest = n ? n - 1 : 0;
 
     /* The newest file is the last one holding records: blank spares after
@@ -401,27 +498,30 @@ static int replay_all(Server *s, uint32_t *idx, size_t n, char *err, size_t errl
                     return -1;
                 }
         }
-        if (replay_file(&rp, idx[i], i >= newest) < 0)
+        if (replay_file(rp, idx[i], i >= newest) < 0)
             return -1;
     }
-    if (rp.max_id >= s->next_id)
-        s->next_id = rp.max_id + 1;
+    if (rp->max_id >= s->next_id)
+        s->next_id = rp->max_id + 1;
     return 0;
 }
 
 
 int bl_replay(Server *s, uint32_t *next_index, char *err, size_t errlen)
 {
+    Replay rp = {.s = s, .err = err, .errlen = errlen, .wall_now = clock_wall()};
     uint32_t *idx = NULL;
     size_t n = 0;
     int rc;
 
     if (list_files(bl(s), &idx, &n, err, errlen) < 0)
         return -1;
-    rc = replay_all(s, idx, n, err, errlen);
+    rc = replay_all(&rp, idx, n);
+    hash_pending(&rp); /* on failure too: the caller frees what is there */
     if (rc == 0)
-        rc = place_jobs(s, err, errlen);
+        rc = place_jobs(&rp);
     *next_index = n ? idx[n - 1] + 1 : 1;
     tb_free(idx);
+    tb_free(rp.order);
     return rc;
 }

@@ -33,6 +33,8 @@ void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n);
 int bl_files_push(Binlog *b, uint32_t index);
 BlFile *bl_file_of(Binlog *b, uint32_t index);
 size_t bl_job_record_size(const Job *j);
-int64_t bl_mono_of(const Server *s, int64_t wall);
+/* A logged realtime on s's monotonic clock, given the realtime now
+ * (read once for a whole replay: one clock for every job). */
+int64_t bl_mono_of(const Server *s, int64_t wall, int64_t now);
 
 #endif

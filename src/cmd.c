@@ -25,7 +25,7 @@ static Job *reserved_by(Conn *c, uint64_t id)
 {
     Job *j = job_table_find(&srv(c)->jobs, id);
 
-    return j && j->state == JOB_RESERVED && j->owner == c ? j : NULL;
+    return j && j->state == JOB_RESERVED && j->ext->owner == c ? j : NULL;
 }
 
 static void set_flag(Conn *c, uint8_t flag, uint64_t *counter)
@@ -55,8 +55,14 @@ static void do_put(Conn *c, const Cmd *cmd)
         conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
         return;
     }
+    if (cmd->delay && !job_ext_get(j)) {
+        queue_job_free(s, j);
+        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
+        return;
+    }
+    if (j->ext)
+        j->ext->delay = cmd->delay;
     j->pri = cmd->pri;
-    j->delay = cmd->delay;
     j->ttr = cmd->ttr ? cmd->ttr : 1;
     j->created = s->now;
     c->in_job = j;
@@ -89,6 +95,11 @@ void cmd_put_body_done(Conn *c)
         return;
     }
     r = queue_add(s, j, c->use);
+    if (r == -2) {
+        queue_job_free(s, j);
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     binlog_put(s, j);
     binlog_hold_reply(s, c);
     conn_replyf(c, "%s %llu\r\n", r < 0 ? "BURIED" : "INSERTED",
@@ -159,7 +170,7 @@ static void do_delete(Conn *c, const Cmd *cmd)
 {
     Job *j = job_table_find(&srv(c)->jobs, cmd->id);
 
-    if (!j || (j->state == JOB_RESERVED && j->owner != c)) {
+    if (!j || (j->state == JOB_RESERVED && j->ext->owner != c)) {
         conn_reply_lit(c, "NOT_FOUND\r\n");
         return;
     }
@@ -185,8 +196,8 @@ static void do_release(Conn *c, const Cmd *cmd)
     }
     queue_detach(srv(c), j);
     j->pri = cmd->pri;
-    j->delay = cmd->delay;
-    j->releases++;
+    j->ext->delay = cmd->delay;
+    j->ext->releases++;
     r = queue_enqueue(srv(c), j, cmd->delay);
     if (r < 0)
         queue_bury(srv(c), j);
@@ -212,7 +223,7 @@ static void do_bury(Conn *c, const Cmd *cmd)
     }
     queue_detach(srv(c), j);
     j->pri = cmd->pri;
-    j->buries++;
+    j->ext->buries++;
     queue_bury(srv(c), j);
     binlog_state(srv(c), j);
     binlog_hold_reply(srv(c), c);
@@ -292,7 +303,7 @@ static void do_peek_buried(Conn *c, const Cmd *cmd)
 {
     List *n = list_first(&c->use->buried);
 
-    reply_found(c, n ? container_of(n, Job, link) : NULL);
+    reply_found(c, n ? job_of_link(n) : NULL);
 }
 
 static void do_kick(Conn *c, const Cmd *cmd)

@@ -7,6 +7,7 @@
 int hash_init(Hash *h, HashFn node_hash)
 {
     h->len = 0;
+    h->load = 1;
     h->node_hash = node_hash;
     h->buckets = tb_calloc(HASH_MIN_BUCKETS, sizeof *h->buckets);
     h->nbuckets = h->buckets ? HASH_MIN_BUCKETS : 0;
@@ -18,6 +19,11 @@ void hash_free(Hash *h)
     tb_free(h->buckets);
     h->buckets = NULL;
     h->nbuckets = h->len = 0;
+}
+
+void hash_set_load(Hash *h, size_t load)
+{
+    h->load = load ? load : 1;
 }
 
 uint64_t hash_u64(uint64_t x)
@@ -65,11 +71,29 @@ static void rehash(Hash *h, size_t nbuckets)
     h->nbuckets = nbuckets;
 }
 
+/* The bucket count that holds n elements within the load. */
+static size_t buckets_for(const Hash *h, size_t n)
+{
+    size_t nb = HASH_MIN_BUCKETS;
+
+    while (nb * h->load < n && nb < ((size_t)1 << 40))
+        nb *= 2;
+    return nb;
+}
+
+void hash_reserve(Hash *h, size_t n)
+{
+    size_t nb = buckets_for(h, n);
+
+    if (nb > h->nbuckets)
+        rehash(h, nb);
+}
+
 void hash_insert(Hash *h, HashNode *n)
 {
     size_t b;
 
-    if (h->len >= h->nbuckets)
+    if (h->len >= h->nbuckets * h->load)
         rehash(h, h->nbuckets * 2);
     b = h->node_hash(n) & (h->nbuckets - 1);
     n->next = h->buckets[b];
@@ -97,7 +121,7 @@ int hash_remove(Hash *h, HashNode *n)
             *pp = n->next;
             n->next = NULL;
             h->len--;
-            if (h->nbuckets > HASH_MIN_BUCKETS && h->len < h->nbuckets / 4)
+            if (h->nbuckets > HASH_MIN_BUCKETS && h->len < h->nbuckets * h->load / 4)
                 rehash(h, h->nbuckets / 2);
             return 0;
         }

@@ -5,8 +5,9 @@
  * element, so hash_insert() cannot fail (if the bucket array cannot grow,
  * chains just get longer). The caller gives each element's 64-bit hash
  * (node_hash, used when resizing) and compares keys itself through
- * hash_find's eq callback. The bucket array doubles when the load passes 1
- * and halves below 1/4, so memory follows the live count.
+ * hash_find's eq callback. The bucket array doubles when the average chain
+ * passes `load` elements (1 unless hash_set_load() says otherwise) and
+ * halves below a quarter of that, so memory follows the live count.
  */
 #ifndef TUBED_HASH_H
 #define TUBED_HASH_H
@@ -26,12 +27,26 @@ typedef struct Hash {
     HashNode **buckets;
     size_t nbuckets; /* a power of two, at least 16 */
     size_t len;
+    size_t load;     /* average chain length that makes the array grow */
     HashFn node_hash;
 } Hash;
 
 /* Allocates the first bucket array; -1 if that fails (startup only). */
 int hash_init(Hash *h, HashFn node_hash);
 void hash_free(Hash *h);
+/* Trade lookup steps for memory: a table of millions of small elements
+ * (jobs) saves a pointer's worth per element at load 2. load >= 1. */
+void hash_set_load(Hash *h, size_t load);
+/* Grow the bucket array now for n elements, so filling the table with a
+ * known number of them rehashes once, while it is small, instead of at
+ * every doubling. If it cannot grow, inserts still work. */
+void hash_reserve(Hash *h, size_t n);
+/* Hint that the bucket of hash value hv is about to be used, so a batch
+ * of inserts can overlap their cache misses. */
+static inline void hash_prefetch(const Hash *h, uint64_t hv)
+{
+    __builtin_prefetch(&h->buckets[hv & (h->nbuckets - 1)], 1);
+}
 void hash_insert(Hash *h, HashNode *n);
 HashNode *hash_find(const Hash *h, uint64_t hv, HashEq eq, const void *key);
 /* Unlink n; returns 0 if it was found, -1 if it is not in the table. */

@@ -59,8 +59,11 @@ static void sift_down(Heap *h, size_t i)
 
 static int resize(Heap *h, size_t cap)
 {
-    void **items = tb_realloc(h->items, cap * sizeof *items);
+    void **items;
 
+    if (cap > HEAP_MAX_LEN)
+        return -1;
+    items = tb_realloc(h->items, cap * sizeof *items);
     if (!items)
         return -1;
     h->items = items;
@@ -74,6 +77,8 @@ int heap_reserve(Heap *h, size_t n)
 
     if (n <= h->cap)
         return 0;
+    if (n > HEAP_MAX_LEN)
+        return -1;
     while (cap < n)
         cap *= 2;
     return resize(h, cap);

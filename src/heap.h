@@ -7,11 +7,15 @@
  * O(log n). heap_insert() is the only operation that can fail (it may need
  * to grow the array); it returns -1 with the heap unchanged. The array
  * shrinks when it is mostly empty, so memory follows the live size.
+ * A heap holds at most HEAP_MAX_LEN elements (inserts past it fail), so a
+ * position fits in 30 bits, which the job header relies on.
  */
 #ifndef TUBED_HEAP_H
 #define TUBED_HEAP_H
 
 #include <stddef.h>
+
+#define HEAP_MAX_LEN ((size_t)1 << 30)
 
 typedef int (*HeapLess)(const void *a, const void *b);
 typedef void (*HeapSetPos)(void *x, size_t pos);

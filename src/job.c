@@ -2,16 +2,27 @@
 
 #include <string.h>
 
-#include "alloc.h"
+#include "slab.h"
+
+_Static_assert(offsetof(Job, body) == 60, "the job header grew");
+
+static size_t job_size(uint32_t body_size)
+{
+    return offsetof(Job, body) + (size_t)body_size;
+}
+
+size_t job_cost(uint32_t body_size)
+{
+    return slab_cost(job_size(body_size));
+}
 
 Job *job_alloc(uint64_t id, uint32_t body_size)
 {
-    Job *j = tb_malloc(sizeof *j + body_size);
+    Job *j = slab_alloc(job_size(body_size));
 
     if (!j)
         return NULL;
-    memset(j, 0, sizeof *j);
-    list_init(&j->link);
+    memset(j, 0, offsetof(Job, body));
     j->id = id;
     j->body_size = body_size;
     return j;
@@ -19,7 +30,35 @@ Job *job_alloc(uint64_t id, uint32_t body_size)
 
 void job_free(Job *j)
 {
-    tb_free(j);
+    if (!j)
+        return;
+    slab_free(j->ext, sizeof *j->ext);
+    slab_free(j, job_size(j->body_size));
+}
+
+JobExt *job_ext_get(Job *j)
+{
+    if (j->ext)
+        return j->ext;
+    j->ext = slab_alloc(sizeof *j->ext);
+    if (!j->ext)
+        return NULL;
+    memset(j->ext, 0, sizeof *j->ext);
+    list_init(&j->ext->link);
+    j->ext->job = j;
+    return j->ext;
+}
+
+uint32_t job_delay(const Job *j)
+{
+    return j->ext ? j->ext->delay : 0;
+}
+
+const JobExt *job_counters(const Job *j)
+{
+    static const JobExt none;
+
+    return j->ext ? j->ext : &none;
 }
 
 const char *job_state_name(JobState s)
@@ -45,7 +84,12 @@ static int job_id_eq(const HashNode *n, const void *key)
 
 int job_table_init(Hash *table)
 {
-    return hash_init(table, job_node_hash);
+    /* Load 2: half the bucket array, 4 bytes a job, for a second step
+     * in a lookup by id. */
+    if (hash_init(table, job_node_hash) < 0)
+        return -1;
+    hash_set_load(table, 2);
+    return 0;
 }
 
 void job_table_insert(Hash *table, Job *j)
@@ -56,6 +100,19 @@ void job_table_insert(Hash *table, Job *j)
 void job_table_remove(Hash *table, Job *j)
 {
     hash_remove(table, &j->hnode);
+}
+
+void job_table_insert_all(Hash *table, Job *const *jobs, size_t n)
+{
+    enum { AHEAD = 8 };
+
+    hash_reserve(table, table->len + n);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n && jobs[i + AHEAD])
+            hash_prefetch(table, hash_u64(jobs[i + AHEAD]->id));
+        if (jobs[i])
+            hash_insert(table, &jobs[i]->hnode);
+    }
 }
 
 Job *job_table_find(const Hash *table, uint64_t id)
@@ -78,8 +135,8 @@ int job_deadline_less(const void *a, const void *b)
 {
     const Job *x = a, *y = b;
 
-    if (x->deadline != y->deadline)
-        return x->deadline < y->deadline;
+    if (x->ext->deadline != y->ext->deadline)
+        return x->ext->deadline < y->ext->deadline;
     return x->id < y->id;
 }
 

@@ -1,13 +1,20 @@
 /*
  * job.h — the job record and the server-wide job table.
  *
- * Contract: a job is one allocation holding its header and its body, so a
- * put costs one malloc and the body is never copied again. A job is in
+ * Contract: a job is one slab object holding its header and its body, so a
+ * put costs one allocation and the body is never copied again. A job is in
  * exactly one container at a time, chosen by its state: its tube's ready
  * heap (READY), its tube's delay heap (DELAYED), the server's TTR heap and
  * its reserver's list (RESERVED), or its tube's buried list (BURIED).
- * heap_pos and link serve whichever container holds it. The job table finds
- * any job by id in O(1).
+ * heap_pos serves whichever heap holds it. The job table finds any job by
+ * id in O(1).
+ *
+ * Memory: a waiting backlog is mostly ready jobs, so the header keeps only
+ * what a ready job needs (60 bytes, the body follows without padding).
+ * What only delayed, reserved or buried jobs need, and the counters that
+ * stay zero until a job is first reserved, live in a JobExt that
+ * job_ext_get() allocates on first need and the job keeps until it dies.
+ * Invariant: a job that is not READY has its JobExt.
  */
 #ifndef TUBED_JOB_H
 #define TUBED_JOB_H
@@ -28,28 +35,51 @@ typedef enum JobState {
 } JobState;
 
 typedef struct Job Job;
+
+typedef struct JobExt {
+    List link;           /* tube->buried, or owner->reserved */
+    Job *job;
+    Conn *owner;         /* the reserving connection, when RESERVED */
+    int64_t deadline;    /* monotonic ns: end of delay or of TTR */
+    uint32_t delay;      /* seconds, as last given by put or release */
+    uint32_t reserves, timeouts, releases, buries, kicks;
+} JobExt;
+
 struct Job {
     HashNode hnode;      /* server job table */
-    Tube *tube;
-    List link;           /* tube->buried, or owner->reserved */
-    Conn *owner;         /* the reserving connection, when RESERVED */
     uint64_t id;
-    int64_t deadline;    /* monotonic ns: end of delay or of TTR */
+    Tube *tube;
+    JobExt *ext;         /* NULL until first needed */
     int64_t created;     /* monotonic ns */
-    uint32_t heap_pos;   /* ready, delay or TTR heap */
     uint32_t pri;
-    uint32_t delay;      /* seconds, as last given by put or release */
-    uint32_t ttr;        /* seconds, at least 1 */
     uint32_t body_size;  /* without the trailing "\r\n" */
-    uint32_t reserves, timeouts, releases, buries, kicks;
+    uint32_t ttr;        /* seconds, at least 1 */
     uint32_t file;       /* binlog file holding its record; 0 if none */
-    uint8_t state;
+    uint32_t heap_pos : 30; /* ready, delay or TTR heap (HEAP_MAX_LEN) */
+    uint32_t state : 2;
     char body[];
 };
 
-/* A job with every field zero but id and body_size; NULL if out of memory. */
+/* What a job with a body of n bytes costs, header included. */
+size_t job_cost(uint32_t body_size);
+
+/* A job with every field zero but id and body_size; NULL if out of memory.
+ * job_free() also frees its JobExt. */
 Job *job_alloc(uint64_t id, uint32_t body_size);
 void job_free(Job *j);
+
+/* j's JobExt, allocated (zeroed) if it has none; NULL if out of memory. */
+JobExt *job_ext_get(Job *j);
+
+/* Read-only views that need no JobExt: zero for a job that has none. */
+uint32_t job_delay(const Job *j);
+const JobExt *job_counters(const Job *j);
+
+/* The job whose JobExt link is n (reserved and buried lists). */
+static inline Job *job_of_link(List *n)
+{
+    return container_of(n, JobExt, link)->job;
+}
 
 const char *job_state_name(JobState s);
 
@@ -57,6 +87,9 @@ int job_table_init(Hash *table);
 void job_table_insert(Hash *table, Job *j);
 void job_table_remove(Hash *table, Job *j);
 Job *job_table_find(const Hash *table, uint64_t id);
+/* Insert n jobs at once: the table is sized for them first and their
+ * bucket misses overlap (replay inserts millions this way). */
+void job_table_insert_all(Hash *table, Job *const *jobs, size_t n);
 
 /* Heap callbacks: ready order is (pri, id), delay and TTR order is
  * (deadline, id); all three track the position in heap_pos. */

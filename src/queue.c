@@ -50,13 +50,13 @@ void queue_detach(Server *s, Job *j)
         break;
     case JOB_RESERVED:
         heap_remove(&s->ttr, j->heap_pos);
-        list_remove(&j->link);
-        j->owner = NULL;
+        list_remove(&j->ext->link);
+        j->ext->owner = NULL;
         s->jobs_ct.reserved--;
         t->reserved_ct--;
         break;
     case JOB_BURIED:
-        list_remove(&j->link);
+        list_remove(&j->ext->link);
         s->jobs_ct.buried--;
         t->buried_ct--;
         break;
@@ -81,7 +81,11 @@ static int place_delayed(Server *s, Job *j)
 
 static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
 {
-    j->deadline = s->now + (int64_t)delay * NS_PER_SEC;
+    JobExt *e = job_ext_get(j);
+
+    if (!e)
+        return -1;
+    e->deadline = s->now + (int64_t)delay * NS_PER_SEC;
     return place_delayed(s, j);
 }
 
@@ -94,7 +98,6 @@ int queue_enqueue(Server *s, Job *j, uint32_t delay)
     if (heap_insert(&t->ready, j) < 0)
         return -1;
     j->state = JOB_READY;
-    j->deadline = 0;
     count_ready(s, j, 1);
     ready_update(s, t);
     reserve_serve(s, t);
@@ -104,14 +107,9 @@ int queue_enqueue(Server *s, Job *j, uint32_t delay)
 void queue_bury(Server *s, Job *j)
 {
     j->state = JOB_BURIED;
-    list_insert_tail(&j->tube->buried, &j->link);
+    list_insert_tail(&j->tube->buried, &j->ext->link);
     s->jobs_ct.buried++;
     j->tube->buried_ct++;
-}
-
-static uint64_t job_cost(uint32_t body_size)
-{
-    return sizeof(Job) + (uint64_t)body_size;
 }
 
 Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
@@ -139,11 +137,22 @@ int queue_add(Server *s, Job *j, Tube *t)
 {
     j->tube = t;
     tube_ref(t);
+    job_table_insert(&s->jobs, j);
+    if (queue_enqueue(s, j, job_delay(j)) == 0) {
+        t->total_jobs++;
+        s->total_jobs++;
+        return 0;
+    }
+    /* No room in the heap: bury it, which needs its JobExt; without even
+     * that, take it back out whole. */
+    if (!job_ext_get(j)) {
+        job_table_remove(&s->jobs, j);
+        j->tube = NULL;
+        tube_unref(&s->tubes, t);
+        return -2;
+    }
     t->total_jobs++;
     s->total_jobs++;
-    job_table_insert(&s->jobs, j);
-    if (queue_enqueue(s, j, j->delay) == 0)
-        return 0;
     queue_bury(s, j);
     return -1;
 }
@@ -160,17 +169,19 @@ void queue_delete(Server *s, Job *j)
 
 int queue_reserve(Server *s, Conn *c, Job *j)
 {
-    /* Make room in the TTR heap first: it is the only step that can fail,
-     * and the job must stay where it was if it does. */
-    if (heap_reserve(&s->ttr, s->ttr.len + 1) < 0)
+    /* Make room in the TTR heap and get the JobExt first: they are the only
+     * steps that can fail, and the job must stay where it was if they do. */
+    JobExt *e = job_ext_get(j);
+
+    if (!e || heap_reserve(&s->ttr, s->ttr.len + 1) < 0)
         return -1;
     queue_detach(s, j);
-    j->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
+    e->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_insert(&s->ttr, j); /* cannot fail now */
     j->state = JOB_RESERVED;
-    j->owner = c;
-    j->reserves++;
-    list_insert_tail(&c->reserved, &j->link);
+    e->owner = c;
+    e->reserves++;
+    list_insert_tail(&c->reserved, &e->link);
     s->jobs_ct.reserved++;
     j->tube->reserved_ct++;
     return 0;
@@ -178,7 +189,7 @@ int queue_reserve(Server *s, Conn *c, Job *j)
 
 void queue_touch(Server *s, Job *j)
 {
-    j->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
+    j->ext->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_fix(&s->ttr, j->heap_pos);
 }
 
@@ -198,7 +209,7 @@ int queue_kick_job(Server *s, Job *j)
             queue_bury(s, j);
         return -1;
     }
-    j->kicks++;
+    j->ext->kicks++;
     return 0;
 }
 
@@ -212,7 +223,7 @@ uint32_t queue_kick(Server *s, Tube *t, uint32_t n)
      * is logged; kicking stops when the log has no room. */
     while (k < n) {
         List *first = list_first(&t->buried);
-        Job *j = buried ? (first ? container_of(first, Job, link) : NULL)
+        Job *j = buried ? (first ? job_of_link(first) : NULL)
                         : heap_top(&t->delay);
 
         if (!j || binlog_reserve_state(s) < 0 || queue_kick_job(s, j) < 0)
@@ -257,7 +268,7 @@ void queue_release_all(Server *s, Conn *c)
     List *n;
 
     while ((n = list_first(&c->reserved))) {
-        Job *j = container_of(n, Job, link);
+        Job *j = job_of_link(n);
         queue_detach(s, j);
         if (queue_enqueue(s, j, 0) < 0)
             queue_bury(s, j);
@@ -273,7 +284,7 @@ static void tick_tubes(Server *s)
         Job *j;
 
         tube_ref(t); /* promoting its last job must not free it under us */
-        while ((j = heap_top(&t->delay)) && j->deadline <= s->now) {
+        while ((j = heap_top(&t->delay)) && j->ext->deadline <= s->now) {
             queue_detach(s, j);
             if (queue_enqueue(s, j, 0) < 0)
                 queue_bury(s, j);
@@ -293,9 +304,9 @@ static void tick_ttrs(Server *s)
 {
     Job *j;
 
-    while ((j = heap_top(&s->ttr)) && j->deadline <= s->now) {
+    while ((j = heap_top(&s->ttr)) && j->ext->deadline <= s->now) {
         queue_detach(s, j);
-        j->timeouts++;
+        j->ext->timeouts++;
         s->job_timeouts++;
         if (queue_enqueue(s, j, 0) < 0)
             queue_bury(s, j);
@@ -316,7 +327,7 @@ int64_t queue_next_due(const Server *s)
 
     if (t)
         due = t->timer_at;
-    if (j && j->deadline < due)
-        due = j->deadline;
+    if (j && j->ext->deadline < due)
+        due = j->ext->deadline;
     return due;
 }

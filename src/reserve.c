@@ -40,9 +40,9 @@ static int64_t soonest_deadline(const Conn *c)
     int64_t soonest = INT64_MAX;
 
     for (List *n = c->reserved.next; n != &c->reserved; n = n->next) {
-        const Job *j = container_of(n, Job, link);
-        if (j->deadline < soonest)
-            soonest = j->deadline;
+        const JobExt *e = container_of(n, JobExt, link);
+        if (e->deadline < soonest)
+            soonest = e->deadline;
     }
     return soonest;
 }

@@ -154,10 +154,11 @@ void stats_tube(const Server *s, const Tube *t, Buf *b)
 
 void stats_job(const Server *s, const Job *j, Buf *b)
 {
+    const JobExt *e = job_counters(j);
     int64_t left = 0;
 
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
-        left = j->deadline - s->now;
+        left = e->deadline - s->now;
     buf_printf(b, "---\nid: %llu\ntube: ", (unsigned long long)j->id);
     quoted(b, j->tube->name);
     buf_printf(b, "state: %s\n"
@@ -173,9 +174,9 @@ void stats_job(const Server *s, const Job *j, Buf *b)
                "buries: %u\n"
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
-               secs(s->now - j->created), j->delay, j->ttr,
-               secs(left > 0 ? left : 0), j->file, j->reserves, j->timeouts,
-               j->releases, j->buries, j->kicks);
+               secs(s->now - j->created), e->delay, j->ttr,
+               secs(left > 0 ? left : 0), j->file, e->reserves, e->timeouts,
+               e->releases, e->buries, e->kicks);
 }
 
 void stats_list_tubes(const Server *s, Buf *b)

@@ -142,7 +142,7 @@ static int64_t tube_due(const Tube *t)
     const Job *j = heap_top(&t->delay);
 
     if (j)
-        due = j->deadline;
+        due = j->ext->deadline;
     if (t->pause && t->unpause_at < due)
         due = t->unpause_at;
     return due;

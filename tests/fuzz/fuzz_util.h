@@ -263,8 +263,8 @@ static inline void fz_check_server(const Server *s)
         if (cn->flags & CONN_WORKER)
             workers++;
         for (const List *r = cn->reserved.next; r != &cn->reserved; r = r->next) {
-            const Job *j = container_of(r, Job, link);
-            FZ_CHECK(j->state == JOB_RESERVED && j->owner == cn,
+            const Job *j = container_of(r, JobExt, link)->job;
+            FZ_CHECK(j->state == JOB_RESERVED && j->ext->owner == cn,
                      "job %llu in a reserved list but state %d",
                      (unsigned long long)j->id, j->state);
         }

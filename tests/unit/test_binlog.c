@@ -220,29 +220,32 @@ static void close_srv(Server *s)
 
 /* A binlog_open() that failed may leave replayed jobs in the table that
  * were never placed in their tubes; take them out by hand, then free. */
+typedef struct JobList {
+    Job **jobs;
+    size_t n;
+} JobList;
+
 static void forget_all(HashNode *n, void *arg)
 {
-    Job **list = arg;
-    Job *j = container_of(n, Job, hnode);
+    JobList *l = arg;
 
-    /* chain through link.next; the job is in no list yet */
-    j->link.next = (List *)*list;
-    *list = j;
+    l->jobs[l->n++] = container_of(n, Job, hnode);
 }
 
 static void close_failed(Server *s)
 {
-    Job *list = NULL;
+    JobList l = {calloc(s->jobs.len + 1, sizeof(Job *)), 0};
 
-    hash_each(&s->jobs, forget_all, &list);
-    while (list) {
-        Job *j = list;
+    ck_assert_ptr_nonnull(l.jobs);
+    hash_each(&s->jobs, forget_all, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        Job *j = l.jobs[i];
         Tube *t = j->tube;
-        list = (Job *)j->link.next;
         job_table_remove(&s->jobs, j);
         job_free(j);
         tube_unref(&s->tubes, t);
     }
+    free(l.jobs);
     close_srv(s);
 }
 
@@ -268,7 +271,10 @@ static Job *put_job(Server *s, const char *tube, uint32_t pri, uint32_t delay,
     if (n)
         memcpy(j->body, body, n);
     j->pri = pri;
-    j->delay = delay;
+    if (delay) {
+        ck_assert_ptr_nonnull(job_ext_get(j));
+        j->ext->delay = delay;
+    }
     j->ttr = ttr ? ttr : 1;
     j->created = s->now;
     j->tube = t;
@@ -314,8 +320,9 @@ static void delete_job(Server *s, Job *j)
 static void bury_job(Server *s, Job *j)
 {
     ck_assert_int_eq(binlog_reserve_state(s), 0);
+    ck_assert_ptr_nonnull(job_ext_get(j)); /* a ready job may have none */
     queue_detach(s, j);
-    j->buries++;
+    j->ext->buries++;
     queue_bury(s, j);
     binlog_state(s, j);
 }
@@ -348,8 +355,8 @@ static void release_job(Server *s, Job *j, uint32_t pri, uint32_t delay)
     ck_assert_int_eq(binlog_reserve_state(s), 0);
     queue_detach(s, j);
     j->pri = pri;
-    j->delay = delay;
-    j->releases++;
+    j->ext->delay = delay;
+    j->ext->releases++;
     ck_assert_int_eq(queue_enqueue(s, j, delay), 0);
     binlog_state(s, j);
 }
@@ -537,7 +544,7 @@ START_TEST(replay_restores_states)
     ck_assert_int_eq(a->state, JOB_READY);
     ck_assert_uint_eq(a->pri, 5);
     ck_assert_uint_eq(a->ttr, 30);
-    ck_assert_uint_eq(a->delay, 0);
+    ck_assert_uint_eq(job_delay(a), 0);
     ck_assert_uint_eq(a->body_size, sizeof bin_body);
     ck_assert(memcmp(a->body, bin_body, sizeof bin_body) == 0);
     ck_assert_str_eq(a->tube->name, "alpha");
@@ -549,18 +556,18 @@ START_TEST(replay_restores_states)
     b = find(s, idb);
     ck_assert_ptr_nonnull(b);
     ck_assert_int_eq(b->state, JOB_DELAYED);
-    ck_assert_uint_eq(b->delay, 3600);
+    ck_assert_uint_eq(job_delay(b), 3600);
     ck_assert_uint_eq(b->pri, 7);
     ck_assert_uint_eq(b->ttr, 40);
     ck_assert_str_eq(b->tube->name, "beta");
-    ck_assert_int_gt(b->deadline, s->now + 3590 * NS_PER_SEC);
-    ck_assert_int_le(b->deadline, s->now + 3600 * NS_PER_SEC + NS_PER_SEC);
+    ck_assert_int_gt(b->ext->deadline, s->now + 3590 * NS_PER_SEC);
+    ck_assert_int_le(b->ext->deadline, s->now + 3600 * NS_PER_SEC + NS_PER_SEC);
     ck_assert_uint_eq(b->tube->delay.len, 1);
 
     bu = find(s, idbu);
     ck_assert_ptr_nonnull(bu);
     ck_assert_int_eq(bu->state, JOB_BURIED);
-    ck_assert_uint_eq(bu->buries, 1);
+    ck_assert_uint_eq(job_counters(bu)->buries, 1);
     ck_assert_str_eq(bu->tube->name, "default");
     ck_assert_ptr_eq(bu->tube, s->default_tube);
     ck_assert_uint_eq(bu->tube->buried_ct, 1);
@@ -576,21 +583,21 @@ START_TEST(replay_restores_states)
     ck_assert_ptr_nonnull(rel);
     ck_assert_int_eq(rel->state, JOB_READY);
     ck_assert_uint_eq(rel->pri, 3);
-    ck_assert_uint_eq(rel->releases, 1);
-    ck_assert_uint_eq(rel->reserves, 1);
+    ck_assert_uint_eq(job_counters(rel)->releases, 1);
+    ck_assert_uint_eq(job_counters(rel)->reserves, 1);
     ck_assert_uint_eq(rel->ttr, 70);
 
     kk = find(s, idkk);
     ck_assert_ptr_nonnull(kk);
     ck_assert_int_eq(kk->state, JOB_READY);
-    ck_assert_uint_eq(kk->buries, 1);
-    ck_assert_uint_eq(kk->kicks, 1);
+    ck_assert_uint_eq(job_counters(kk)->buries, 1);
+    ck_assert_uint_eq(job_counters(kk)->kicks, 1);
     ck_assert_str_eq(kk->tube->name, "gamma");
 
     kd = find(s, idkd);
     ck_assert_ptr_nonnull(kd);
     ck_assert_int_eq(kd->state, JOB_READY);
-    ck_assert_uint_eq(kd->kicks, 1);
+    ck_assert_uint_eq(job_counters(kd)->kicks, 1);
     ck_assert_uint_eq(kd->body_size, 14);
 
     /* Counts and containers agree with the states. */
@@ -643,7 +650,7 @@ START_TEST(replay_buried_jobs)
         ck_assert_uint_eq(t->buried_ct, 3);
         ck_assert_uint_eq(s->jobs_ct.buried, 3);
         for (List *n = t->buried.next; n != &t->buried; n = n->next, k++) {
-            Job *b = container_of(n, Job, link);
+            Job *b = job_of_link(n);
             ck_assert_int_eq(b->state, JOB_BURIED);
             ck_assert(b->id == ids[1] || b->id == ids[3] || b->id == ids[5]);
         }
@@ -671,7 +678,7 @@ START_TEST(replay_delay_passed_becomes_ready)
     ck_assert_ptr_nonnull(j);
     /* Delayed with its deadline already passed; the first tick makes it
      * ready. */
-    ck_assert(j->state == JOB_READY || j->deadline <= s->now);
+    ck_assert(j->state == JOB_READY || j->ext->deadline <= s->now);
     s->now = clock_mono();
     queue_tick(s);
     ck_assert_int_eq(j->state, JOB_READY);
@@ -954,9 +961,9 @@ START_TEST(compaction_bounds_put_delete_churn)
     ck_assert_uint_eq(find(s, keep_ids[0])->body_size, sizeof bin_body);
     ck_assert(memcmp(find(s, keep_ids[0])->body, bin_body, sizeof bin_body) == 0);
     ck_assert_int_eq(find(s, keep_ids[1])->state, JOB_BURIED);
-    ck_assert_uint_eq(find(s, keep_ids[1])->buries, 1);
+    ck_assert_uint_eq(job_counters(find(s, keep_ids[1]))->buries, 1);
     ck_assert_int_eq(find(s, keep_ids[2])->state, JOB_DELAYED);
-    ck_assert_int_gt(find(s, keep_ids[2])->deadline, s->now + 86000 * NS_PER_SEC);
+    ck_assert_int_gt(find(s, keep_ids[2])->ext->deadline, s->now + 86000 * NS_PER_SEC);
     close_srv(s);
 }
 END_TEST
@@ -1000,8 +1007,8 @@ START_TEST(compaction_bounds_release_churn)
         ck_assert_ptr_nonnull(j);
         check_filled(j, 300);
         ck_assert_uint_eq(j->pri, 199);
-        ck_assert_uint_eq(j->releases, 200);
-        ck_assert_uint_eq(j->reserves, 200);
+        ck_assert_uint_eq(job_counters(j)->releases, 200);
+        ck_assert_uint_eq(job_counters(j)->reserves, 200);
     }
     close_srv(s);
 }

@@ -16,24 +16,22 @@ START_TEST(alloc_fields)
     ck_assert_uint_eq(j->id, 42);
     ck_assert_uint_eq(j->body_size, 100);
     ck_assert_ptr_null(j->tube);
-    ck_assert_ptr_null(j->owner);
-    ck_assert(!list_linked(&j->link));
+    ck_assert_ptr_null(j->ext);
     ck_assert_uint_eq(j->pri, 0);
-    ck_assert_uint_eq(j->delay, 0);
+    ck_assert_uint_eq(job_delay(j), 0);
     ck_assert_uint_eq(j->ttr, 0);
-    ck_assert_int_eq(j->deadline, 0);
     ck_assert_int_eq(j->created, 0);
-    ck_assert_uint_eq(j->reserves + j->timeouts + j->releases + j->buries +
-                          j->kicks, 0);
     ck_assert_uint_eq(j->file, 0);
     ck_assert_uint_eq(j->state, JOB_READY);
-    /* The body lives in the same allocation and is all usable (ASan
-     * checks the bounds). */
+    /* No JobExt yet: the read-only views show zeros. */
+    const JobExt *z = job_counters(j);
+    ck_assert_uint_eq(z->reserves + z->timeouts + z->releases + z->buries +
+                          z->kicks + z->delay, 0);
+    /* The body lives in the same allocation, right after the 60-byte
+     * header, and is all usable (ASan checks the bounds). */
+    ck_assert_uint_eq((size_t)(j->body - (char *)j), 60);
     memset(j->body, 'b', 100);
     ck_assert_int_eq(j->body[99], 'b');
-    /* An unlinked node can be removed harmlessly. */
-    list_remove(&j->link);
-    ck_assert(!list_linked(&j->link));
     job_free(j);
 
     j = job_alloc(UINT64_MAX, 0);
@@ -41,6 +39,60 @@ START_TEST(alloc_fields)
     ck_assert_uint_eq(j->id, UINT64_MAX);
     job_free(j);
     job_free(NULL);
+}
+END_TEST
+
+/* The JobExt comes on first need, zeroed and linked back to its job, and
+ * stays: a second call returns the same one. */
+START_TEST(ext_on_demand)
+{
+    Job *j = job_alloc(7, 3);
+    JobExt *e;
+
+    ck_assert_ptr_nonnull(j);
+    e = job_ext_get(j);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_ptr_eq(j->ext, e);
+    ck_assert_ptr_eq(e->job, j);
+    ck_assert_ptr_null(e->owner);
+    ck_assert(!list_linked(&e->link));
+    ck_assert_uint_eq(e->reserves + e->timeouts + e->releases + e->buries +
+                          e->kicks + e->delay, 0);
+    ck_assert_int_eq(e->deadline, 0);
+    e->delay = 9;
+    e->kicks = 2;
+    ck_assert_uint_eq(job_delay(j), 9);
+    ck_assert_uint_eq(job_counters(j)->kicks, 2);
+    ck_assert_ptr_eq(job_ext_get(j), e);
+    /* job_of_link() finds the job from the list node. */
+    List l;
+    list_init(&l);
+    list_insert_tail(&l, &e->link);
+    ck_assert_ptr_eq(job_of_link(list_first(&l)), j);
+    list_remove(&e->link);
+    ck_assert(!list_linked(&e->link));
+    job_free(j); /* frees e too (LSan would tell) */
+
+    /* Out of memory: NULL and the job is unchanged. */
+    j = job_alloc(8, 0);
+    ck_assert_ptr_nonnull(j);
+    alloc_fail_after(1);
+    ck_assert_ptr_null(job_ext_get(j));
+    alloc_fail_after(0);
+    ck_assert_ptr_null(j->ext);
+    job_free(j);
+}
+END_TEST
+
+/* job_cost() is what the slab charges: the header, the body, rounded to
+ * 8 bytes and no more. */
+START_TEST(cost)
+{
+    ck_assert_uint_eq(job_cost(100), 160);
+    ck_assert_uint_eq(job_cost(0), 64);
+    ck_assert_uint_eq(job_cost(4), 64);
+    ck_assert_uint_eq(job_cost(5), 72);
+    ck_assert_uint_ge(job_cost(1 << 20), (1 << 20) + 60);
 }
 END_TEST
 
@@ -82,7 +134,9 @@ START_TEST(table_find_remove)
         job_table_insert(&table, jobs[i]);
     }
     ck_assert_uint_eq(table.len, N);
-    ck_assert_uint_ge(table.nbuckets, N);
+    /* Load 2: at most two jobs a bucket on average, at least half. */
+    ck_assert_uint_ge(table.nbuckets * 2, N);
+    ck_assert_uint_le(table.nbuckets, N);
     for (size_t i = 0; i < N; i++)
         REQ_PEQ(job_table_find(&table, i + 1), jobs[i]);
     ck_assert_ptr_null(job_table_find(&table, 0));
@@ -152,17 +206,20 @@ START_TEST(ready_less)
     ck_assert(!job_ready_less(&d, &a));
     /* Strict: nothing is less than itself. */
     ck_assert(!job_ready_less(&a, &a));
-    /* The deadline does not matter here. */
-    a.deadline = 100;
-    b.deadline = 1;
+    /* The deadline does not matter here (a ready job may have none). */
+    JobExt ea = {.deadline = 100}, eb = {.deadline = 1};
+    a.ext = &ea;
+    b.ext = &eb;
     ck_assert(job_ready_less(&a, &b));
 }
 END_TEST
 
 START_TEST(deadline_less)
 {
-    Job a = {.id = 1, .deadline = 100}, b = {.id = 2, .deadline = 100},
-        c = {.id = 3, .deadline = -5}, d = {.id = 0, .deadline = INT64_MAX};
+    JobExt ea = {.deadline = 100}, eb = {.deadline = 100}, ec = {.deadline = -5},
+           ed = {.deadline = INT64_MAX};
+    Job a = {.id = 1, .ext = &ea}, b = {.id = 2, .ext = &eb}, c = {.id = 3, .ext = &ec},
+        d = {.id = 0, .ext = &ed};
 
     ck_assert(job_deadline_less(&c, &a));
     ck_assert(!job_deadline_less(&a, &c));
@@ -191,8 +248,8 @@ static int deadline_cmp(const void *x, const void *y)
 {
     const Job *a = *(Job *const *)x, *b = *(Job *const *)y;
 
-    if (a->deadline != b->deadline)
-        return a->deadline < b->deadline ? -1 : 1;
+    if (a->ext->deadline != b->ext->deadline)
+        return a->ext->deadline < b->ext->deadline ? -1 : 1;
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
@@ -213,7 +270,8 @@ static void heap_order(int by_deadline, uint64_t seed)
         /* Ids shuffled against insertion order; few distinct keys. */
         jobs[i] = job_alloc((i * 7919) % N + 1, 0);
         jobs[i]->pri = (uint32_t)rng_below(&r, 8) * 1000;
-        jobs[i]->deadline = (int64_t)rng_below(&r, 8) - 4;
+        REQUIRE(job_ext_get(jobs[i]) != NULL);
+        jobs[i]->ext->deadline = (int64_t)rng_below(&r, 8) - 4;
         ref[i] = jobs[i];
         REQ_IEQ(heap_insert(&h, jobs[i]), 0);
     }
@@ -259,6 +317,8 @@ static Suite *job_suite(void)
 
     tcase_add_test(tc, alloc_fields);
     tcase_add_test(tc, alloc_failure);
+    tcase_add_test(tc, ext_on_demand);
+    tcase_add_test(tc, cost);
     tcase_add_test(tc, state_names);
     suite_add_tcase(s, tc);
 

@@ -212,7 +212,8 @@ START_TEST(tube_document)
         ck_assert_int_eq(heap_insert(&t->ready, ready[i]), 0);
     }
     delayed = job_in(&s, t, 6);
-    delayed->deadline = s.now + 50 * SEC;
+    ck_assert_ptr_nonnull(job_ext_get(delayed));
+    delayed->ext->deadline = s.now + 50 * SEC;
     ck_assert_int_eq(heap_insert(&t->delay, delayed), 0);
     t->urgent_ct = 2;
     t->reserved_ct = 3;
@@ -337,14 +338,16 @@ START_TEST(job_document)
     j->state = JOB_RESERVED;
     j->pri = 7;
     j->created = s.now - 5 * SEC - 9 * SEC / 10;  /* age 5.9 s */
-    j->deadline = s.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
-    j->delay = 3;
+    JobExt *e = job_ext_get(j);
+    ck_assert_ptr_nonnull(e);
+    e->deadline = s.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
+    e->delay = 3;
     j->ttr = 60;
-    j->reserves = 1;
-    j->timeouts = 2;
-    j->releases = 3;
-    j->buries = 4;
-    j->kicks = 5;
+    e->reserves = 1;
+    e->timeouts = 2;
+    e->releases = 3;
+    e->buries = 4;
+    e->kicks = 5;
 
     stats_job(&s, j, &b);
     doc_is(&b, "---\n"
@@ -388,7 +391,7 @@ START_TEST(job_document)
 
     /* A deadline already passed shows 0, not a negative number. */
     j->state = JOB_RESERVED;
-    s.now = j->deadline + 2 * SEC;
+    s.now = j->ext->deadline + 2 * SEC;
     buf_free(&b);
     stats_job(&s, j, &b);
     parse_doc(&b, &d);
@@ -398,10 +401,10 @@ START_TEST(job_document)
     /* Extremes of every number. */
     j->id = UINT64_MAX;
     j->pri = UINT32_MAX;
-    j->delay = UINT32_MAX;
+    j->ext->delay = UINT32_MAX;
     j->ttr = UINT32_MAX;
     j->file = 12;
-    j->kicks = UINT32_MAX;
+    j->ext->kicks = UINT32_MAX;
     buf_free(&b);
     stats_job(&s, j, &b);
     parse_doc(&b, &d);

@@ -287,7 +287,8 @@ static Job *delayed_job(Tube *t, uint64_t id, int64_t deadline)
 
     ck_assert_ptr_nonnull(j);
     j->tube = t;
-    j->deadline = deadline;
+    ck_assert_ptr_nonnull(job_ext_get(j));
+    j->ext->deadline = deadline;
     j->state = JOB_DELAYED;
     ck_assert_int_eq(heap_insert(&t->delay, j), 0);
     return j;
@@ -490,8 +491,8 @@ START_TEST(timer_random)
         for (int k = 0; k < NT; k++) {
             int64_t due = INT64_MAX;
             for (size_t m = 0; m < njobs[k]; m++)
-                if (jobs[k][m]->deadline < due)
-                    due = jobs[k][m]->deadline;
+                if (jobs[k][m]->ext->deadline < due)
+                    due = jobs[k][m]->ext->deadline;
             if (t[k]->pause && t[k]->unpause_at < due)
                 due = t[k]->unpause_at;
             REQ_IEQ(t[k]->timer_at, due);

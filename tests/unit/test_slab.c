@@ -1,0 +1,231 @@
+/*
+ * Unit tests: the slab allocator (src/slab.c).
+ *
+ * The sanitizer build turns slab_alloc() into plain malloc so ASan watches
+ * every job; this test wants the real allocator checked under ASan and
+ * UBSan too, so it compiles its own copy of it whatever the build says.
+ */
+#undef TUBED_SLAB_MALLOC
+#include "slab.c"
+
+#include <string.h>
+
+#include "unit.h"
+
+/* Live objects with the byte each was filled with, to catch overlap. */
+typedef struct Obj {
+    unsigned char *p;
+    size_t n;
+    unsigned char fill;
+} Obj;
+
+static void fill(Obj *o, unsigned char b)
+{
+    o->fill = b;
+    memset(o->p, b, o->n);
+}
+
+static void check(const Obj *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        REQUIRE_MSG(o->p[i] == o->fill, "object %p byte %zu is %u, not %u",
+                    (void *)o->p, i, o->p[i], o->fill);
+}
+
+START_TEST(rounding_and_cost)
+{
+    ck_assert_uint_eq(slab_cost(0), 8);
+    ck_assert_uint_eq(slab_cost(1), 8);
+    ck_assert_uint_eq(slab_cost(8), 8);
+    ck_assert_uint_eq(slab_cost(9), 16);
+    ck_assert_uint_eq(slab_cost(160), 160);
+    ck_assert_uint_eq(slab_cost(SLAB_MAX), SLAB_MAX);
+    /* Past SLAB_MAX it is malloc's: at least the request and a size word. */
+    ck_assert_uint_ge(slab_cost(SLAB_MAX + 1), SLAB_MAX + 9);
+    ck_assert_uint_eq(slab_cost(SLAB_MAX + 1) % 16, 0);
+}
+END_TEST
+
+/* Objects are 8-aligned, writable in full, and packed: a class's objects
+ * sit exactly size bytes apart with no header between them. */
+START_TEST(aligned_and_packed)
+{
+    size_t sizes[] = {1, 8, 60, 157, 160, 1000, SLAB_MAX};
+
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        unsigned char *a = slab_alloc(sizes[k]), *b = slab_alloc(sizes[k]);
+
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_uint_eq((uintptr_t)a % 8, 0);
+        ck_assert_uint_eq((size_t)(b - a), slab_cost(sizes[k]));
+        memset(a, 0xaa, sizes[k]);
+        memset(b, 0xbb, sizes[k]);
+        ck_assert_uint_eq(a[sizes[k] - 1], 0xaa);
+        slab_free(a, sizes[k]);
+        slab_free(b, sizes[k]);
+    }
+}
+END_TEST
+
+/* A freed object is the next one handed out of its size (no page grows
+ * while there are holes). */
+START_TEST(reuse)
+{
+    void *a = slab_alloc(100), *b = slab_alloc(100);
+
+    slab_free(a, 100);
+    ck_assert_ptr_eq(slab_alloc(100), a);
+    slab_free(a, 100);
+    slab_free(b, 100);
+}
+END_TEST
+
+START_TEST(large_goes_to_malloc)
+{
+    size_t n = SLAB_MAX + 1;
+    unsigned char *p = slab_alloc(n);
+    SlabStats before = slab_stats();
+
+    ck_assert_ptr_nonnull(p);
+    memset(p, 1, n);
+    ck_assert_uint_eq(slab_stats().pages, before.pages);
+    slab_free(p, n);
+    slab_free(NULL, 10);
+}
+END_TEST
+
+START_TEST(injected_failure)
+{
+    alloc_fail_after(1);
+    ck_assert_ptr_null(slab_alloc(24));
+    ck_assert_uint_eq(alloc_failures() > 0, 1);
+    void *p = slab_alloc(24);
+    ck_assert_ptr_nonnull(p);
+    slab_free(p, 24);
+}
+END_TEST
+
+/* Memory follows the live count: 40 pages' worth of one size, freed, leave
+ * at most the one spare page of that size, and its arena goes back. */
+START_TEST(pages_go_back)
+{
+    enum { N = 40 * (int)(PAGE_SIZE / 160) };
+    void **v = calloc(N, sizeof *v);
+    SlabStats base = slab_stats(), full;
+
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(v[i] = slab_alloc(160));
+    full = slab_stats();
+    ck_assert_uint_ge(full.pages, base.pages + 40);
+    ck_assert_uint_le(full.pages, base.pages + 42);
+    for (int i = 0; i < N; i++)
+        slab_free(v[i], 160);
+    ck_assert_uint_le(slab_stats().pages, base.pages + 1);
+    ck_assert_uint_le(slab_stats().arenas, base.arenas + 1);
+    free(v);
+}
+END_TEST
+
+/* More than one arena's worth (64 pages), freed in FIFO order as a queue
+ * drains: every arena but the one holding the spare is unmapped. */
+START_TEST(arenas_unmapped)
+{
+    enum { N = 150 * (int)(PAGE_SIZE / 2048) };
+    void **v = calloc(N, sizeof *v);
+    SlabStats base = slab_stats();
+
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(v[i] = slab_alloc(2048));
+    ck_assert_uint_ge(slab_stats().arenas, base.arenas + 3);
+    for (int i = 0; i < N; i++)
+        slab_free(v[i], 2048);
+    ck_assert_uint_le(slab_stats().arenas, base.arenas + 1);
+    free(v);
+}
+END_TEST
+
+/* A queue hovering at a page boundary keeps its spare page: allocating
+ * and freeing one object there does not map and unmap pages. */
+START_TEST(spare_page_hysteresis)
+{
+    enum { PER = (int)((PAGE_SIZE - PAGE_HEAD) / 64) };
+    void **v = calloc(PER + 1, sizeof *v);
+    size_t pages;
+
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < PER; i++)
+        v[i] = slab_alloc(64);
+    pages = slab_stats().pages;
+    for (int k = 0; k < 100; k++) {
+        v[PER] = slab_alloc(64);
+        ck_assert_uint_le(slab_stats().pages, pages + 1);
+        slab_free(v[PER], 64);
+        ck_assert_uint_le(slab_stats().pages, pages + 1);
+        ck_assert_uint_ge(slab_stats().pages, pages);
+    }
+    for (int i = 0; i < PER; i++)
+        slab_free(v[i], 64);
+    free(v);
+}
+END_TEST
+
+/* Random allocations and frees of random sizes: no two live objects
+ * overlap (each keeps its fill), and all is given back at the end. */
+START_TEST(random_churn)
+{
+    enum { LIVE = 4000, STEPS = 200000 };
+    Obj *objs = calloc(LIVE, sizeof *objs);
+    SlabStats base = slab_stats();
+    Rng r;
+
+    ck_assert_ptr_nonnull(objs);
+    rng_seed(&r, 7 + (uint64_t)_i);
+    for (int step = 0; step < STEPS; step++) {
+        Obj *o = &objs[rng_below(&r, LIVE)];
+
+        if (o->p) {
+            check(o);
+            slab_free(o->p, o->n);
+            o->p = NULL;
+            continue;
+        }
+        /* Mostly small, some near and past SLAB_MAX. */
+        o->n = rng_below(&r, 8) ? rng_below(&r, 300) : rng_below(&r, SLAB_MAX + 200);
+        o->p = slab_alloc(o->n);
+        REQUIRE(o->p != NULL);
+        fill(o, (unsigned char)(step & 0xff));
+    }
+    for (int i = 0; i < LIVE; i++) {
+        if (objs[i].p) {
+            check(&objs[i]);
+            slab_free(objs[i].p, objs[i].n);
+        }
+    }
+    /* Only spare pages remain: at most one per size class. */
+    ck_assert_uint_le(slab_stats().pages, base.pages + NCLASSES);
+    free(objs);
+}
+END_TEST
+
+static Suite *slab_suite(void)
+{
+    Suite *s = suite_create("slab");
+    TCase *tc = unit_tcase("slab");
+
+    tcase_add_test(tc, rounding_and_cost);
+    tcase_add_test(tc, aligned_and_packed);
+    tcase_add_test(tc, reuse);
+    tcase_add_test(tc, large_goes_to_malloc);
+    tcase_add_test(tc, injected_failure);
+    tcase_add_test(tc, pages_go_back);
+    tcase_add_test(tc, arenas_unmapped);
+    tcase_add_test(tc, spare_page_hysteresis);
+    tcase_add_loop_test(tc, random_churn, 0, 3);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(slab_suite)
