@@ -47,7 +47,9 @@ typedef struct Page {
 _Static_assert(sizeof(Page) <= PAGE_HEAD, "page head too big");
 
 /* 64 pages in one mapping, aligned to PAGE_SIZE so an object finds its
- * page by masking its address. */
+ * page by masking its address. The mapping is a page longer than the 64
+ * to leave room for that alignment; this header lives in what is left
+ * after them (at least 4 KiB, as mmap aligns to 4 KiB). */
 struct Arena {
     List link;          /* arenas with unused pages */
     char *base;
@@ -55,6 +57,8 @@ struct Arena {
     size_t map_len;
     uint64_t unused;    /* bit i: page i holds nothing and is not resident */
 };
+
+_Static_assert(sizeof(Arena) <= 4096, "arena head must fit the slack");
 
 typedef struct Class {
     List partial;       /* pages with free slots; kept empty if never used */
@@ -86,20 +90,18 @@ static int page_full(const Page *p)
 
 static Arena *arena_new(void)
 {
-    Arena *a = tb_malloc(sizeof *a);
     size_t len = ARENA_SIZE + PAGE_SIZE;
-    char *m;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *base;
+    Arena *a;
 
-    if (!a)
+    if (m == MAP_FAILED)
         return NULL;
-    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        tb_free(a);
-        return NULL;
-    }
+    base = (char *)(((uintptr_t)m + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1));
+    a = (Arena *)(base + ARENA_SIZE);
     a->map = m;
     a->map_len = len;
-    a->base = (char *)(((uintptr_t)m + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1));
+    a->base = base;
     a->unused = ~(uint64_t)0;
     list_insert_tail(&free_arenas, &a->link);
     narenas++;
@@ -142,9 +144,8 @@ static void page_release(Page *p)
     a->unused |= (uint64_t)1 << i;
     if (a->unused == ~(uint64_t)0) {
         list_remove(&a->link);
-        munmap(a->map, a->map_len);
-        tb_free(a);
         narenas--;
+        munmap(a->map, a->map_len); /* a itself is in there */
         return;
     }
     /* Only a hint: if it fails the page just stays resident. */
