@@ -42,6 +42,8 @@ typedef struct Replay {
 
 static void hash_pending(Replay *rp)
 {
+    if (rp->hashed == rp->norder)
+        return;
     job_table_insert_all(&rp->s->jobs, rp->order + rp->hashed, rp->norder - rp->hashed);
     rp->hashed = rp->norder;
 }

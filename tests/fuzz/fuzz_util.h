@@ -148,6 +148,10 @@ static void fz_count_job(HashNode *n, void *arg)
     FZ_CHECK(job_table_find(&c->s->jobs, j->id) == j, "job %llu not found by id",
              (unsigned long long)j->id);
     c->tube_jobs[p]++;
+    FZ_CHECK(j->state == JOB_READY || (j->ext && j->ext->job == j),
+             "job %llu in state %d without its JobExt", (unsigned long long)j->id, j->state);
+    FZ_CHECK(!j->ext || j->ext->job == j, "job %llu: JobExt of another job",
+             (unsigned long long)j->id);
     switch (j->state) {
     case JOB_READY:
         FZ_CHECK(j->heap_pos < t->ready.len && t->ready.items[j->heap_pos] == j,
@@ -168,13 +172,14 @@ static void fz_count_job(HashNode *n, void *arg)
     case JOB_RESERVED:
         FZ_CHECK(j->heap_pos < c->s->ttr.len && c->s->ttr.items[j->heap_pos] == j,
                  "reserved job %llu not in the TTR heap", (unsigned long long)j->id);
-        FZ_CHECK(j->owner && !(j->owner->flags & CONN_DEAD) && list_linked(&j->link),
+        FZ_CHECK(j->ext->owner && !(j->ext->owner->flags & CONN_DEAD) &&
+                     list_linked(&j->ext->link),
                  "reserved job %llu without a live owner", (unsigned long long)j->id);
         c->reserved++;
         c->tube_reserved[p]++;
         break;
     case JOB_BURIED:
-        FZ_CHECK(list_linked(&j->link), "buried job %llu not in a list",
+        FZ_CHECK(list_linked(&j->ext->link), "buried job %llu not in a list",
                  (unsigned long long)j->id);
         c->buried++;
         c->tube_buried[p]++;
@@ -306,7 +311,7 @@ static inline void fz_check_server(const Server *s)
                  (unsigned long long)t->urgent_ct, (unsigned long long)c.tube_urgent[i]);
         FZ_CHECK(fz_list_len(&t->waiting) == t->waiting_ct, "tube %s: waiting_ct", t->name);
         if (top)
-            due = top->deadline;
+            due = top->ext->deadline;
         if (t->pause && t->unpause_at < due)
             due = t->unpause_at;
         FZ_CHECK(t->timer_at == due, "tube %s: timer_at %lld, due %lld", t->name,
