@@ -102,8 +102,7 @@ void cmd_put_body_done(Conn *c)
     }
     binlog_put(s, j);
     binlog_hold_reply(s, c);
-    conn_replyf(c, "%s %llu\r\n", r < 0 ? "BURIED" : "INSERTED",
-                (unsigned long long)j->id);
+    conn_reply_id(c, r < 0 ? "BURIED" : "INSERTED", j->id);
 }
 
 static Tube *tube_for(Conn *c, const Cmd *cmd)

@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "cmd.h"
 #include "log.h"
+#include "numparse.h"
 #include "parse.h"
 #include "queue.h"
 #include "reserve.h"
@@ -211,13 +212,37 @@ static void reply_with_body(Conn *c, const char *head, size_t hlen,
     mark_pending(c);
 }
 
+/* "WORD <a>[ <b>]\r\n" into head (64 bytes; words are short literals). */
+static size_t reply_head(char *head, const char *word, uint64_t a, const uint64_t *b)
+{
+    size_t n = strlen(word);
+
+    memcpy(head, word, n);
+    head[n++] = ' ';
+    n += fmt_u64(head + n, a);
+    if (b) {
+        head[n++] = ' ';
+        n += fmt_u64(head + n, *b);
+    }
+    head[n++] = '\r';
+    head[n++] = '\n';
+    return n;
+}
+
 void conn_reply_job(Conn *c, const char *word, const Job *j)
 {
     char head[64];
-    int n = snprintf(head, sizeof head, "%s %llu %u\r\n", word,
-                     (unsigned long long)j->id, j->body_size);
+    uint64_t size = j->body_size;
+    size_t n = reply_head(head, word, j->id, &size);
 
-    reply_with_body(c, head, (size_t)n, j->body, j->body_size);
+    reply_with_body(c, head, n, j->body, j->body_size);
+}
+
+void conn_reply_id(Conn *c, const char *word, uint64_t id)
+{
+    char head[64];
+
+    conn_reply(c, head, reply_head(head, word, id, NULL));
 }
 
 void conn_reply_data(Conn *c, const Buf *data)

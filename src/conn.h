@@ -120,6 +120,8 @@ void conn_replyf(Conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* "WORD <id> <bytes>\r\n<body>\r\n" */
 void conn_reply_job(Conn *c, const char *word, const Job *j);
+/* "WORD <id>\r\n" (INSERTED, BURIED), without printf. */
+void conn_reply_id(Conn *c, const char *word, uint64_t id);
 /* "OK <bytes>\r\n<data>\r\n" */
 void conn_reply_data(Conn *c, const Buf *data);
 

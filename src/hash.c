@@ -58,6 +58,10 @@ static void rehash(Hash *h, size_t nbuckets)
         return; /* keep the old array: slower chains, still correct */
     for (size_t i = 0; i < h->nbuckets; i++) {
         HashNode *n = h->buckets[i];
+        /* Moving a chain means reading each element, which is cold when
+         * the table is big: fetch a chain head a few buckets ahead. */
+        if (i + 8 < h->nbuckets && h->buckets[i + 8])
+            __builtin_prefetch(h->buckets[i + 8]);
         while (n) {
             HashNode *next = n->next;
             size_t b = h->node_hash(n) & (nbuckets - 1);

@@ -34,3 +34,17 @@ int parse_u64_str(const char *s, uint64_t *out)
 {
     return parse_u64(s, strlen(s), out);
 }
+
+size_t fmt_u64(char *dst, uint64_t v)
+{
+    char tmp[FMT_U64_MAX];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = tmp[n - 1 - i];
+    return n;
+}

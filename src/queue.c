@@ -120,8 +120,12 @@ Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
         s->job_bytes + job_cost(body_size) > s->cfg.job_memory)
         return NULL;
     j = job_alloc(id, body_size);
-    if (j)
-        s->job_bytes += job_cost(body_size);
+    if (!j)
+        return NULL;
+    s->job_bytes += job_cost(body_size);
+    /* The job goes in the table once its body is in: fetch its bucket now
+     * so that insert does not wait on memory. */
+    hash_prefetch(&s->jobs, hash_u64(id));
     return j;
 }
 

@@ -212,6 +212,30 @@ START_TEST(random_against_strtoull)
 }
 END_TEST
 
+/* fmt_u64 writes what printf writes, and parse_u64 reads it back. */
+START_TEST(format_round_trip)
+{
+    uint64_t fixed[] = {0, 1, 9, 10, 99, 100, 4294967295ULL, 4294967296ULL,
+                        999999999999999999ULL, 10000000000000000000ULL, UINT64_MAX};
+    char got[FMT_U64_MAX + 1], want[32];
+    Rng r;
+
+    rng_seed(&r, 99);
+    for (int i = 0; i < 100000; i++) {
+        uint64_t v = i < (int)(sizeof fixed / sizeof *fixed) ? fixed[i]
+                                                               : rng_next(&r) >> rng_below(&r, 64);
+        size_t n = fmt_u64(got, v);
+        uint64_t back;
+
+        snprintf(want, sizeof want, "%" PRIu64, v);
+        REQ_UEQ(n, strlen(want));
+        REQUIRE_MSG(memcmp(got, want, n) == 0, "fmt_u64(%s) wrote %.*s", want, (int)n, got);
+        REQ_IEQ(parse_u64(got, n, &back), 0);
+        REQ_UEQ(back, v);
+    }
+}
+END_TEST
+
 static Suite *numparse_suite(void)
 {
     Suite *s = suite_create("numparse");
@@ -225,6 +249,7 @@ static Suite *numparse_suite(void)
     tcase_add_test(tc, u32_invalid);
     tcase_add_test(tc, str_variant);
     tcase_add_test(tc, random_against_strtoull);
+    tcase_add_test(tc, format_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }
