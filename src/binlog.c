@@ -60,9 +60,17 @@ static uint64_t del_room(uint64_t free)
     return free - free % DEL;
 }
 
-static int64_t wall_of(const Server *s, int64_t mono)
+/* A monotonic time as realtime, for the log. s->now is fixed for a loop
+ * iteration, so the realtime is read once per iteration, not per record. */
+static int64_t wall_of(Server *s, int64_t mono)
 {
-    return clock_wall() + (mono - s->now);
+    Binlog *b = &s->binlog;
+
+    if (b->wall_mono != s->now || !b->wall_cache) {
+        b->wall_cache = clock_wall();
+        b->wall_mono = s->now;
+    }
+    return b->wall_cache + (mono - s->now);
 }
 
 /* A logged realtime on the monotonic clock. Values come from disk, so the
@@ -83,7 +91,7 @@ int64_t bl_mono_of(const Server *s, int64_t wall, int64_t now)
 }
 
 /* The durable view of a job: a reserved job is logged as ready. */
-static void job_record(const Server *s, const Job *j, BlRecord *r, int type)
+static void job_record(Server *s, const Job *j, BlRecord *r, int type)
 {
     const JobExt *e = job_counters(j);
 

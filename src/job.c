@@ -74,7 +74,7 @@ const char *job_state_name(JobState s)
 
 static uint64_t job_node_hash(const HashNode *n)
 {
-    return hash_u64(container_of(n, Job, hnode)->id);
+    return job_id_hash(container_of(n, Job, hnode)->id);
 }
 
 static int job_id_eq(const HashNode *n, const void *key)
@@ -109,7 +109,7 @@ void job_table_insert_all(Hash *table, Job *const *jobs, size_t n)
     hash_reserve(table, table->len + n);
     for (size_t i = 0; i < n; i++) {
         if (i + AHEAD < n && jobs[i + AHEAD])
-            hash_prefetch(table, hash_u64(jobs[i + AHEAD]->id));
+            hash_prefetch(table, job_id_hash(jobs[i + AHEAD]->id));
         if (jobs[i])
             hash_insert(table, &jobs[i]->hnode);
     }
@@ -117,7 +117,7 @@ void job_table_insert_all(Hash *table, Job *const *jobs, size_t n)
 
 Job *job_table_find(const Hash *table, uint64_t id)
 {
-    HashNode *n = hash_find(table, hash_u64(id), job_id_eq, &id);
+    HashNode *n = hash_find(table, job_id_hash(id), job_id_eq, &id);
 
     return n ? container_of(n, Job, hnode) : NULL;
 }

@@ -125,7 +125,7 @@ Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
     s->job_bytes += job_cost(body_size);
     /* The job goes in the table once its body is in: fetch its bucket now
      * so that insert does not wait on memory. */
-    hash_prefetch(&s->jobs, hash_u64(id));
+    hash_prefetch(&s->jobs, job_id_hash(id));
     return j;
 }
 

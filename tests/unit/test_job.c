@@ -190,6 +190,66 @@ START_TEST(table_sparse_ids)
 }
 END_TEST
 
+/* The id hash keeps runs of ids together but must still spread any
+ * pattern of live ids over the buckets: sequential ids, ids spaced by a
+ * stride (one tube of many that fills while the others drain), and
+ * random gaps. The longest chain stays short and few buckets sit empty. */
+static void check_spread(uint64_t first, uint64_t stride, int random_gaps)
+{
+    enum { N = 65536 };
+    Job **jobs = calloc(N, sizeof *jobs);
+    Hash table;
+    uint64_t id = first;
+    size_t longest = 0, empty = 0;
+    Rng r;
+
+    REQUIRE(jobs != NULL);
+    rng_seed(&r, stride);
+    ck_assert_int_eq(job_table_init(&table), 0);
+    for (size_t i = 0; i < N; i++) {
+        jobs[i] = job_alloc(id, 0);
+        REQUIRE(jobs[i] != NULL);
+        job_table_insert(&table, jobs[i]);
+        id += random_gaps ? 1 + rng_below(&r, 2 * stride) : stride;
+    }
+    for (size_t b = 0; b < table.nbuckets; b++) {
+        size_t n = 0;
+        for (HashNode *x = table.buckets[b]; x; x = x->next)
+            n++;
+        longest = n > longest ? n : longest;
+        empty += n == 0;
+    }
+    /* Load 2 over 32768 buckets: a uniform spread leaves about e^-2 (14%)
+     * empty, with chains of about a dozen at the most. */
+    REQUIRE_MSG(longest <= 16, "stride %llu: a chain of %zu", (unsigned long long)stride, longest);
+    REQUIRE_MSG(empty * 4 < table.nbuckets, "stride %llu: %zu of %zu buckets empty",
+                (unsigned long long)stride, empty, table.nbuckets);
+    for (size_t i = 0; i < N; i++)
+        REQ_PEQ(job_table_find(&table, jobs[i]->id), jobs[i]);
+    for (size_t i = 0; i < N; i++) {
+        job_table_remove(&table, jobs[i]);
+        job_free(jobs[i]);
+    }
+    hash_free(&table);
+    free(jobs);
+}
+
+START_TEST(id_hash_spreads)
+{
+    uint64_t strides[] = {1, 2, 3, 7, 8, 16, 64, 1000, 4096, 1 << 20};
+
+    for (size_t i = 0; i < sizeof strides / sizeof *strides; i++) {
+        check_spread(1, strides[i], 0);
+        check_spread(1000003, strides[i], 1);
+    }
+    /* Eight consecutive ids share one 64-byte line of buckets. */
+    uint64_t line = job_id_hash(800) >> 3;
+    for (uint64_t k = 801; k < 808; k++)
+        ck_assert_uint_eq(job_id_hash(k) >> 3, line);
+    ck_assert_uint_ne(job_id_hash(808) >> 3, line);
+}
+END_TEST
+
 START_TEST(ready_less)
 {
     Job a = {.id = 1, .pri = 10}, b = {.id = 2, .pri = 10},
@@ -325,6 +385,7 @@ static Suite *job_suite(void)
     tc = unit_tcase("table");
     tcase_add_test(tc, table_find_remove);
     tcase_add_test(tc, table_sparse_ids);
+    tcase_add_test(tc, id_hash_spreads);
     suite_add_tcase(s, tc);
 
     tc = unit_tcase("order");
