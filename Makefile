@@ -68,7 +68,8 @@ $(BUILD)/libtubed.a: $(LIB_OBJ)
 $(BUILD)/tubed: $(BUILD)/obj/main.o $(BUILD)/libtubed.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
-$(BUILD)/tubed-bench: $(BENCH_OBJ)
+# tubed-bench shares the server's number parsing and formatting.
+$(BUILD)/tubed-bench: $(BENCH_OBJ) $(BUILD)/obj/numparse.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lm
 
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) | $(BUILD)/unit

@@ -4,37 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Writes v in decimal at p, returns the length.  Hand-rolled because
- * snprintf would dominate the client's cost for `delete <id>`. */
-static size_t u64_to_dec(char *p, uint64_t v)
-{
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
-	return n;
-}
+#include "../numparse.h"
 
-/* Parses a plain decimal (no sign, no junk) from p[0, n). */
+/* Numbers both ways with the server's own strict routines (numparse.c,
+ * linked in): the same rules on both sides of the wire, and no snprintf
+ * in the client's hot path. */
 static bool dec_to_u64(const char *p, size_t n, uint64_t *v)
 {
-	if (n == 0 || n > 20)
-		return false;
-	uint64_t x = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return false;
-		uint64_t d = (uint64_t)(p[i] - '0');
-		if (x > (UINT64_MAX - d) / 10)
-			return false;
-		x = x * 10 + d;
-	}
-	*v = x;
-	return true;
+	return parse_u64(p, n, v) == 0;
 }
 
 static bool starts_with(const char *p, size_t n, const char *prefix)
@@ -114,7 +91,7 @@ void proto_line_u64(struct buf *out, const char *cmd, uint64_t v)
 	char *p = buf_space(out, k + 24);
 	memcpy(p, cmd, k);
 	p[k++] = ' ';
-	k += u64_to_dec(p + k, v);
+	k += fmt_u64(p + k, v);
 	p[k++] = '\r';
 	p[k++] = '\n';
 	out->len += k;

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 
-from harness import Skip, check, eq, no_server
+from harness import Skip, _free_port, check, eq, no_server
 
 
 def bench_binary(binary):
@@ -188,8 +188,4 @@ def test_bench_fails_on_unexpected_replies(binary):
 
 @no_server
 def test_bench_fails_when_nothing_listens(binary):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    run_bench(binary, port, "-w", "put", "-n", 10, expect_rc=1)
+    run_bench(binary, _free_port(), "-w", "put", "-n", 10, expect_rc=1)
