@@ -93,7 +93,7 @@ int64_t bl_mono_of(const Server *s, int64_t wall, int64_t now)
 /* The durable view of a job: a reserved job is logged as ready. */
 static void job_record(Server *s, const Job *j, BlRecord *r, int type)
 {
-    const JobExt *e = job_counters(j);
+    const JobExt *e = job_ext_view(j);
 
     memset(r, 0, sizeof *r);
     r->type = (uint8_t)type;

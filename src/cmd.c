@@ -55,13 +55,17 @@ static void do_put(Conn *c, const Cmd *cmd)
         conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
         return;
     }
-    if (cmd->delay && !job_ext_get(j)) {
-        queue_job_free(s, j);
-        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
-        return;
-    }
-    if (j->ext)
+    if (cmd->delay) {
+        if (!job_ext_get(j)) {
+            queue_job_free(s, j);
+            conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
+            return;
+        }
         j->ext->delay = cmd->delay;
+    }
+    /* The job goes in the table once its body is in: fetch its bucket now
+     * so that insert does not wait on memory. */
+    job_table_prefetch(&s->jobs, j->id);
     j->pri = cmd->pri;
     j->ttr = cmd->ttr ? cmd->ttr : 1;
     j->created = s->now;

@@ -49,12 +49,7 @@ JobExt *job_ext_get(Job *j)
     return j->ext;
 }
 
-uint32_t job_delay(const Job *j)
-{
-    return j->ext ? j->ext->delay : 0;
-}
-
-const JobExt *job_counters(const Job *j)
+const JobExt *job_ext_view(const Job *j)
 {
     static const JobExt none;
 
@@ -109,7 +104,7 @@ void job_table_insert_all(Hash *table, Job *const *jobs, size_t n)
     hash_reserve(table, table->len + n);
     for (size_t i = 0; i < n; i++) {
         if (i + AHEAD < n && jobs[i + AHEAD])
-            hash_prefetch(table, job_id_hash(jobs[i + AHEAD]->id));
+            job_table_prefetch(table, jobs[i + AHEAD]->id);
         if (jobs[i])
             hash_insert(table, &jobs[i]->hnode);
     }

@@ -71,9 +71,9 @@ void job_free(Job *j);
 /* j's JobExt, allocated (zeroed) if it has none; NULL if out of memory. */
 JobExt *job_ext_get(Job *j);
 
-/* Read-only views that need no JobExt: zero for a job that has none. */
-uint32_t job_delay(const Job *j);
-const JobExt *job_counters(const Job *j);
+/* Read-only: j's JobExt, or one of zeros (delay, deadline, counters) for a
+ * job that has none. */
+const JobExt *job_ext_view(const Job *j);
 
 /* The job whose JobExt link is n (reserved and buried lists). */
 static inline Job *job_of_link(List *n)
@@ -100,6 +100,11 @@ int job_table_init(Hash *table);
 void job_table_insert(Hash *table, Job *j);
 void job_table_remove(Hash *table, Job *j);
 Job *job_table_find(const Hash *table, uint64_t id);
+/* Hint that the job with this id is about to go in the table. */
+static inline void job_table_prefetch(const Hash *table, uint64_t id)
+{
+    hash_prefetch(table, job_id_hash(id));
+}
 /* Insert n jobs at once: the table is sized for them first and their
  * bucket misses overlap (replay inserts millions this way). */
 void job_table_insert_all(Hash *table, Job *const *jobs, size_t n);

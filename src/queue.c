@@ -120,12 +120,8 @@ Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
         s->job_bytes + job_cost(body_size) > s->cfg.job_memory)
         return NULL;
     j = job_alloc(id, body_size);
-    if (!j)
-        return NULL;
-    s->job_bytes += job_cost(body_size);
-    /* The job goes in the table once its body is in: fetch its bucket now
-     * so that insert does not wait on memory. */
-    hash_prefetch(&s->jobs, job_id_hash(id));
+    if (j)
+        s->job_bytes += job_cost(body_size);
     return j;
 }
 
@@ -142,7 +138,7 @@ int queue_add(Server *s, Job *j, Tube *t)
     j->tube = t;
     tube_ref(t);
     job_table_insert(&s->jobs, j);
-    if (queue_enqueue(s, j, job_delay(j)) == 0) {
+    if (queue_enqueue(s, j, job_ext_view(j)->delay) == 0) {
         t->total_jobs++;
         s->total_jobs++;
         return 0;

@@ -154,7 +154,7 @@ void stats_tube(const Server *s, const Tube *t, Buf *b)
 
 void stats_job(const Server *s, const Job *j, Buf *b)
 {
-    const JobExt *e = job_counters(j);
+    const JobExt *e = job_ext_view(j);
     int64_t left = 0;
 
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)

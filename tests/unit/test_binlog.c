@@ -544,7 +544,7 @@ START_TEST(replay_restores_states)
     ck_assert_int_eq(a->state, JOB_READY);
     ck_assert_uint_eq(a->pri, 5);
     ck_assert_uint_eq(a->ttr, 30);
-    ck_assert_uint_eq(job_delay(a), 0);
+    ck_assert_uint_eq(job_ext_view(a)->delay, 0);
     ck_assert_uint_eq(a->body_size, sizeof bin_body);
     ck_assert(memcmp(a->body, bin_body, sizeof bin_body) == 0);
     ck_assert_str_eq(a->tube->name, "alpha");
@@ -556,7 +556,7 @@ START_TEST(replay_restores_states)
     b = find(s, idb);
     ck_assert_ptr_nonnull(b);
     ck_assert_int_eq(b->state, JOB_DELAYED);
-    ck_assert_uint_eq(job_delay(b), 3600);
+    ck_assert_uint_eq(job_ext_view(b)->delay, 3600);
     ck_assert_uint_eq(b->pri, 7);
     ck_assert_uint_eq(b->ttr, 40);
     ck_assert_str_eq(b->tube->name, "beta");
@@ -567,7 +567,7 @@ START_TEST(replay_restores_states)
     bu = find(s, idbu);
     ck_assert_ptr_nonnull(bu);
     ck_assert_int_eq(bu->state, JOB_BURIED);
-    ck_assert_uint_eq(job_counters(bu)->buries, 1);
+    ck_assert_uint_eq(job_ext_view(bu)->buries, 1);
     ck_assert_str_eq(bu->tube->name, "default");
     ck_assert_ptr_eq(bu->tube, s->default_tube);
     ck_assert_uint_eq(bu->tube->buried_ct, 1);
@@ -583,21 +583,21 @@ START_TEST(replay_restores_states)
     ck_assert_ptr_nonnull(rel);
     ck_assert_int_eq(rel->state, JOB_READY);
     ck_assert_uint_eq(rel->pri, 3);
-    ck_assert_uint_eq(job_counters(rel)->releases, 1);
-    ck_assert_uint_eq(job_counters(rel)->reserves, 1);
+    ck_assert_uint_eq(job_ext_view(rel)->releases, 1);
+    ck_assert_uint_eq(job_ext_view(rel)->reserves, 1);
     ck_assert_uint_eq(rel->ttr, 70);
 
     kk = find(s, idkk);
     ck_assert_ptr_nonnull(kk);
     ck_assert_int_eq(kk->state, JOB_READY);
-    ck_assert_uint_eq(job_counters(kk)->buries, 1);
-    ck_assert_uint_eq(job_counters(kk)->kicks, 1);
+    ck_assert_uint_eq(job_ext_view(kk)->buries, 1);
+    ck_assert_uint_eq(job_ext_view(kk)->kicks, 1);
     ck_assert_str_eq(kk->tube->name, "gamma");
 
     kd = find(s, idkd);
     ck_assert_ptr_nonnull(kd);
     ck_assert_int_eq(kd->state, JOB_READY);
-    ck_assert_uint_eq(job_counters(kd)->kicks, 1);
+    ck_assert_uint_eq(job_ext_view(kd)->kicks, 1);
     ck_assert_uint_eq(kd->body_size, 14);
 
     /* Counts and containers agree with the states. */
@@ -961,7 +961,7 @@ START_TEST(compaction_bounds_put_delete_churn)
     ck_assert_uint_eq(find(s, keep_ids[0])->body_size, sizeof bin_body);
     ck_assert(memcmp(find(s, keep_ids[0])->body, bin_body, sizeof bin_body) == 0);
     ck_assert_int_eq(find(s, keep_ids[1])->state, JOB_BURIED);
-    ck_assert_uint_eq(job_counters(find(s, keep_ids[1]))->buries, 1);
+    ck_assert_uint_eq(job_ext_view(find(s, keep_ids[1]))->buries, 1);
     ck_assert_int_eq(find(s, keep_ids[2])->state, JOB_DELAYED);
     ck_assert_int_gt(find(s, keep_ids[2])->ext->deadline, s->now + 86000 * NS_PER_SEC);
     close_srv(s);
@@ -1007,8 +1007,8 @@ START_TEST(compaction_bounds_release_churn)
         ck_assert_ptr_nonnull(j);
         check_filled(j, 300);
         ck_assert_uint_eq(j->pri, 199);
-        ck_assert_uint_eq(job_counters(j)->releases, 200);
-        ck_assert_uint_eq(job_counters(j)->reserves, 200);
+        ck_assert_uint_eq(job_ext_view(j)->releases, 200);
+        ck_assert_uint_eq(job_ext_view(j)->reserves, 200);
     }
     close_srv(s);
 }

@@ -18,13 +18,13 @@ START_TEST(alloc_fields)
     ck_assert_ptr_null(j->tube);
     ck_assert_ptr_null(j->ext);
     ck_assert_uint_eq(j->pri, 0);
-    ck_assert_uint_eq(job_delay(j), 0);
+    ck_assert_uint_eq(job_ext_view(j)->delay, 0);
     ck_assert_uint_eq(j->ttr, 0);
     ck_assert_int_eq(j->created, 0);
     ck_assert_uint_eq(j->file, 0);
     ck_assert_uint_eq(j->state, JOB_READY);
     /* No JobExt yet: the read-only views show zeros. */
-    const JobExt *z = job_counters(j);
+    const JobExt *z = job_ext_view(j);
     ck_assert_uint_eq(z->reserves + z->timeouts + z->releases + z->buries +
                           z->kicks + z->delay, 0);
     /* The body lives in the same allocation, right after the 60-byte
@@ -61,8 +61,8 @@ START_TEST(ext_on_demand)
     ck_assert_int_eq(e->deadline, 0);
     e->delay = 9;
     e->kicks = 2;
-    ck_assert_uint_eq(job_delay(j), 9);
-    ck_assert_uint_eq(job_counters(j)->kicks, 2);
+    ck_assert_uint_eq(job_ext_view(j)->delay, 9);
+    ck_assert_uint_eq(job_ext_view(j)->kicks, 2);
     ck_assert_ptr_eq(job_ext_get(j), e);
     /* job_of_link() finds the job from the list node. */
     List l;
