@@ -34,10 +34,19 @@ endif
 CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) $(SAN_DEFS) -pthread -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL := $(SAN_FLAGS) -pthread $(LDFLAGS)
 
-LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c))
+# The layers, bottom up (doc/architecture.md): lib, config, engine, net,
+# proto/*; main.c wires them. Headers are included by bare name, so every
+# layer's directory is on the include path.
+SRC_DIRS  := src/lib src/config src/engine src/net $(sort $(dir $(wildcard src/proto/*/*.c)))
+SRC_DIRS  := $(patsubst %/,%,$(SRC_DIRS))
+INC       := $(addprefix -I,$(SRC_DIRS))
+LIB_SRC   := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
+LIB_HDR   := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
 LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(wildcard src/bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:src/bench/%.c=$(BUILD)/obj/bench/%.o)
+CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_OBJ   := $(CLI_SRC:src/cli/%.c=$(BUILD)/obj/cli/%.o)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 
@@ -52,13 +61,19 @@ DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater py
 .PHONY: all run check unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj/bench
+$(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h) | $(BUILD)/obj/bench
-	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+$(BUILD)/obj/cli/%.o: src/cli/%.c $(wildcard src/cli/*.h) $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(INC) -c -o $@ $<
 
-$(BUILD)/obj/bench $(BUILD)/unit:
+$(BUILD)/obj/%.o: src/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(INC) -c -o $@ $<
+
+$(BUILD)/unit:
 	mkdir -p $@
 
 # Built aside and renamed, so a concurrent make never links a half archive.
@@ -69,11 +84,15 @@ $(BUILD)/tubed: $(BUILD)/obj/main.o $(BUILD)/libtubed.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 # tubed-bench shares the server's number parsing and formatting.
-$(BUILD)/tubed-bench: $(BENCH_OBJ) $(BUILD)/obj/numparse.o
+$(BUILD)/tubed-bench: $(BENCH_OBJ) $(BUILD)/obj/lib/numparse.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ -lm
 
+# tubed-cli, the operator's client, links only the generic library.
+$(BUILD)/tubed-cli: $(CLI_OBJ) $(BUILD)/libtubed.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtubed.a
+
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) | $(BUILD)/unit
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Isrc -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../numparse.h"
+#include "../lib/numparse.h"
 
 /* Numbers both ways with the server's own strict routines (numparse.c,
  * linked in): the same rules on both sides of the wire, and no snprintf

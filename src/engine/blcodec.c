@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "crc32c.h"
-#include "parse.h"
+#include "names.h"
 
 /* Largest payload we will believe: a 1 GiB body plus the fixed part. */
 #define BL_MAX_PAYLOAD ((uint32_t)1073741824u + 512u)

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MAX_TUBE_NAME 200
+#include "names.h"
+
 /* Longest request line including "\r\n" (beanstalkd's LINE_BUF_SIZE). */
 #define MAX_LINE 224
 
@@ -88,8 +89,5 @@ ParseResult parse_command(const char *line, size_t len, Cmd *cmd);
 
 /* The command word as clients send it, without a trailing space. */
 const char *cmd_name(CmdType type);
-
-/* 1 if [name, name+len) is a legal tube name. */
-int tube_name_valid(const char *name, size_t len);
 
 #endif

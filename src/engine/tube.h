@@ -23,7 +23,7 @@
 #include "hash.h"
 #include "heap.h"
 #include "list.h"
-#include "parse.h"
+#include "names.h"
 
 typedef struct Tube Tube;
 struct Tube {

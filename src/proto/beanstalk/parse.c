@@ -40,24 +40,6 @@ const char *cmd_name(CmdType type)
     return trimmed[type];
 }
 
-static int name_char(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '/' ||
-           c == ';' || c == '.' || c == '$' || c == '_' || c == '(' ||
-           c == ')';
-}
-
-int tube_name_valid(const char *name, size_t len)
-{
-    if (len == 0 || len > MAX_TUBE_NAME || name[0] == '-')
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!name_char((unsigned char)name[i]))
-            return 0;
-    return 1;
-}
-
 /* A cursor over the argument part of a line. */
 typedef struct {
     const char *p, *end;
@@ -109,7 +91,7 @@ static int next_name(Args *a, Cmd *cmd)
     const char *q;
 
     skip_spaces(a);
-    for (q = a->p; q < a->end && name_char((unsigned char)*q); q++)
+    for (q = a->p; q < a->end && tube_name_char((unsigned char)*q); q++)
         ;
     if (q == a->p)
         return -1;
