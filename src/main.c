@@ -1,14 +1,17 @@
 /*
  * main.c — tubed: a work-queue server speaking the beanstalk protocol.
  *
- * Startup order matters: parse flags, bind the sockets (which may need
- * root), drop privileges, then serve.
+ * main wires the layers: the server (event loop, engine, connections),
+ * and the front-ends it listens for. Startup order matters: parse flags,
+ * bind the sockets (which may need root), drop privileges, then open the
+ * binlog and serve.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "binlog.h"
+#include "bsconn.h"
+#include "engine.h"
 #include "log.h"
 #include "opts.h"
 #include "priv.h"
@@ -18,6 +21,7 @@
 int main(int argc, char **argv)
 {
     static Server srv; /* large (event array); not on the stack */
+    static Beanstalk beanstalk;
     Config cfg;
     char err[256];
     int r;
@@ -34,19 +38,22 @@ int main(int argc, char **argv)
     log_verbosity = cfg.verbosity;
     if (server_init(&srv, &cfg) < 0)
         return 1;
+    beanstalk_init(&beanstalk, &srv);
+    if (server_listen(&srv, &beanstalk.proto) < 0)
+        return 1;
     if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
         log_err("cannot drop privileges: %s", err);
         return 1;
     }
     /* After the privilege drop: the binlog belongs to the service user. */
-    if (cfg.binlog_dir && binlog_open(&srv, err, sizeof err) < 0) {
+    if (cfg.binlog_dir && engine_open_binlog(&srv.eng, err, sizeof err) < 0) {
         log_err("%s", err);
         return 1;
     }
     log_info("tubed %s started, pid %ld", TUBED_VERSION, (long)getpid());
     /* Ready only now: the binlog is replayed and the sockets listen. */
-    sd_notifyf("READY=1\nSTATUS=serving %zu jobs%s", srv.jobs.len,
-               srv.binlog.enabled ? " (binlog replayed)" : "");
+    sd_notifyf("READY=1\nSTATUS=serving %zu jobs%s", srv.eng.jobs.len,
+               srv.eng.binlog.enabled ? " (binlog replayed)" : "");
     r = server_run(&srv);
     server_free(&srv);
     log_info("stopped");

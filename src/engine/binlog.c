@@ -13,16 +13,17 @@
 
 #include "alloc.h"
 #include "blcodec.h"
+#include "blfile.h"
 #include "blreplay.h"
+#include "core.h"
 #include "clock.h"
-#include "conn.h"
 #include "job.h"
 #include "log.h"
 #include "numparse.h"
-#include "queue.h"
-#include "server.h"
 
 #define DEL BL_DELETE_SIZE
+
+static inline Binlog *bl(Engine *e) { return &e->binlog; }
 
 BlDisk bl_disk = {posix_fallocate, pwrite, fdatasync};
 
@@ -40,11 +41,6 @@ static uint32_t next_index(const Binlog *b)
     return b->files[b->nfiles - 1].index + 1 + (uint32_t)b->nspares;
 }
 
-void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n)
-{
-    snprintf(out, n, "%s/binlog.%u", b->dir, index);
-}
-
 static int sync_dir(Binlog *b)
 {
     if (fsync(b->dirfd) < 0) {
@@ -60,88 +56,45 @@ static uint64_t del_room(uint64_t free)
     return free - free % DEL;
 }
 
-/* A monotonic time as realtime, for the log. s->now is fixed for a loop
+/* A monotonic time as realtime, for the log. e->now is fixed for a loop
  * iteration, so the realtime is read once per iteration, not per record. */
-static int64_t wall_of(Server *s, int64_t mono)
+static int64_t wall_of(Engine *e, int64_t mono)
 {
-    Binlog *b = &s->binlog;
+    Binlog *b = &e->binlog;
 
-    if (b->wall_mono != s->now || !b->wall_cache) {
+    if (b->wall_mono != e->now || !b->wall_cache) {
         b->wall_cache = clock_wall();
-        b->wall_mono = s->now;
+        b->wall_mono = e->now;
     }
-    return b->wall_cache + (mono - s->now);
-}
-
-/* A logged realtime on the monotonic clock. Values come from disk, so the
- * arithmetic must not overflow whatever they are: the offset is clamped to
- * about a century either way (a delay is at most 2^32 s, ~136 years). */
-int64_t bl_mono_of(const Server *s, int64_t wall, int64_t now)
-{
-    const int64_t lim = (int64_t)5000000000 * NS_PER_SEC;
-    int64_t d;
-
-    if (wall > now + lim)
-        d = lim;
-    else if (wall < now - lim)
-        d = -lim;
-    else
-        d = wall - now;
-    return s->now + d;
+    return b->wall_cache + (mono - e->now);
 }
 
 /* The durable view of a job: a reserved job is logged as ready. */
-static void job_record(Server *s, const Job *j, BlRecord *r, int type)
+static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
 {
-    const JobExt *e = job_ext_view(j);
+    const JobExt *x = job_ext_view(j);
 
     memset(r, 0, sizeof *r);
     r->type = (uint8_t)type;
     r->id = j->id;
     r->pri = j->pri;
-    r->delay = e->delay;
+    r->delay = x->delay;
     r->ttr = j->ttr;
     r->state = j->state == JOB_RESERVED ? JOB_READY : j->state;
     if (j->state == JOB_DELAYED)
-        r->deadline_wall = wall_of(s, e->deadline);
-    r->created_wall = wall_of(s, j->created);
-    r->reserves = e->reserves;
-    r->timeouts = e->timeouts;
-    r->releases = e->releases;
-    r->buries = e->buries;
-    r->kicks = e->kicks;
+        r->deadline_wall = wall_of(e, x->deadline);
+    r->created_wall = wall_of(e, j->created);
+    r->reserves = x->reserves;
+    r->timeouts = x->timeouts;
+    r->releases = x->releases;
+    r->buries = x->buries;
+    r->kicks = x->kicks;
     r->tube = j->tube->name;
     r->tube_len = j->tube->name_len;
     r->body = j->body;
     r->body_size = j->body_size;
 }
 
-size_t bl_job_record_size(const Job *j)
-{
-    return BL_JOB_FIXED + j->tube->name_len + (size_t)j->body_size;
-}
-
-BlFile *bl_file_of(Binlog *b, uint32_t index)
-{
-    if (!b->nfiles || index < b->files[0].index)
-        return NULL;
-    index -= b->files[0].index;
-    return index < b->nfiles ? &b->files[index] : NULL;
-}
-
-int bl_files_push(Binlog *b, uint32_t index)
-{
-    if (b->nfiles == b->files_cap) {
-        size_t cap = b->files_cap ? b->files_cap * 2 : 16;
-        BlFile *f = tb_realloc(b->files, cap * sizeof *f);
-        if (!f)
-            return -1;
-        b->files = f;
-        b->files_cap = cap;
-    }
-    b->files[b->nfiles++] = (BlFile){.index = index};
-    return 0;
-}
 
 /* ---- files ------------------------------------------------------------ */
 
@@ -218,35 +171,37 @@ static int write_pending(Binlog *b)
     if (b->wbuf.len)
         b->unsynced = 1;
     b->wbuf.len = 0;
+    b->written_lsn = b->lsn;
     return 0;
 }
 
-static int sync_now(Server *s)
+static int sync_now(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
-    if (b->unsynced && !s->cfg.fsync_never && bl_disk.fdatasync(b->cur_fd) < 0) {
+    if (b->unsynced && !e->cfg->fsync_never && bl_disk.fdatasync(b->cur_fd) < 0) {
         log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(errno));
         return -1;
     }
     b->unsynced = 0;
-    b->last_sync = s->now;
+    b->last_sync = e->now;
     return 0;
 }
 
-static void set_unhealthy(Server *s, const char *why)
+static void set_unhealthy(Engine *e, const char *why)
 {
-    if (bl(s)->healthy)
+    if (bl(e)->healthy)
         log_err("binlog: unhealthy (%s): durable commands fail until it recovers", why);
-    bl(s)->healthy = 0;
+    bl(e)->healthy = 0;
 }
 
-static void settle_inflight(Server *s);
+static void settle_inflight(Engine *e);
+static int strict(const Engine *e);
 
 /* Switch to the next file: the first spare, or a new one. */
-static int open_next(Server *s)
+static int open_next(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
     uint32_t index = cur_file(b)->index + 1;
     int fd;
 
@@ -267,7 +222,7 @@ static int open_next(Server *s)
         return -1;
     }
     if (b->cur_fd >= 0) {
-        settle_inflight(s); /* the syncer may be using the old fd */
+        settle_inflight(e); /* the syncer may be using the old fd */
         close(b->cur_fd);
     }
     b->cur_fd = fd;
@@ -278,21 +233,21 @@ static int open_next(Server *s)
 
 /* Leave the current file: write, sync, give back the unused preallocated
  * tail, then go on in the next file. */
-static int roll_over(Server *s)
+static int roll_over(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
-    settle_inflight(s);
-    b->unsynced = 1; /* records of the held generation may be here too */
-    if (write_pending(b) < 0 || sync_now(s) < 0)
+    settle_inflight(e);
+    b->unsynced = 1; /* records a running sync did not cover may be here */
+    if (write_pending(b) < 0 || sync_now(e) < 0)
         return -1;
     if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0) {
         b->disk_bytes -= b->file_size - b->cur_used;
         cur_file(b)->bytes = b->cur_used;
-        if (!s->cfg.fsync_never && fsync(b->cur_fd) < 0)
+        if (!e->cfg->fsync_never && fsync(b->cur_fd) < 0)
             return -1;
     }
-    return open_next(s);
+    return open_next(e);
 }
 
 /* Can a record of `size` bytes be placed, leaving room for `dels` delete
@@ -313,9 +268,9 @@ static int fits(const Binlog *b, uint64_t size, uint64_t dels)
     return room + spares * per_file >= dels;
 }
 
-static int reserve(Server *s, uint64_t size, uint64_t dels)
+static int reserve(Engine *e, uint64_t size, uint64_t dels)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (!b->healthy)
         return -1;
@@ -325,33 +280,43 @@ static int reserve(Server *s, uint64_t size, uint64_t dels)
     return 0;
 }
 
-int binlog_reserve_put(Server *s, const Job *j)
+int binlog_reserve_put(Engine *e, const Job *j)
 {
-    if (!bl(s)->enabled)
+    if (!bl(e)->enabled)
         return 0;
-    return reserve(s, bl_job_record_size(j), bl(s)->reserved + DEL);
+    return reserve(e, bl_job_record_size(j), bl(e)->reserved + DEL);
 }
 
-int binlog_reserve_state(Server *s)
+int binlog_reserve_state(Engine *e)
 {
-    if (!bl(s)->enabled)
+    if (!bl(e)->enabled)
         return 0;
-    return reserve(s, BL_STATE_SIZE, bl(s)->reserved);
+    return reserve(e, BL_STATE_SIZE, bl(e)->reserved);
+}
+
+static int append_failed(Binlog *b)
+{
+    if (!b->lost_from)
+        b->lost_from = b->lsn;
+    return -1;
 }
 
 /* Place an encoded record in the current file (rolling over if needed). */
-static int append(Server *s, const BlRecord *r)
+static int append(Engine *e, const BlRecord *r)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
     size_t size = bl_record_size(r);
 
-    if (b->cur_used + size > b->file_size && roll_over(s) < 0) {
-        set_unhealthy(s, "cannot start a new file");
-        return -1;
+    /* A record that cannot be placed still takes its number, so that the
+     * acknowledgement waiting for it is withdrawn at the commit. */
+    b->lsn++;
+    if (b->cur_used + size > b->file_size && roll_over(e) < 0) {
+        set_unhealthy(e, "cannot start a new file");
+        return append_failed(b);
     }
     if (buf_reserve(&b->wbuf, size) < 0) {
-        set_unhealthy(s, "out of memory");
-        return -1;
+        set_unhealthy(e, "out of memory");
+        return append_failed(b);
     }
     bl_encode(r, b->wbuf.data + b->wbuf.len);
     b->wbuf.len += size;
@@ -384,237 +349,180 @@ static void unpin(Binlog *b, Job *j)
     j->file = 0;
 }
 
-void binlog_put(Server *s, Job *j)
+void binlog_put(Engine *e, Job *j)
 {
     BlRecord r;
 
-    if (!bl(s)->enabled)
+    if (!bl(e)->enabled)
         return;
-    job_record(s, j, &r, BL_JOB);
-    if (append(s, &r) < 0)
+    job_record(e, j, &r, BL_JOB);
+    if (append(e, &r) < 0)
         return;
-    pin(bl(s), j);
-    bl(s)->reserved += DEL;
+    pin(bl(e), j);
+    bl(e)->reserved += DEL;
 }
 
-void binlog_state(Server *s, Job *j)
+void binlog_state(Engine *e, Job *j)
 {
     BlRecord r;
 
-    if (!bl(s)->enabled || !j->file)
+    if (!bl(e)->enabled || !j->file)
         return;
-    job_record(s, j, &r, BL_STATE);
-    append(s, &r);
+    job_record(e, j, &r, BL_STATE);
+    append(e, &r);
 }
 
-void binlog_delete(Server *s, Job *j)
+void binlog_delete(Engine *e, Job *j)
 {
     BlRecord r = {.type = BL_DELETE, .id = j->id};
 
-    if (!bl(s)->enabled || !j->file)
+    if (!bl(e)->enabled || !j->file)
         return;
-    bl(s)->reserved -= DEL;
-    append(s, &r);
-    unpin(bl(s), j);
+    bl(e)->reserved -= DEL;
+    append(e, &r);
+    unpin(bl(e), j);
 }
 
 /* ---- commit ----------------------------------------------------------- */
 
-void binlog_hold_reply(Server *s, Conn *c)
+/* Every record placed gets the next log sequence number; a front-end's
+ * ticket is one of them. The binlog tells the engine's hooks how far the
+ * records are durable (written, or with -f 0 synced) and from where they
+ * were lost; it never sees who waits. */
+
+static int strict(const Engine *e)
 {
-    if (!bl(s)->enabled || list_linked(&c->durable_link))
-        return;
-    c->durable_off = c->out.len;
-    list_insert_tail(&s->durable, &c->durable_link);
+    return e->cfg->fsync_ms == 0 && !e->cfg->fsync_never;
 }
 
-static int strict(const Server *s)
+static void report_durable(Engine *e, uint64_t upto)
 {
-    return s->cfg.fsync_ms == 0 && !s->cfg.fsync_never;
+    Binlog *b = bl(e);
+
+    if (upto > b->durable_lsn)
+        b->durable_lsn = upto;
+    if (e->hooks.durable)
+        e->hooks.durable(e->hooks.arg, b->durable_lsn);
 }
 
-/* Take back every reply from offset off on and close the connection (the
- * protocol's last resort): no client may hold an acknowledgement whose
- * record did not reach the disk. */
-static void withdraw(Conn *c, size_t off)
+/* Records from `from` on never reached the disk (or its cache): whoever
+ * holds an acknowledgement of them must take it back. */
+static void report_lost(Engine *e, uint64_t from)
 {
-    list_remove(&c->held_link);
-    c->nholds = 0;
-    if (c->flags & CONN_DEAD)
-        return;
-    if (off < c->out.len)
-        c->out.len = off > c->out_off ? off : c->out_off;
-    conn_finish(c);
+    if (e->hooks.lost)
+        e->hooks.lost(e->hooks.arg, from);
 }
 
-static void withdraw_this_iteration(Server *s)
+uint64_t binlog_ticket(const Engine *e)
 {
-    List *n;
+    const Binlog *b = &e->binlog;
 
-    while ((n = list_first(&s->durable))) {
-        Conn *c = container_of(n, Conn, durable_link);
-        list_remove(n);
-        withdraw(c, c->nholds ? c->hold_off[0] : c->durable_off);
-    }
+    if (!b->enabled || b->lsn <= b->durable_lsn)
+        return 0;
+    return b->lsn;
 }
 
-static void withdraw_held(Server *s)
+static void start_sync(Engine *e)
 {
-    List *n;
-
-    while ((n = list_first(&s->held))) {
-        Conn *c = container_of(n, Conn, held_link);
-        withdraw(c, c->hold_off[0]);
-    }
-}
-
-/* This iteration's durable replies wait for generation gen. A connection
- * has at most two holds: the generation being synced and the next one. */
-static void hold_replies(Server *s, uint64_t gen)
-{
-    List *n;
-
-    while ((n = list_first(&s->durable))) {
-        Conn *c = container_of(n, Conn, durable_link);
-        list_remove(n);
-        if (c->flags & CONN_DEAD)
-            continue;
-        if (c->nholds && c->hold_gen[c->nholds - 1] == gen)
-            continue; /* an earlier reply already waits for it */
-        c->hold_off[c->nholds] = c->durable_off;
-        c->hold_gen[c->nholds] = gen;
-        c->nholds++;
-        if (!list_linked(&c->held_link))
-            list_insert_tail(&s->held, &c->held_link);
-        bl(s)->gen_held = 1;
-    }
-}
-
-/* Generation gen is on disk: its replies may go. */
-static void release_held(Server *s, uint64_t gen)
-{
-    List *n = s->held.next;
-
-    while (n != &s->held) {
-        Conn *c = container_of(n, Conn, held_link);
-        n = n->next;
-        while (c->nholds && c->hold_gen[0] <= gen) {
-            c->hold_off[0] = c->hold_off[1];
-            c->hold_gen[0] = c->hold_gen[1];
-            c->nholds--;
-        }
-        if (!c->nholds)
-            list_remove(&c->held_link);
-        conn_mark_pending(c);
-    }
-}
-
-static void release_now(Server *s)
-{
-    List *n;
-
-    while ((n = list_first(&s->durable)))
-        list_remove(n);
-}
-
-static void start_sync(Server *s)
-{
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (syncer_start(&b->syncer, b->cur_fd) < 0)
         return; /* busy: the end of the current sync starts the next */
-    b->inflight_gen = b->cur_gen++;
-    b->gen_dirty = b->gen_held = 0;
+    b->sync_target = b->written_lsn;
     b->unsynced = 0;
-    b->last_sync = s->now;
+    b->last_sync = e->now;
 }
 
 /* A sync ended with err (0 or an errno). */
-static void sync_ended(Server *s, int err)
+static void sync_ended(Engine *e, int err)
 {
-    Binlog *b = bl(s);
-    uint64_t gen = b->inflight_gen;
+    Binlog *b = bl(e);
 
-    b->inflight_gen = 0;
     if (err) {
         log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(err));
-        set_unhealthy(s, "fsync failed");
-        withdraw_held(s);
+        set_unhealthy(e, "fsync failed");
+        report_lost(e, b->durable_lsn + 1);
         return;
     }
-    release_held(s, gen);
+    report_durable(e, b->sync_target);
 }
 
 /* Wait for an in-flight sync (before its fd is closed, or at shutdown). */
-static void settle_inflight(Server *s)
+static void settle_inflight(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (b->syncer.running && b->syncer.busy)
-        sync_ended(s, syncer_wait(&b->syncer));
+        sync_ended(e, syncer_wait(&b->syncer));
+}
+
+/* With -f 0 a sync runs whenever records are written and not yet synced:
+ * one fsync covers everything written meanwhile (group commit). */
+static void sync_if_needed(Engine *e)
+{
+    Binlog *b = bl(e);
+
+    if (strict(e) && b->written_lsn > b->durable_lsn)
+        start_sync(e);
 }
 
 static void on_synced(EvSource *src, uint32_t events)
 {
     Binlog *b = container_of(src, Binlog, sync_ev);
-    Server *s = b->srv;
+    Engine *e = b->eng;
     int err = syncer_finish(&b->syncer);
 
     if (err < 0)
         return; /* already handled by settle_inflight() */
-    sync_ended(s, err);
-    if (b->healthy && strict(s) && (b->gen_dirty || b->gen_held))
-        start_sync(s);
+    sync_ended(e, err);
+    if (b->healthy)
+        sync_if_needed(e);
 }
 
-void binlog_commit(Server *s)
+void binlog_commit(Engine *e)
 {
-    Binlog *b = bl(s);
-    int wrote;
+    Binlog *b = bl(e);
 
     if (!b->enabled)
         return;
-    wrote = b->wbuf.len > 0;
+    if (b->lost_from) {
+        report_lost(e, b->lost_from);
+        b->lost_from = 0;
+    }
     if (write_pending(b) < 0) {
-        set_unhealthy(s, "write failed");
-        withdraw_this_iteration(s);
+        set_unhealthy(e, "write failed");
+        report_lost(e, b->written_lsn + 1);
         return;
     }
-    if (!strict(s)) {
-        release_now(s);
-        return;
-    }
-    if (wrote)
-        b->gen_dirty = 1;
-    hold_replies(s, b->cur_gen);
-    if (b->gen_dirty || b->gen_held)
-        start_sync(s);
+    if (!strict(e))
+        report_durable(e, b->written_lsn);
+    else
+        sync_if_needed(e);
 }
 
-void binlog_settle(Server *s)
+void binlog_settle(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (!b->enabled)
         return;
-    settle_inflight(s);
-    if (b->gen_dirty || b->gen_held || b->unsynced) {
+    settle_inflight(e);
+    if (b->lsn > b->durable_lsn || b->unsynced) {
         b->unsynced = 1;
-        if (write_pending(b) < 0 || sync_now(s) < 0) {
-            set_unhealthy(s, "write or fsync failed");
-            withdraw_held(s);
+        if (write_pending(b) < 0 || sync_now(e) < 0) {
+            set_unhealthy(e, "write or fsync failed");
+            report_lost(e, b->durable_lsn + 1);
             return;
         }
-        b->gen_dirty = b->gen_held = 0;
     }
-    release_held(s, UINT64_MAX);
+    report_durable(e, b->lsn);
 }
 
 /* ---- compaction ------------------------------------------------------- */
 
-static void drop_dead_files(Server *s)
+static void drop_dead_files(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
     int dropped = 0;
 
     while (b->nfiles > 1 && b->files[0].live_jobs == 0) {
@@ -634,7 +542,7 @@ static void drop_dead_files(Server *s)
 }
 
 typedef struct {
-    Server *s;
+    Engine *e;
     uint32_t index;
     int failed;
 } MoveCtx;
@@ -648,72 +556,72 @@ static void move_job(HashNode *n, void *arg)
     if (m->failed || j->file != m->index)
         return;
     /* Moving must not eat the room kept for delete records. */
-    if (reserve(m->s, bl_job_record_size(j), bl(m->s)->reserved) < 0) {
+    if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) < 0) {
         m->failed = 1;
         return;
     }
-    job_record(m->s, j, &r, BL_JOB);
-    if (append(m->s, &r) < 0) {
+    job_record(m->e, j, &r, BL_JOB);
+    if (append(m->e, &r) < 0) {
         m->failed = 1;
         return;
     }
-    unpin(bl(m->s), j);
-    pin(bl(m->s), j);
-    bl(m->s)->records_migrated++;
+    unpin(bl(m->e), j);
+    pin(bl(m->e), j);
+    bl(m->e)->records_migrated++;
 }
 
 /* Move the oldest file's live jobs forward when the files hold much more
  * than the live data. One file per call, so the pause stays short. */
-static uint64_t compact(Server *s)
+static uint64_t compact(Engine *e)
 {
-    Binlog *b = bl(s);
-    MoveCtx m = {s, 0, 0};
+    Binlog *b = bl(e);
+    MoveCtx m = {e, 0, 0};
     uint64_t before = b->records_migrated;
 
     if (b->nfiles < 2 ||
         b->disk_bytes <= 2 * b->live_bytes + 2 * b->file_size + b->nspares * b->file_size)
         return 0;
     m.index = b->files[0].index;
-    hash_each(&s->jobs, move_job, &m);
+    hash_each(&e->jobs, move_job, &m);
     return b->records_migrated - before;
 }
 
-static void try_recover(Server *s);
+static void try_recover(Engine *e);
 
-void binlog_tick(Server *s)
+void binlog_tick(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (!b->enabled)
         return;
     if (b->healthy) {
         /* Moved records must be on disk before the file they leave goes:
          * write and sync them now (rare: once per compacted file). */
-        if (compact(s) && (write_pending(b) < 0 || sync_now(s) < 0)) {
-            set_unhealthy(s, "write or fsync failed");
+        if (compact(e) && (write_pending(b) < 0 || sync_now(e) < 0)) {
+            set_unhealthy(e, "write or fsync failed");
             return;
         }
-        drop_dead_files(s);
+        drop_dead_files(e);
     } else {
-        try_recover(s);
+        try_recover(e);
     }
-    if (b->unsynced && !s->cfg.fsync_never && !strict(s) &&
-        s->now - b->last_sync >= (int64_t)s->cfg.fsync_ms * NS_PER_MSEC) {
+    if (b->unsynced && !e->cfg->fsync_never && !strict(e) &&
+        e->now - b->last_sync >= (int64_t)e->cfg->fsync_ms * NS_PER_MSEC) {
         if (write_pending(b) < 0)
-            set_unhealthy(s, "write failed");
+            set_unhealthy(e, "write failed");
         else
-            start_sync(s); /* off the loop; the result arrives by eventfd */
+            start_sync(e); /* off the loop; the result arrives by eventfd */
     }
 }
 
-int64_t binlog_next_due(const Server *s)
+int64_t binlog_next_due(const Engine *e)
 {
-    const Binlog *b = &s->binlog;
+    const Binlog *b = &e->binlog;
 
-    if (!b->enabled || !b->unsynced || s->cfg.fsync_never || s->cfg.fsync_ms == 0 ||
+    if (!b->enabled || !b->unsynced || e->cfg->fsync_never || e->cfg->fsync_ms == 0 ||
         b->syncer.busy)
         return INT64_MAX;
-    return b->last_sync + (int64_t)s->cfg.fsync_ms * NS_PER_MSEC;
+    return b->last_sync + (int64_t)e->cfg->fsync_ms * NS_PER_MSEC;
 }
 
 /* ---- recovery from a failed write ------------------------------------- */
@@ -726,56 +634,56 @@ static void snapshot_job(HashNode *n, void *arg)
 
     if (m->failed)
         return;
-    job_record(m->s, j, &r, BL_JOB);
-    if (append(m->s, &r) < 0) {
+    job_record(m->e, j, &r, BL_JOB);
+    if (append(m->e, &r) < 0) {
         m->failed = 1;
         return;
     }
     if (j->file) {
-        unpin(bl(m->s), j);
-        bl(m->s)->reserved -= DEL;
+        unpin(bl(m->e), j);
+        bl(m->e)->reserved -= DEL;
     }
-    pin(bl(m->s), j);
-    bl(m->s)->reserved += DEL;
+    pin(bl(m->e), j);
+    bl(m->e)->reserved += DEL;
 }
 
 /* After a failed write or fsync the current file cannot be trusted: start
  * a fresh file holding every live job, and be healthy again once it is on
  * disk. Older files then hold nothing live and are dropped. */
-static void try_recover(Server *s)
+static void try_recover(Engine *e)
 {
-    Binlog *b = bl(s);
-    MoveCtx m = {s, 0, 0};
+    Binlog *b = bl(e);
+    MoveCtx m = {e, 0, 0};
 
-    if (s->now - b->last_recover_try < NS_PER_SEC)
+    if (e->now - b->last_recover_try < NS_PER_SEC)
         return;
-    b->last_recover_try = s->now;
+    b->last_recover_try = e->now;
     b->wbuf.len = 0; /* these never reached the disk; the snapshot has them */
     b->unsynced = 0;
-    if (open_next(s) < 0)
+    if (open_next(e) < 0)
         return;
     b->healthy = 1; /* let append() run; reset on failure */
-    hash_each(&s->jobs, snapshot_job, &m);
-    if (m.failed || write_pending(b) < 0 || sync_now(s) < 0) {
+    hash_each(&e->jobs, snapshot_job, &m);
+    if (m.failed || write_pending(b) < 0 || sync_now(e) < 0) {
         b->healthy = 0;
         return;
     }
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
-             s->jobs.len, cur_file(b)->index);
+             e->jobs.len, cur_file(b)->index);
 }
 
 /* Write every live job into the current file and sync, so no older file
  * holds anything live and all of them go: after --recover the damaged
  * files are gone and the next start needs no flag. */
-static int rewrite_all(Server *s)
+static int rewrite_all(Engine *e)
 {
-    MoveCtx m = {s, 0, 0};
+    MoveCtx m = {e, 0, 0};
 
-    hash_each(&s->jobs, snapshot_job, &m);
-    if (m.failed || write_pending(bl(s)) < 0 || sync_now(s) < 0)
+    hash_each(&e->jobs, snapshot_job, &m);
+    if (m.failed || write_pending(bl(e)) < 0 || sync_now(e) < 0)
         return -1;
-    drop_dead_files(s);
-    log_info("binlog: --recover: %zu jobs rewritten; damaged files removed", s->jobs.len);
+    drop_dead_files(e);
+    log_info("binlog: --recover: %zu jobs rewritten; damaged files removed", e->jobs.len);
     return 0;
 }
 
@@ -807,39 +715,38 @@ static int open_dir(Binlog *b, char *err, size_t errlen)
     return 0;
 }
 
-int binlog_open(Server *s, char *err, size_t errlen)
+int binlog_open(Engine *e, char *err, size_t errlen)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
     int64_t t0 = clock_mono();
     uint32_t first;
 
     b->enabled = 1;
     b->healthy = 1;
     b->cur_fd = -1;
-    b->srv = s;
-    b->cur_gen = 1;
+    b->eng = e;
     if (syncer_init(&b->syncer, disk_sync) < 0) {
         snprintf(err, errlen, "cannot start the binlog sync thread: %s", strerror(errno));
         return -1;
     }
     b->sync_ev.handler = on_synced;
-    if (ev_add(&s->loop, &b->sync_ev, b->syncer.efd, EPOLLIN) < 0) {
+    if (ev_add(e->loop, &b->sync_ev, b->syncer.efd, EPOLLIN) < 0) {
         snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
         return -1;
     }
-    b->dir = s->cfg.binlog_dir;
-    b->recover = s->cfg.recover;
-    b->file_size = s->cfg.binlog_size;
-    if (b->file_size < (uint64_t)s->cfg.max_job_size + 4096) {
-        b->file_size = (uint64_t)s->cfg.max_job_size + 4096;
+    b->dir = e->cfg->binlog_dir;
+    b->recover = e->cfg->recover;
+    b->file_size = e->cfg->binlog_size;
+    if (b->file_size < (uint64_t)e->cfg->max_job_size + 4096) {
+        b->file_size = (uint64_t)e->cfg->max_job_size + 4096;
         log_warn("binlog: -s raised to %llu bytes to hold the largest job",
                  (unsigned long long)b->file_size);
     }
-    if (open_dir(b, err, errlen) < 0 || bl_replay(s, &first, err, errlen) < 0)
+    if (open_dir(b, err, errlen) < 0 || bl_replay(e, &first, err, errlen) < 0)
         return -1;
     for (size_t i = 0; i < b->nfiles; i++)
         b->disk_bytes += b->files[i].bytes;
-    b->replayed_jobs = s->jobs.len;
+    b->replayed_jobs = e->jobs.len;
     /* The new current file: the numbering goes on after the newest. */
     b->cur_fd = create_file(b, first);
     if (b->cur_fd < 0 || bl_files_push(b, first) < 0) {
@@ -849,8 +756,8 @@ int binlog_open(Server *s, char *err, size_t errlen)
     sync_dir(b);
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
-    b->last_sync = s->now;
-    if (b->damaged && rewrite_all(s) < 0) {
+    b->last_sync = e->now;
+    if (b->damaged && rewrite_all(e) < 0) {
         snprintf(err, errlen, "--recover: cannot write the recovered jobs to %s", b->dir);
         return -1;
     }
@@ -860,22 +767,22 @@ int binlog_open(Server *s, char *err, size_t errlen)
     return 0;
 }
 
-void binlog_close(Server *s)
+void binlog_close(Engine *e)
 {
-    Binlog *b = bl(s);
+    Binlog *b = bl(e);
 
     if (!b->enabled)
         return;
-    settle_inflight(s);
+    settle_inflight(e);
     if (b->syncer.running) {
-        ev_del(&s->loop, &b->sync_ev);
+        ev_del(e->loop, &b->sync_ev);
         syncer_stop(&b->syncer);
     }
     if (b->cur_fd >= 0) {
         b->unsynced = 1;
-        if (b->healthy && (write_pending(b) < 0 || sync_now(s) < 0))
+        if (b->healthy && (write_pending(b) < 0 || sync_now(e) < 0))
             log_err("binlog: final sync failed");
-        if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0 && !s->cfg.fsync_never)
+        if (ftruncate(b->cur_fd, (off_t)b->cur_used) == 0 && !e->cfg->fsync_never)
             fsync(b->cur_fd);
         close(b->cur_fd);
     }

@@ -16,11 +16,14 @@
 #include "job.h"
 #include "log.h"
 #include "numparse.h"
+#include "blfile.h"
+#include "core.h"
 #include "queue.h"
-#include "server.h"
+
+static inline Binlog *bl(Engine *e) { return &e->binlog; }
 
 typedef struct Replay {
-    Server *s;
+    Engine *e;
     uint64_t max_id;
     Tube *last_tube;       /* records of one tube come in runs */
     /* The live jobs in the order their records came, NULL where one died
@@ -44,7 +47,7 @@ static void hash_pending(Replay *rp)
 {
     if (rp->hashed == rp->norder)
         return;
-    job_table_insert_all(&rp->s->jobs, rp->order + rp->hashed, rp->norder - rp->hashed);
+    job_table_insert_all(&rp->e->jobs, rp->order + rp->hashed, rp->norder - rp->hashed);
     rp->hashed = rp->norder;
 }
 
@@ -56,7 +59,7 @@ static Job *replay_find(Replay *rp, uint64_t id)
     if (id > rp->max_id)
         return NULL;
     hash_pending(rp);
-    return job_table_find(&rp->s->jobs, id);
+    return job_table_find(&rp->e->jobs, id);
 }
 
 /* Room for one more in the order: squeeze out the dead if they are half
@@ -103,7 +106,7 @@ static Tube *replay_tube(Replay *rp, const BlRecord *r)
 
     if (t && t->name_len == r->tube_len && !memcmp(t->name, r->tube, r->tube_len))
         return t;
-    t = tubes_get(&rp->s->tubes, r->tube, r->tube_len);
+    t = tubes_get(&rp->e->tubes, r->tube, r->tube_len);
     if (t)
         rp->last_tube = t;
     return t;
@@ -111,16 +114,16 @@ static Tube *replay_tube(Replay *rp, const BlRecord *r)
 
 static void forget_job(Replay *rp, Job *j)
 {
-    Server *s = rp->s;
+    Engine *e = rp->e;
     Tube *t = j->tube;
 
     if (t == rp->last_tube && t->refs == 1)
         rp->last_tube = NULL; /* about to be freed with its last job */
     rp->order[j->heap_pos] = NULL;
     rp->nlive--;
-    job_table_remove(&s->jobs, j);
-    queue_job_free(s, j);
-    tube_unref(&s->tubes, t);
+    job_table_remove(&e->jobs, j);
+    queue_job_free(e, j);
+    tube_unref(&e->tubes, t);
 }
 
 /* Does a job in this state with these counters need its JobExt? */
@@ -133,23 +136,23 @@ static int needs_ext(const BlRecord *r, int state)
 /* 0, or -1 if out of memory (j unchanged). */
 static int apply_state(Replay *rp, Job *j, const BlRecord *r)
 {
-    Server *s = rp->s;
+    Engine *e = rp->e;
     int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
-    JobExt *e = j->ext;
+    JobExt *x = j->ext;
 
-    if (!e && needs_ext(r, state) && !(e = job_ext_get(j)))
+    if (!x && needs_ext(r, state) && !(x = job_ext_get(j)))
         return -1;
     j->pri = r->pri;
     j->state = (unsigned)state;
-    if (!e)
+    if (!x)
         return 0;
-    e->delay = r->delay;
-    e->deadline = state == JOB_DELAYED ? bl_mono_of(s, r->deadline_wall, rp->wall_now) : 0;
-    e->reserves = r->reserves;
-    e->timeouts = r->timeouts;
-    e->releases = r->releases;
-    e->buries = r->buries;
-    e->kicks = r->kicks;
+    x->delay = r->delay;
+    x->deadline = state == JOB_DELAYED ? bl_mono_of(r->deadline_wall, rp->wall_now, e->now) : 0;
+    x->reserves = r->reserves;
+    x->timeouts = r->timeouts;
+    x->releases = r->releases;
+    x->buries = r->buries;
+    x->kicks = r->kicks;
     return 0;
 }
 
@@ -162,7 +165,7 @@ static int out_of_memory(Replay *rp)
 /* 0, or -1 when the server cannot go on (out of memory). */
 static int apply(Replay *rp, const BlRecord *r, uint32_t index)
 {
-    Server *s = rp->s;
+    Engine *e = rp->e;
     Job *j = replay_find(rp, r->id);
     Tube *t;
 
@@ -179,15 +182,15 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
     }
     if (j)
         forget_job(rp, j);
-    j = queue_job_new(s, r->id, r->body_size, 0);
+    j = queue_job_new(e, r->id, r->body_size, 0);
     t = j ? replay_tube(rp, r) : NULL;
     if (!t || apply_state(rp, j, r) < 0 || order_push(rp, j) < 0) {
-        queue_job_free(s, j);
+        queue_job_free(e, j);
         return out_of_memory(rp);
     }
     memcpy(j->body, r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
-    j->created = bl_mono_of(s, r->created_wall, rp->wall_now);
+    j->created = bl_mono_of(r->created_wall, rp->wall_now, e->now);
     j->file = index;
     j->tube = t;
     tube_ref(t);
@@ -233,7 +236,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
                           int newest, size_t *cut)
 {
     size_t off = BL_HEADER_SIZE;
-    Binlog *b = bl(rp->s);
+    Binlog *b = bl(rp->e);
 
     while (off < size) {
         BlRecord r;
@@ -271,7 +274,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
 
 static int replay_file(Replay *rp, uint32_t index, int newest)
 {
-    Binlog *b = bl(rp->s);
+    Binlog *b = bl(rp->e);
     char path[4096];
     struct stat st;
     char *p = NULL;
@@ -348,7 +351,7 @@ static int cmp_u32(const void *a, const void *b)
 static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t errlen)
 {
     DIR *d = opendir(b->dir);
-    struct dirent *e;
+    struct dirent *de;
     uint32_t *v = NULL;
     size_t len = 0, cap = 0;
 
@@ -356,9 +359,9 @@ static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t er
         snprintf(err, errlen, "cannot read binlog directory %s: %s", b->dir, strerror(errno));
         return -1;
     }
-    while ((e = readdir(d))) {
+    while ((de = readdir(d))) {
         uint64_t idx;
-        if (strncmp(e->d_name, "binlog.", 7) || parse_u64_str(e->d_name + 7, &idx) < 0 ||
+        if (strncmp(de->d_name, "binlog.", 7) || parse_u64_str(de->d_name + 7, &idx) < 0 ||
             idx == 0 || idx > UINT32_MAX)
             continue;
         if (len == cap) {
@@ -413,15 +416,15 @@ static size_t order_by_id(Replay *rp)
  * bury order only when they were buried in the order they were made. */
 static int place_jobs(Replay *rp)
 {
-    Server *s = rp->s;
-    Binlog *b = bl(s);
+    Engine *e = rp->e;
+    Binlog *b = bl(e);
     size_t n = order_by_id(rp);
 
     for (size_t i = 0; i < n; i++) {
         Job *j = rp->order[i];
         BlFile *f = bl_file_of(b, j->file);
         uint64_t size = bl_job_record_size(j);
-        if (queue_restore(s, j) < 0) {
+        if (queue_restore(e, j) < 0) {
             snprintf(rp->err, rp->errlen, "out of memory placing replayed jobs");
             return -1;
         }
@@ -470,32 +473,32 @@ static int file_blank(const Binlog *b, uint32_t index)
 
 static int replay_all(Replay *rp, uint32_t *idx, size_t n)
 {
-    Server *s = rp->s;
+    Engine *e = rp->e;
     char *err = rp->err;
     size_t errlen = rp->errlen;
     size_t newest = n ? n - 1 : 0;
 
     /* The newest file is the last one holding records: blank spares after
      * it do not make its torn tail "old" damage. */
-    while (newest > 0 && file_blank(bl(s), idx[newest]))
+    while (newest > 0 && file_blank(bl(e), idx[newest]))
         newest--;
 
     for (size_t i = 0; i < n; i++) {
         if (i && idx[i] != idx[i - 1] + 1) {
-            if (!bl(s)->recover) {
+            if (!bl(e)->recover) {
                 snprintf(err, errlen, "binlog file %s/binlog.%u is missing (found "
                          "binlog.%u and binlog.%u); refusing to start. Start with "
-                         "--recover to go on without it", bl(s)->dir, idx[i - 1] + 1,
+                         "--recover to go on without it", bl(e)->dir, idx[i - 1] + 1,
                          idx[i - 1], idx[i]);
                 return -1;
             }
             log_warn("binlog: --recover: binlog.%u..%u missing; going on without them",
                      idx[i - 1] + 1, idx[i] - 1);
-            bl(s)->damaged = 1;
+            bl(e)->damaged = 1;
             /* Empty places for the missing numbers: the file list is indexed
              * by number, so a gap would count jobs against the wrong file. */
             for (uint32_t k = idx[i - 1] + 1; k < idx[i]; k++)
-                if (bl_files_push(bl(s), k) < 0) {
+                if (bl_files_push(bl(e), k) < 0) {
                     snprintf(err, errlen, "out of memory replaying the binlog");
                     return -1;
                 }
@@ -503,20 +506,20 @@ static int replay_all(Replay *rp, uint32_t *idx, size_t n)
         if (replay_file(rp, idx[i], i >= newest) < 0)
             return -1;
     }
-    if (rp->max_id >= s->next_id)
-        s->next_id = rp->max_id + 1;
+    if (rp->max_id >= e->next_id)
+        e->next_id = rp->max_id + 1;
     return 0;
 }
 
 
-int bl_replay(Server *s, uint32_t *next_index, char *err, size_t errlen)
+int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
 {
-    Replay rp = {.s = s, .err = err, .errlen = errlen, .wall_now = clock_wall()};
+    Replay rp = {.e = e, .err = err, .errlen = errlen, .wall_now = clock_wall()};
     uint32_t *idx = NULL;
     size_t n = 0;
     int rc;
 
-    if (list_files(bl(s), &idx, &n, err, errlen) < 0)
+    if (list_files(bl(e), &idx, &n, err, errlen) < 0)
         return -1;
     rc = replay_all(&rp, idx, n);
     hash_pending(&rp); /* on failure too: the caller frees what is there */

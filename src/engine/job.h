@@ -25,7 +25,7 @@
 #include "list.h"
 
 typedef struct Tube Tube;
-typedef struct Conn Conn;
+typedef struct Worker Worker;
 
 typedef enum JobState {
     JOB_READY,
@@ -39,7 +39,7 @@ typedef struct Job Job;
 typedef struct JobExt {
     List link;           /* tube->buried, or owner->reserved */
     Job *job;
-    Conn *owner;         /* the reserving connection, when RESERVED */
+    Worker *owner;       /* the reserving worker, when RESERVED */
     int64_t deadline;    /* monotonic ns: end of delay or of TTR */
     uint32_t delay;      /* seconds, as last given by put or release */
     uint32_t reserves, timeouts, releases, buries, kicks;

@@ -1,329 +1,306 @@
 #include "queue.h"
 
-#include "binlog.h"
 #include "clock.h"
-#include "conn.h"
-#include "reserve.h"
+#include "worker.h"
 
 #define URGENT_THRESHOLD 1024
 
 /* Keep t in the server's list of tubes with something to hand out iff it
  * has ready jobs and is not paused: a wide worker looks only there. */
-static void ready_update(Server *s, Tube *t)
+static void ready_update(Engine *e, Tube *t)
 {
     int want = t->ready.len > 0 && !tube_paused(t);
 
     if (want == list_linked(&t->ready_link))
         return;
     if (want) {
-        list_insert_tail(&s->ready_tubes, &t->ready_link);
-        s->nready_tubes++;
+        list_insert_tail(&e->ready_tubes, &t->ready_link);
+        e->nready_tubes++;
     } else {
         list_remove(&t->ready_link);
-        s->nready_tubes--;
+        e->nready_tubes--;
     }
 }
 
-static void count_ready(Server *s, Job *j, int d)
+static void count_ready(Engine *e, Job *j, int d)
 {
-    s->jobs_ct.ready += (uint64_t)(int64_t)d;
+    e->jobs_ct.ready += (uint64_t)(int64_t)d;
     if (j->pri < URGENT_THRESHOLD) {
-        s->jobs_ct.urgent += (uint64_t)(int64_t)d;
+        e->jobs_ct.urgent += (uint64_t)(int64_t)d;
         j->tube->urgent_ct += (uint64_t)(int64_t)d;
     }
 }
 
-void queue_detach(Server *s, Job *j)
+void queue_detach(Engine *e, Job *j)
 {
     Tube *t = j->tube;
 
     switch (j->state) {
     case JOB_READY:
         heap_remove(&t->ready, j->heap_pos);
-        count_ready(s, j, -1);
-        ready_update(s, t);
+        count_ready(e, j, -1);
+        ready_update(e, t);
         break;
     case JOB_DELAYED:
         heap_remove(&t->delay, j->heap_pos);
-        s->jobs_ct.delayed--;
-        tube_timer_update(&s->tubes, t); /* removal: cannot fail */
+        e->jobs_ct.delayed--;
+        tube_timer_update(&e->tubes, t); /* removal: cannot fail */
         break;
     case JOB_RESERVED:
-        heap_remove(&s->ttr, j->heap_pos);
+        heap_remove(&e->ttr, j->heap_pos);
         list_remove(&j->ext->link);
         j->ext->owner = NULL;
-        s->jobs_ct.reserved--;
+        e->jobs_ct.reserved--;
         t->reserved_ct--;
         break;
     case JOB_BURIED:
         list_remove(&j->ext->link);
-        s->jobs_ct.buried--;
+        e->jobs_ct.buried--;
         t->buried_ct--;
         break;
     }
 }
 
 /* Put a detached job in its tube's delay heap with the deadline it has. */
-static int place_delayed(Server *s, Job *j)
+static int place_delayed(Engine *e, Job *j)
 {
     Tube *t = j->tube;
 
     if (heap_insert(&t->delay, j) < 0)
         return -1;
-    if (tube_timer_update(&s->tubes, t) < 0) {
+    if (tube_timer_update(&e->tubes, t) < 0) {
         heap_remove(&t->delay, j->heap_pos);
         return -1;
     }
     j->state = JOB_DELAYED;
-    s->jobs_ct.delayed++;
+    e->jobs_ct.delayed++;
     return 0;
 }
 
-static int enqueue_delayed(Server *s, Job *j, uint32_t delay)
+static int enqueue_delayed(Engine *e, Job *j, uint32_t delay)
 {
-    JobExt *e = job_ext_get(j);
+    JobExt *x = job_ext_get(j);
 
-    if (!e)
+    if (!x)
         return -1;
-    e->deadline = s->now + (int64_t)delay * NS_PER_SEC;
-    return place_delayed(s, j);
+    x->deadline = e->now + (int64_t)delay * NS_PER_SEC;
+    return place_delayed(e, j);
 }
 
-int queue_enqueue(Server *s, Job *j, uint32_t delay)
+int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 {
     Tube *t = j->tube;
 
     if (delay > 0)
-        return enqueue_delayed(s, j, delay);
+        return enqueue_delayed(e, j, delay);
     if (heap_insert(&t->ready, j) < 0)
         return -1;
     j->state = JOB_READY;
-    count_ready(s, j, 1);
-    ready_update(s, t);
-    reserve_serve(s, t);
+    count_ready(e, j, 1);
+    ready_update(e, t);
+    e->on_ready(e, t);
     return 0;
 }
 
-void queue_bury(Server *s, Job *j)
+void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
     list_insert_tail(&j->tube->buried, &j->ext->link);
-    s->jobs_ct.buried++;
+    e->jobs_ct.buried++;
     j->tube->buried_ct++;
 }
 
-Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget)
+Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget)
 {
     Job *j;
 
-    if (check_budget && s->cfg.job_memory &&
-        s->job_bytes + job_cost(body_size) > s->cfg.job_memory)
+    if (check_budget && e->cfg->job_memory &&
+        e->job_bytes + job_cost(body_size) > e->cfg->job_memory)
         return NULL;
     j = job_alloc(id, body_size);
     if (j)
-        s->job_bytes += job_cost(body_size);
+        e->job_bytes += job_cost(body_size);
     return j;
 }
 
-void queue_job_free(Server *s, Job *j)
+void queue_job_free(Engine *e, Job *j)
 {
     if (!j)
         return;
-    s->job_bytes -= job_cost(j->body_size);
+    e->job_bytes -= job_cost(j->body_size);
     job_free(j);
 }
 
-int queue_add(Server *s, Job *j, Tube *t)
+int queue_add(Engine *e, Job *j, Tube *t)
 {
     j->tube = t;
     tube_ref(t);
-    job_table_insert(&s->jobs, j);
-    if (queue_enqueue(s, j, job_ext_view(j)->delay) == 0) {
+    job_table_insert(&e->jobs, j);
+    if (queue_enqueue(e, j, job_ext_view(j)->delay) == 0) {
         t->total_jobs++;
-        s->total_jobs++;
+        e->total_jobs++;
         return 0;
     }
     /* No room in the heap: bury it, which needs its JobExt; without even
      * that, take it back out whole. */
     if (!job_ext_get(j)) {
-        job_table_remove(&s->jobs, j);
+        job_table_remove(&e->jobs, j);
         j->tube = NULL;
-        tube_unref(&s->tubes, t);
+        tube_unref(&e->tubes, t);
         return -2;
     }
     t->total_jobs++;
-    s->total_jobs++;
-    queue_bury(s, j);
+    e->total_jobs++;
+    queue_bury(e, j);
     return -1;
 }
 
-void queue_delete(Server *s, Job *j)
+void queue_delete(Engine *e, Job *j)
 {
     Tube *t = j->tube;
 
-    queue_detach(s, j);
-    job_table_remove(&s->jobs, j);
-    queue_job_free(s, j);
-    tube_unref(&s->tubes, t);
+    queue_detach(e, j);
+    job_table_remove(&e->jobs, j);
+    queue_job_free(e, j);
+    tube_unref(&e->tubes, t);
 }
 
-int queue_reserve(Server *s, Conn *c, Job *j)
+int queue_reserve(Engine *e, Worker *w, Job *j)
 {
     /* Make room in the TTR heap and get the JobExt first: they are the only
      * steps that can fail, and the job must stay where it was if they do. */
-    JobExt *e = job_ext_get(j);
+    JobExt *x = job_ext_get(j);
 
-    if (!e || heap_reserve(&s->ttr, s->ttr.len + 1) < 0)
+    if (!x || heap_reserve(&e->ttr, e->ttr.len + 1) < 0)
         return -1;
-    queue_detach(s, j);
-    e->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
-    heap_insert(&s->ttr, j); /* cannot fail now */
+    queue_detach(e, j);
+    x->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    heap_insert(&e->ttr, j); /* cannot fail now */
     j->state = JOB_RESERVED;
-    e->owner = c;
-    e->reserves++;
-    list_insert_tail(&c->reserved, &e->link);
-    s->jobs_ct.reserved++;
+    x->owner = w;
+    x->reserves++;
+    list_insert_tail(&w->reserved, &x->link);
+    e->jobs_ct.reserved++;
     j->tube->reserved_ct++;
     return 0;
 }
 
-void queue_touch(Server *s, Job *j)
+void queue_touch(Engine *e, Job *j)
 {
-    j->ext->deadline = s->now + (int64_t)j->ttr * NS_PER_SEC;
-    heap_fix(&s->ttr, j->heap_pos);
+    j->ext->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    heap_fix(&e->ttr, j->heap_pos);
 }
 
-int queue_kick_job(Server *s, Job *j)
+int queue_kick_job(Engine *e, Job *j)
 {
     int was = j->state;
 
     if (was != JOB_BURIED && was != JOB_DELAYED)
         return -1;
-    queue_detach(s, j);
-    if (queue_enqueue(s, j, 0) < 0) {
+    queue_detach(e, j);
+    if (queue_enqueue(e, j, 0) < 0) {
         /* Put it back where it was; a delayed job whose heap cannot take it
          * back is buried rather than lost. */
         if (was == JOB_BURIED)
-            queue_bury(s, j);
-        else if (enqueue_delayed(s, j, 0) < 0)
-            queue_bury(s, j);
+            queue_bury(e, j);
+        else if (enqueue_delayed(e, j, 0) < 0)
+            queue_bury(e, j);
         return -1;
     }
     j->ext->kicks++;
     return 0;
 }
 
-uint32_t queue_kick(Server *s, Tube *t, uint32_t n)
-{
-    uint32_t k = 0;
-
-    int buried = !list_empty(&t->buried);
-
-    /* Only buried jobs if there are any, else only delayed ones. Each kick
-     * is logged; kicking stops when the log has no room. */
-    while (k < n) {
-        List *first = list_first(&t->buried);
-        Job *j = buried ? (first ? job_of_link(first) : NULL)
-                        : heap_top(&t->delay);
-
-        if (!j || binlog_reserve_state(s) < 0 || queue_kick_job(s, j) < 0)
-            break;
-        binlog_state(s, j);
-        k++;
-    }
-    return k;
-}
-
-int queue_pause(Server *s, Tube *t, uint32_t secs)
+int queue_pause(Engine *e, Tube *t, uint32_t secs)
 {
     int64_t old_pause = t->pause, old_at = t->unpause_at;
 
     t->pause = (int64_t)secs * NS_PER_SEC;
-    t->unpause_at = s->now + t->pause;
-    if (tube_timer_update(&s->tubes, t) < 0) {
+    t->unpause_at = e->now + t->pause;
+    if (tube_timer_update(&e->tubes, t) < 0) {
         t->pause = old_pause;
         t->unpause_at = old_at;
         return -1;
     }
     t->cmd_pause++;
-    ready_update(s, t);
+    ready_update(e, t);
     if (!t->pause)
-        reserve_serve(s, t);
+        e->on_ready(e, t);
     return 0;
 }
 
-int queue_restore(Server *s, Job *j)
+int queue_restore(Engine *e, Job *j)
 {
     if (j->state == JOB_BURIED) {
-        queue_bury(s, j);
+        queue_bury(e, j);
         return 0;
     }
     if (j->state == JOB_DELAYED)
-        return place_delayed(s, j);
-    return queue_enqueue(s, j, 0);
+        return place_delayed(e, j);
+    return queue_enqueue(e, j, 0);
 }
 
-void queue_release_all(Server *s, Conn *c)
+void queue_release_all(Engine *e, Worker *w)
 {
     List *n;
 
-    while ((n = list_first(&c->reserved))) {
+    while ((n = list_first(&w->reserved))) {
         Job *j = job_of_link(n);
-        queue_detach(s, j);
-        if (queue_enqueue(s, j, 0) < 0)
-            queue_bury(s, j);
+        queue_detach(e, j);
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
     }
 }
 
 /* Delays ending and pauses ending, tube by tube, earliest first. */
-static void tick_tubes(Server *s)
+static void tick_tubes(Engine *e)
 {
     Tube *t;
 
-    while ((t = heap_top(&s->tubes.timers)) && t->timer_at <= s->now) {
+    while ((t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
         Job *j;
 
         tube_ref(t); /* promoting its last job must not free it under us */
-        while ((j = heap_top(&t->delay)) && j->ext->deadline <= s->now) {
-            queue_detach(s, j);
-            if (queue_enqueue(s, j, 0) < 0)
-                queue_bury(s, j);
+        while ((j = heap_top(&t->delay)) && j->ext->deadline <= e->now) {
+            queue_detach(e, j);
+            if (queue_enqueue(e, j, 0) < 0)
+                queue_bury(e, j);
         }
-        if (t->pause && t->unpause_at <= s->now) {
+        if (t->pause && t->unpause_at <= e->now) {
             t->pause = 0;
-            ready_update(s, t);
-            reserve_serve(s, t);
+            ready_update(e, t);
+            e->on_ready(e, t);
         }
-        tube_timer_update(&s->tubes, t); /* never grows: t is in the heap */
-        tube_unref(&s->tubes, t);
+        tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
+        tube_unref(&e->tubes, t);
     }
 }
 
 /* TTRs running out: the job goes back to ready and counts a timeout. */
-static void tick_ttrs(Server *s)
+static void tick_ttrs(Engine *e)
 {
     Job *j;
 
-    while ((j = heap_top(&s->ttr)) && j->ext->deadline <= s->now) {
-        queue_detach(s, j);
+    while ((j = heap_top(&e->ttr)) && j->ext->deadline <= e->now) {
+        queue_detach(e, j);
         j->ext->timeouts++;
-        s->job_timeouts++;
-        if (queue_enqueue(s, j, 0) < 0)
-            queue_bury(s, j);
+        e->job_timeouts++;
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
     }
 }
 
-void queue_tick(Server *s)
+void queue_tick(Engine *e)
 {
-    tick_tubes(s);
-    tick_ttrs(s);
+    tick_tubes(e);
+    tick_ttrs(e);
 }
 
-int64_t queue_next_due(const Server *s)
+int64_t queue_next_due(const Engine *e)
 {
     int64_t due = INT64_MAX;
-    const Tube *t = heap_top(&s->tubes.timers);
-    const Job *j = heap_top(&s->ttr);
+    const Tube *t = heap_top(&e->tubes.timers);
+    const Job *j = heap_top(&e->ttr);
 
     if (t)
         due = t->timer_at;

@@ -4,7 +4,7 @@
  *
  * Contract: every function keeps the server's and the tube's counters in
  * step with the job's state, and every place a job becomes ready ends in
- * reserve_serve(), so a waiting worker gets it at once. Functions that may
+ * e->on_ready (waiter.c), so a waiting worker gets it at once. Functions that may
  * need a heap to grow return -1 and leave the job where it was; the caller
  * decides (put and release bury the job and answer BURIED, as beanstalkd).
  */
@@ -14,55 +14,52 @@
 #include <stdint.h>
 
 #include "job.h"
-#include "server.h"
+#include "core.h"
 
-/* Allocate and free jobs with their memory counted in s->job_bytes, which
+/* Allocate and free jobs with their memory counted in e->job_bytes, which
  * --job-memory bounds. queue_job_new() returns NULL when out of memory or
  * past the budget (only puts check the budget: replay must load all). */
-Job *queue_job_new(Server *s, uint64_t id, uint32_t body_size, int check_budget);
-void queue_job_free(Server *s, Job *j);
+Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget);
+void queue_job_free(Engine *e, Job *j);
 
 /* Register a fresh job (from put) in the table and its tube, then make it
  * ready or delayed. Returns 0, or -1 if it had to be buried instead. */
-int queue_add(Server *s, Job *j, Tube *t);
+int queue_add(Engine *e, Job *j, Tube *t);
 
 /* Take a job out of whatever holds it now (its state stays as it was). */
-void queue_detach(Server *s, Job *j);
+void queue_detach(Engine *e, Job *j);
 
 /* A detached job goes to ready (delay 0) or delayed; -1 if a heap cannot
  * grow (the job stays detached). */
-int queue_enqueue(Server *s, Job *j, uint32_t delay);
+int queue_enqueue(Engine *e, Job *j, uint32_t delay);
 
 /* A detached job goes to its tube's buried list; cannot fail. */
-void queue_bury(Server *s, Job *j);
+void queue_bury(Engine *e, Job *j);
 
 /* Detach and free a job of any state. */
-void queue_delete(Server *s, Job *j);
+void queue_delete(Engine *e, Job *j);
 
 /* A ready, delayed or buried job becomes reserved by c; -1 (nothing
  * changed) if the TTR heap cannot grow. */
-int queue_reserve(Server *s, Conn *c, Job *j);
+int queue_reserve(Engine *e, Worker *w, Job *j);
 
 /* Restart a reserved job's TTR. */
-void queue_touch(Server *s, Job *j);
+void queue_touch(Engine *e, Job *j);
 
 /* Buried or delayed job to ready; -1 if not kickable or out of memory. */
-int queue_kick_job(Server *s, Job *j);
-/* Kick up to n jobs of t: buried ones if any, else delayed ones. */
-uint32_t queue_kick(Server *s, Tube *t, uint32_t n);
-
+int queue_kick_job(Engine *e, Job *j);
 /* Pause t for secs seconds (0 ends a pause now); -1 if out of memory. */
-int queue_pause(Server *s, Tube *t, uint32_t secs);
+int queue_pause(Engine *e, Tube *t, uint32_t secs);
 
 /* Place a replayed job by its state and deadline; -1 out of memory. */
-int queue_restore(Server *s, Job *j);
+int queue_restore(Engine *e, Job *j);
 
-/* Give back every job c has reserved (the connection is going away). */
-void queue_release_all(Server *s, Conn *c);
+/* Give back every job w has reserved (its connection is going away). */
+void queue_release_all(Engine *e, Worker *w);
 
-/* Run every timer that is due at s->now. */
-void queue_tick(Server *s);
+/* Run every timer that is due at e->now. */
+void queue_tick(Engine *e);
 /* Monotonic ns of the next job or tube timer, INT64_MAX if none. */
-int64_t queue_next_due(const Server *s);
+int64_t queue_next_due(const Engine *e);
 
 #endif

@@ -1,33 +1,34 @@
 /*
- * watch.h — a connection's watch list.
+ * watch.h — a worker's watch list.
  *
  * Contract: the list keeps beanstalkd's order (append; a removed entry's
  * place is taken by the last one), which list-tubes-watched shows. Each
  * entry holds a reference on its tube. Past WATCH_WIDE entries the list
  * also keeps a hash index, so membership and removal stay O(1) for a
- * worker watching thousands of tubes; such a "wide" connection waits in one
- * server-wide list instead of in every tube's (see reserve.c). If the index
+ * worker watching thousands of tubes; such a "wide" worker waits in one
+ * engine-wide list instead of in every tube's (see waiter.c). If the index
  * cannot be allocated the list simply stays narrow: slower, still correct.
- * No entry moves while its connection waits in a reserve (commands are not
- * read then), so wait_link pointers stay valid.
+ * No entry moves while its worker waits (its front-end reads no commands
+ * then), so wait_link pointers stay valid.
  */
 #ifndef TUBED_WATCH_H
 #define TUBED_WATCH_H
 
 #include <stdint.h>
 
-#include "conn.h"
+#include "core.h"
+#include "worker.h"
 
 #define WATCH_WIDE 16
 
-int watch_find(const Conn *c, const Tube *t);
+int watch_find(const Worker *w, const Tube *t);
 /* Append t (taking a reference); -1 when out of memory. */
-int watch_add(Conn *c, Tube *t);
+int watch_add(Worker *w, Tube *t);
 /* Remove entry i (dropping its reference). */
-void watch_remove(Conn *c, int i);
+void watch_remove(Engine *e, Worker *w, int i);
 /* Drop every entry, in the order beanstalkd lets them go, and the index. */
-void watch_clear(Conn *c);
+void watch_clear(Engine *e, Worker *w);
 
-static inline int watch_is_wide(const Conn *c) { return c->wset != NULL; }
+static inline int watch_is_wide(const Worker *w) { return w->wset != NULL; }
 
 #endif

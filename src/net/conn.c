@@ -8,16 +8,10 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "cmd.h"
+#include "clock.h"
 #include "log.h"
 #include "numparse.h"
-#include "parse.h"
-#include "queue.h"
-#include "reserve.h"
 #include "server.h"
-#include "watch.h"
-
-enum { CONN_WANT_WRITE = 1 << 5 };
 
 /* Input buffers this large are given back when they empty. */
 #define IN_KEEP (16 * 1024)
@@ -30,9 +24,9 @@ static size_t out_pending(const Conn *c)
     return c->out.len - c->out_off;
 }
 
-static int takes_input(const Conn *c)
+int conn_takes_input(const Conn *c)
 {
-    return c->state <= CONN_SKIPLINE && out_pending(c) < OUT_HIGH;
+    return c->state == CONN_OPEN && out_pending(c) < OUT_HIGH;
 }
 
 static void update_events(Conn *c)
@@ -41,7 +35,7 @@ static void update_events(Conn *c)
 
     if (c->flags & CONN_DEAD)
         return;
-    if (takes_input(c) && !(c->flags & CONN_EOF))
+    if (conn_takes_input(c) && !(c->flags & CONN_EOF))
         mask |= EPOLLIN;
     /* Watch for a half-close until we have seen one; level-triggered, it
      * would otherwise fire on every wake-up. */
@@ -61,39 +55,29 @@ void conn_set_state(Conn *c, ConnState st)
     update_events(c);
 }
 
-Conn *conn_new(Server *s, int fd)
+Conn *conn_new(Server *s, int fd, const Proto *p)
 {
-    Conn *c = tb_calloc(1, sizeof *c);
+    Conn *c = tb_calloc(1, p->size);
 
     if (!c)
         return NULL;
     c->srv = s;
+    c->proto = p;
     c->ev.handler = conn_event;
-    c->state = CONN_CMD;
-    c->tickat = INT64_MAX;
-    c->wait_until = INT64_MAX;
-    list_init(&c->reserved);
+    c->state = CONN_OPEN;
     list_init(&c->link);
     list_init(&c->out_link);
-    list_init(&c->durable_link);
-    list_init(&c->wide_link);
     list_init(&c->held_link);
     list_init(&c->stall_link);
-    c->use = s->default_tube;
-    c->watch = &c->watch0;
-    c->watch_cap = 1;
-    c->nwatch = 1;
-    c->watch0.tube = s->default_tube;
-    c->watch0.conn = c;
-    list_init(&c->watch0.wait_link);
     if (ev_add(&s->loop, &c->ev, fd, EPOLLIN | EPOLLRDHUP) < 0) {
         tb_free(c);
         return NULL;
     }
-    tube_ref(s->default_tube);
-    s->default_tube->using_ct++;
-    tube_ref(s->default_tube);
-    s->default_tube->watching_ct++;
+    if (p->open(c) < 0) {
+        ev_del(&s->loop, &c->ev);
+        tb_free(c);
+        return NULL;
+    }
     list_insert_tail(&s->conns, &c->link);
     s->conn_ct++;
     s->total_conns++;
@@ -107,27 +91,12 @@ void conn_close(Conn *c)
     if (c->flags & CONN_DEAD)
         return;
     log_msg(LOG_CONN, "fd %d: closed", c->ev.fd);
-    reserve_cancel(s, c);
+    c->proto->close(c);
     c->flags |= CONN_DEAD;
-    queue_release_all(s, c);
-    if (c->in_job) {
-        queue_job_free(s, c->in_job);
-        c->in_job = NULL;
-    }
-    /* Tubes are let go in beanstalkd's order, which list-tubes shows when
-     * one disappears: the watched ones first, then the used one. */
-    watch_clear(c);
-    c->use->using_ct--;
-    tube_unref(&s->tubes, c->use);
-    if (c->flags & CONN_PRODUCER)
-        s->producer_ct--;
-    if (c->flags & CONN_WORKER)
-        s->worker_ct--;
     ev_del(&s->loop, &c->ev);
     close(c->ev.fd);
     s->conn_ct--;
     list_remove(&c->out_link);
-    list_remove(&c->durable_link);
     list_remove(&c->held_link);
     list_remove(&c->stall_link);
     c->nholds = 0;
@@ -142,8 +111,6 @@ void conn_free(Conn *c)
     list_remove(&c->link);
     buf_free(&c->in);
     buf_free(&c->out);
-    if (c->watch != &c->watch0)
-        tb_free(c->watch);
     tb_free(c);
 }
 
@@ -196,8 +163,8 @@ void conn_replyf(Conn *c, const char *fmt, ...)
     conn_reply(c, line, (size_t)n);
 }
 
-static void reply_with_body(Conn *c, const char *head, size_t hlen,
-                            const char *body, size_t blen)
+void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
+                     size_t blen)
 {
     size_t start = c->out.len;
 
@@ -212,8 +179,7 @@ static void reply_with_body(Conn *c, const char *head, size_t hlen,
     mark_pending(c);
 }
 
-/* "WORD <a>[ <b>]\r\n" into head (64 bytes; words are short literals). */
-static size_t reply_head(char *head, const char *word, uint64_t a, const uint64_t *b)
+size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t *b)
 {
     size_t n = strlen(word);
 
@@ -229,180 +195,79 @@ static size_t reply_head(char *head, const char *word, uint64_t a, const uint64_
     return n;
 }
 
-void conn_reply_job(Conn *c, const char *word, const Job *j)
+/* ---- durability holds ------------------------------------------------- */
+
+void conn_hold(Conn *c, uint64_t ticket)
 {
-    char head[64];
-    uint64_t size = j->body_size;
-    size_t n = reply_head(head, word, j->id, &size);
-
-    reply_with_body(c, head, n, j->body, j->body_size);
-}
-
-void conn_reply_id(Conn *c, const char *word, uint64_t id)
-{
-    char head[64];
-
-    conn_reply(c, head, reply_head(head, word, id, NULL));
-}
-
-void conn_reply_data(Conn *c, const Buf *data)
-{
-    char head[32];
-    int n;
-
-    if (data->oom) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+    if (!ticket || (c->flags & CONN_DEAD))
+        return;
+    if (c->nholds && c->hold_lsn[c->nholds - 1] >= ticket)
+        return; /* an earlier hold already keeps this reply back */
+    if (c->nholds == 2) {
+        /* Two holds at most: the later one waits for the newer ticket
+         * too. Tickets only grow, so nothing is released early. */
+        c->hold_lsn[1] = ticket;
         return;
     }
-    n = snprintf(head, sizeof head, "OK %zu\r\n", data->len);
-    reply_with_body(c, head, (size_t)n, data->data, data->len);
+    c->hold_off[c->nholds] = c->out.len;
+    c->hold_lsn[c->nholds] = ticket;
+    c->nholds++;
+    if (!list_linked(&c->held_link))
+        list_insert_tail(&c->srv->held, &c->held_link);
 }
 
-static const char *const after_replies[] = {
-    [AFTER_JOB_TOO_BIG] = "JOB_TOO_BIG\r\n",
-    [AFTER_OUT_OF_MEMORY] = "OUT_OF_MEMORY\r\n",
-    [AFTER_BAD_FORMAT] = "BAD_FORMAT\r\n",
-};
-
-void conn_discard(Conn *c, uint64_t n, int after)
+void conn_durable(Server *s, uint64_t upto)
 {
-    c->discard_left = n;
-    c->after_discard = (uint8_t)after;
-    conn_set_state(c, CONN_DISCARD);
+    List *n = s->held.next;
+
+    while (n != &s->held) {
+        Conn *c = container_of(n, Conn, held_link);
+        int released = 0;
+
+        n = n->next;
+        while (c->nholds && c->hold_lsn[0] <= upto) {
+            c->hold_off[0] = c->hold_off[1];
+            c->hold_lsn[0] = c->hold_lsn[1];
+            c->nholds--;
+            released = 1;
+        }
+        if (!c->nholds)
+            list_remove(&c->held_link);
+        if (released)
+            conn_mark_pending(c);
+    }
+}
+
+/* Take back every reply from offset off on and close the connection. */
+static void withdraw(Conn *c, size_t off)
+{
+    list_remove(&c->held_link);
+    c->nholds = 0;
+    if (c->flags & CONN_DEAD)
+        return;
+    if (off < c->out.len)
+        c->out.len = off > c->out_off ? off : c->out_off;
+    conn_finish(c);
+}
+
+void conn_lost(Server *s, uint64_t from)
+{
+    List *n = s->held.next;
+
+    while (n != &s->held) {
+        Conn *c = container_of(n, Conn, held_link);
+
+        n = n->next;
+        if (c->hold_lsn[c->nholds - 1] >= from)
+            withdraw(c, c->hold_off[0]);
+    }
 }
 
 /* ---- input ------------------------------------------------------------ */
 
-/* Length of the first line including "\r\n"; 0 if it is not complete yet;
- * -1 if MAX_LINE bytes hold no line end (the line is too long). Only the
- * first MAX_LINE bytes are searched, as beanstalkd's line buffer is. */
-static long find_line(const char *p, size_t len)
-{
-    size_t lim = len < MAX_LINE ? len : MAX_LINE;
-    const char *q = p, *end = p + lim;
-
-    while ((q = memchr(q, '\r', (size_t)(end - q))) && q + 1 < end) {
-        if (q[1] == '\n')
-            return (long)(q - p) + 2;
-        q++;
-    }
-    return len >= MAX_LINE ? -1 : 0;
-}
-
-static size_t take_body(Conn *c, const char *p, size_t len)
-{
-    Job *j = c->in_job;
-    size_t want = (size_t)j->body_size + 2 - c->body_got, n = len < want ? len : want;
-    size_t i = 0;
-
-    if (c->body_got < j->body_size) {
-        size_t b = j->body_size - c->body_got;
-        if (b > n)
-            b = n;
-        memcpy(j->body + c->body_got, p, b);
-        c->body_got += (uint32_t)b;
-        i = b;
-    }
-    for (; i < n; i++)
-        c->crlf[c->body_got++ - j->body_size] = p[i];
-    if (c->body_got == j->body_size + 2)
-        cmd_put_body_done(c);
-    return n;
-}
-
-static size_t take_discard(Conn *c, size_t len)
-{
-    size_t n = len < c->discard_left ? len : (size_t)c->discard_left;
-
-    c->discard_left -= n;
-    if (c->discard_left == 0) {
-        const char *r = after_replies[c->after_discard];
-        conn_set_state(c, CONN_CMD);
-        conn_reply(c, r, strlen(r));
-    }
-    return n;
-}
-
-/* Throwing away an overlong line, exactly as beanstalkd 1.12 does (so a
- * differential test sees the same bytes): the input after the line's
- * first MAX_LINE bytes is taken in windows of MAX_LINE bytes; a window
- * ends the line only if its first '\r' is followed by '\n' inside it;
- * otherwise the whole window is dropped and the next one is looked at.
- * c->discard_left counts the bytes seen of the current window and
- * c->after_discard holds the window's state. */
-enum { SKIP_NO_CR, SKIP_CR, SKIP_DEAD };
-
-static size_t take_skipline(Conn *c, const char *p, size_t len)
-{
-    size_t pos = 0;
-
-    while (pos < len) {
-        size_t room = MAX_LINE - (size_t)c->discard_left, n;
-        const char *cr;
-
-        if (c->after_discard == SKIP_CR) {
-            if (p[pos] == '\n') {
-                conn_set_state(c, CONN_CMD);
-                conn_reply_lit(c, "BAD_FORMAT\r\n");
-                return pos + 1;
-            }
-            c->after_discard = SKIP_DEAD;
-        }
-        n = len - pos < room ? len - pos : room;
-        if (c->after_discard == SKIP_NO_CR && (cr = memchr(p + pos, '\r', n))) {
-            n = (size_t)(cr - (p + pos)) + 1;
-            /* A '\r' in the window's last byte cannot start its end. */
-            c->after_discard = n == room ? SKIP_DEAD : SKIP_CR;
-        }
-        pos += n;
-        c->discard_left += n;
-        if (c->discard_left == MAX_LINE) { /* window done: next one */
-            c->discard_left = 0;
-            c->after_discard = SKIP_NO_CR;
-        }
-    }
-    return pos;
-}
-
-/* Run every complete command in [p, p+len); returns the bytes used. */
 static size_t consume(Conn *c, const char *p, size_t len)
 {
-    size_t pos = 0;
-
-    while (pos < len && takes_input(c)) {
-        size_t n;
-        long line;
-
-        switch (c->state) {
-        case CONN_CMD:
-            line = find_line(p + pos, len - pos);
-            if (line == 0)
-                return pos;
-            if (line < 0) {
-                c->discard_left = 0;
-                c->after_discard = SKIP_NO_CR;
-                conn_set_state(c, CONN_SKIPLINE);
-                n = MAX_LINE;
-                break;
-            }
-            cmd_line(c, p + pos, (size_t)line - 2);
-            n = (size_t)line;
-            break;
-        case CONN_BODY:
-            n = take_body(c, p + pos, len - pos);
-            break;
-        case CONN_DISCARD:
-            n = take_discard(c, len - pos);
-            break;
-        case CONN_SKIPLINE:
-            n = take_skipline(c, p + pos, len - pos);
-            break;
-        default:
-            return pos;
-        }
-        pos += n;
-    }
-    return pos;
+    return conn_takes_input(c) ? c->proto->consume(c, p, len) : 0;
 }
 
 static void keep_leftover(Conn *c, const char *p, size_t len)
@@ -422,11 +287,10 @@ void conn_finish(Conn *c)
 static void read_eof(Conn *c)
 {
     c->flags |= CONN_EOF;
-    if (c->state == CONN_WAIT) {
-        reserve_hangup(c->srv, c);
-    }
+    if (c->state == CONN_PAUSED)
+        c->proto->hangup(c);
     /* Whatever is half-read can never complete; finish the replies. */
-    if (c->state != CONN_WAIT)
+    if (c->state != CONN_PAUSED)
         conn_finish(c);
 }
 
@@ -441,7 +305,8 @@ static void conn_read(Conn *c)
         n = read(c->ev.fd, s->scratch, SCRATCH_SIZE);
         if (n > 0) {
             size_t used = consume(c, s->scratch, (size_t)n);
-            keep_leftover(c, s->scratch + used, (size_t)n - used);
+            if (!(c->flags & CONN_DEAD))
+                keep_leftover(c, s->scratch + used, (size_t)n - used);
             return;
         }
     } else {
@@ -466,7 +331,7 @@ void conn_resume(Conn *c)
 {
     size_t used;
 
-    if (!c->in.len || !takes_input(c))
+    if (!c->in.len || !conn_takes_input(c))
         return;
     used = consume(c, c->in.data, c->in.len);
     if (c->flags & CONN_DEAD)
@@ -481,7 +346,7 @@ void conn_resume(Conn *c)
 /* Write what is queued. Returns -1 if the connection was closed. */
 static int conn_write(Conn *c)
 {
-    /* Replies behind a hold wait for the fsync of their records. */
+    /* Replies behind a hold wait for the binlog. */
     size_t limit = c->nholds ? c->hold_off[0] : c->out.len;
 
     while (c->out_off < limit) {
@@ -497,7 +362,7 @@ static int conn_write(Conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             c->flags |= CONN_WANT_WRITE;
             if (out_pending(c) >= OUT_HIGH && !list_linked(&c->stall_link)) {
-                c->stalled_since = c->srv->now;
+                c->stalled_since = c->srv->eng.now;
                 list_insert_tail(&c->srv->stalled, &c->stall_link);
             }
             update_events(c);
@@ -519,7 +384,6 @@ static int conn_write(Conn *c)
         conn_close(c);
         return -1;
     }
-    c->flags &= (uint8_t)~CONN_WANT_WRITE;
     update_events(c);
     return 0;
 }
@@ -536,7 +400,7 @@ void conn_check_stalled(Server *s)
     /* Oldest first: the list is in the order connections stalled. */
     while ((n = list_first(&s->stalled))) {
         Conn *c = container_of(n, Conn, stall_link);
-        if (s->now - c->stalled_since < stall_limit(s))
+        if (s->eng.now - c->stalled_since < stall_limit(s))
             break;
         log_warn("fd %d: %zu bytes of replies unread for %llu s; closing",
                  c->ev.fd, out_pending(c), (unsigned long long)s->cfg.stall_timeout);
@@ -575,7 +439,7 @@ void conn_flush_all(Server *s)
         /* Replies are out: input held back behind them can go on. */
         conn_resume(c);
         if (!(c->flags & CONN_DEAD) && (c->flags & CONN_EOF) &&
-            c->state <= CONN_SKIPLINE && !out_pending(c))
+            c->state == CONN_OPEN && !out_pending(c))
             conn_close(c);
     }
 }
@@ -593,18 +457,19 @@ static void conn_event(EvSource *src, uint32_t events)
     if (events & EPOLLOUT) {
         if (conn_write(c) < 0)
             return;
-        /* Output drained below the bound: commands already buffered were
+        /* Output drained below the bound: requests already buffered were
          * held back by it and must run now, without waiting for new bytes. */
         conn_resume(c);
     }
-    if ((events & (EPOLLIN | EPOLLHUP)) && takes_input(c) && !(c->flags & CONN_EOF)) {
+    if ((events & (EPOLLIN | EPOLLHUP)) && conn_takes_input(c) && !(c->flags & CONN_EOF)) {
         conn_read(c);
         if (c->flags & CONN_DEAD)
             return;
     }
     if (events & (EPOLLRDHUP | EPOLLHUP)) {
         c->flags |= CONN_RDHUP;
-        reserve_hangup(c->srv, c);
+        if (c->state == CONN_PAUSED)
+            c->proto->hangup(c);
         update_events(c);
     }
 }

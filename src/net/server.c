@@ -13,18 +13,15 @@
 #include "alloc.h"
 #include "clock.h"
 #include "conn.h"
-#include "job.h"
 #include "log.h"
 #include "net.h"
-#include "queue.h"
-#include "reserve.h"
 #include "sd.h"
 
 static void on_wake(void *arg)
 {
     Server *s = arg;
 
-    s->now = clock_mono();
+    s->eng.now = clock_mono();
 }
 
 static void make_instance_id(Server *s)
@@ -90,7 +87,7 @@ static void on_accept(EvSource *src, uint32_t events)
             refuse(fd);
             continue;
         }
-        c = conn_new(s, fd);
+        c = conn_new(s, fd, l->proto);
         if (!c) {
             log_warn("out of memory for a new connection; closing it");
             refuse(fd);
@@ -100,7 +97,7 @@ static void on_accept(EvSource *src, uint32_t events)
     }
 }
 
-static int add_listener(Server *s, int fd)
+static int add_listener(Server *s, int fd, const Proto *p)
 {
     Listener *l;
     char where[128];
@@ -111,6 +108,7 @@ static int add_listener(Server *s, int fd)
     }
     l = &s->listeners[s->nlisteners];
     l->srv = s;
+    l->proto = p;
     l->ev.handler = on_accept;
     if (ev_add(&s->loop, &l->ev, fd, EPOLLIN) < 0) {
         log_err("epoll_ctl: %s", strerror(errno));
@@ -122,7 +120,7 @@ static int add_listener(Server *s, int fd)
     return 0;
 }
 
-static int open_listeners(Server *s)
+int server_listen(Server *s, const Proto *p)
 {
     char err[256];
     int n = sd_listen_fds(), fd;
@@ -136,7 +134,7 @@ static int open_listeners(Server *s)
             log_warn("socket activation: -l/-p ignored, using %d inherited socket%s",
                      n, n == 1 ? "" : "s");
         for (int i = 0; i < n; i++)
-            if (add_listener(s, SD_LISTEN_FDS_START + i) < 0)
+            if (add_listener(s, SD_LISTEN_FDS_START + i, p) < 0)
                 return -1;
         return 0;
     }
@@ -146,7 +144,7 @@ static int open_listeners(Server *s)
         log_err("cannot listen: %s", err);
         return -1;
     }
-    return add_listener(s, fd);
+    return add_listener(s, fd, p);
 }
 
 /* ---- signals ---------------------------------------------------------- */
@@ -228,6 +226,16 @@ static int open_signals(Server *s)
 
 /* ---- life cycle ------------------------------------------------------- */
 
+static void on_durable(void *arg, uint64_t upto)
+{
+    conn_durable(arg, upto);
+}
+
+static void on_lost(void *arg, uint64_t from)
+{
+    conn_lost(arg, from);
+}
+
 int server_init(Server *s, const Config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -236,27 +244,18 @@ int server_init(Server *s, const Config *cfg)
     s->sig.fd = -1;
     s->sig_pipe_w = -1;
     s->loop.epfd = -1;
-    s->now = s->started = clock_mono();
-    s->next_id = 1;
     list_init(&s->conns);
     list_init(&s->pending_out);
     list_init(&s->dead);
-    list_init(&s->durable);
     list_init(&s->held);
     list_init(&s->stalled);
-    list_init(&s->ready_tubes);
-    list_init(&s->wide_waiters);
-    s->binlog.dirfd = s->binlog.lockfd = s->binlog.cur_fd = -1;
-    heap_init(&s->ttr, job_deadline_less, job_set_heap_pos);
-    reserve_init(s);
     make_instance_id(s);
-    if (job_table_init(&s->jobs) < 0 || tubes_init(&s->tubes) < 0 ||
-        !(s->scratch = tb_malloc(SCRATCH_SIZE)) ||
-        !(s->default_tube = tubes_get(&s->tubes, "default", 7))) {
+    if (engine_init(&s->eng, &s->cfg, &s->loop) < 0 ||
+        !(s->scratch = tb_malloc(SCRATCH_SIZE))) {
         log_err("out of memory at startup");
         return -1;
     }
-    tube_ref(s->default_tube); /* "default" always exists */
+    s->eng.hooks = (EngineHooks){on_durable, on_lost, s};
     if (ev_init(&s->loop) < 0) {
         log_err("epoll_create: %s", strerror(errno));
         return -1;
@@ -267,8 +266,6 @@ int server_init(Server *s, const Config *cfg)
         log_err("signal pipe: %s", strerror(errno));
         return -1;
     }
-    if (open_listeners(s) < 0)
-        return -1;
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return 0;
 }
@@ -283,41 +280,32 @@ static void free_dead(Server *s)
 
 static int next_timeout_ms(const Server *s)
 {
-    int64_t due = queue_next_due(s), w = reserve_next_due(s), ms;
-    int64_t b = binlog_next_due(s), st = conn_next_stall(s);
+    int64_t due = engine_next_due(&s->eng), st = conn_next_stall(s), ms;
 
     if (!list_empty(&s->pending_out))
         return 0;
-    if (w < due)
-        due = w;
-    if (b < due)
-        due = b;
     if (st < due)
         due = st;
     if (due == INT64_MAX)
         return -1;
-    if (due <= s->now)
+    if (due <= s->eng.now)
         return 0;
     /* Round up: waking a little late is fine, early would spin. */
-    ms = (due - s->now + NS_PER_MSEC - 1) / NS_PER_MSEC;
+    ms = (due - s->eng.now + NS_PER_MSEC - 1) / NS_PER_MSEC;
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 int server_run(Server *s)
 {
     while (!s->stopping) {
-        binlog_commit(s);
+        engine_commit(&s->eng);
         conn_flush_all(s);
         free_dead(s);
         if (ev_poll(&s->loop, next_timeout_ms(s)) < 0) {
             log_err("epoll_wait: %s", strerror(errno));
             return -1;
         }
-        /* Answer waits before expiring TTRs: a worker waiting in reserve
-         * hears DEADLINE_SOON before its job is taken back. */
-        reserve_tick(s);
-        queue_tick(s);
-        binlog_tick(s);
+        engine_tick(&s->eng);
         conn_check_stalled(s);
     }
     /* Stopping: no new connections; the replies already made go out, the
@@ -325,31 +313,11 @@ int server_run(Server *s)
     sd_notify("STOPPING=1\nSTATUS=stopping");
     for (int i = 0; i < s->nlisteners; i++)
         ev_del(&s->loop, &s->listeners[i].ev);
-    binlog_commit(s);
-    binlog_settle(s);
+    engine_commit(&s->eng);
+    engine_settle(&s->eng);
     conn_flush_all(s);
     free_dead(s);
     return 0;
-}
-
-/* Detach and free every job, bucket by bucket. Nothing is removed from
- * the table while it is walked (removal may shrink it); it is freed whole
- * afterwards. Linear in the jobs, so a stop with millions is quick. */
-static void free_jobs(Server *s)
-{
-    for (size_t b = 0; b < s->jobs.nbuckets; b++) {
-        HashNode *n = s->jobs.buckets[b];
-        while (n) {
-            Job *j = container_of(n, Job, hnode);
-            Tube *t = j->tube;
-            n = n->next;
-            queue_detach(s, j);
-            queue_job_free(s, j);
-            tube_unref(&s->tubes, t);
-        }
-        s->jobs.buckets[b] = NULL;
-    }
-    s->jobs.len = 0;
 }
 
 void server_free(Server *s)
@@ -359,7 +327,7 @@ void server_free(Server *s)
     while ((n = list_first(&s->conns)))
         conn_close(container_of(n, Conn, link));
     free_dead(s);
-    binlog_commit(s); /* conns closing released jobs; nothing new to log */
+    engine_commit(&s->eng); /* conns closing released jobs; nothing new to log */
     for (int i = 0; i < s->nlisteners; i++)
         close(s->listeners[i].ev.fd);
     if (s->sig.fd >= 0)
@@ -369,11 +337,6 @@ void server_free(Server *s)
     if (s->spare_fd >= 0)
         close(s->spare_fd);
     ev_close(&s->loop);
-    free_jobs(s);
-    hash_free(&s->jobs);
-    tubes_free(&s->tubes);
-    heap_free(&s->ttr);
-    heap_free(&s->wait_timers);
-    binlog_close(s);
+    engine_free(&s->eng);
     tb_free(s->scratch);
 }

@@ -1,12 +1,16 @@
 /*
- * server.h — the server: one struct that owns everything, passed explicitly.
+ * server.h — the server: the event loop, the engine, the listeners and
+ * the connections, in one struct passed explicitly.
  *
- * Contract: server_init() builds an empty server from a Config and opens
- * its listening sockets (or adopts inherited ones); server_run() runs the
- * event loop until a stop is requested, then returns 0. Each loop
- * iteration: write pending replies, sleep in epoll until the nearest
- * deadline, handle every event that fired, then run the timers that came
- * due. Nothing on that path scans all tubes or all connections.
+ * Contract: server_init() builds an empty server (engine included) from a
+ * Config; server_listen() adds a listening socket for a protocol (or adopts
+ * the inherited ones of socket activation); server_run() runs the event
+ * loop until a stop is requested, then returns 0. Each loop iteration:
+ * commit the engine's binlog records, write pending replies, sleep in
+ * epoll until the nearest deadline, handle every event that fired, then
+ * run the timers that came due. Nothing on that path scans all tubes or
+ * all connections. The server knows no protocol: front-ends come in
+ * through their Proto (conn.h).
  *
  * Signals arrive through a self-pipe: a handler only writes the signal
  * number, the loop acts on it. SIGUSR1 drains (put answers DRAINING),
@@ -17,58 +21,31 @@
 
 #include <stdint.h>
 
-#include "binlog.h"
+#include "conn.h"
+#include "engine.h"
 #include "event.h"
-#include "hash.h"
-#include "heap.h"
 #include "list.h"
 #include "opts.h"
-#include "parse.h"
-#include "tube.h"
 
 #define SERVER_MAX_LISTENERS 8
 #define SCRATCH_SIZE 65536
 
-typedef struct Server Server;
-
 typedef struct Listener {
     EvSource ev;
     Server *srv;
+    const Proto *proto;
 } Listener;
-
-/* Job counts by state, kept up to date by queue.c; server-wide totals of
- * the per-tube figures. */
-typedef struct JobCounts {
-    uint64_t ready, urgent, reserved, delayed, buried;
-} JobCounts;
 
 struct Server {
     Config cfg;
     EvLoop loop;
-    int64_t now;            /* monotonic ns, refreshed after each wake-up */
-    int64_t started;        /* monotonic ns */
-    uint64_t next_id;
-    Hash jobs;              /* Job by id */
-    TubeSet tubes;
-    Tube *default_tube;
-    Heap ttr;               /* reserved jobs by TTR deadline */
-    Heap wait_timers;       /* waiting connections by their next tick */
+    Engine eng;
     List conns;             /* every open connection */
     List pending_out;       /* connections with replies to write */
     List dead;              /* closed connections, freed after dispatch */
-    List durable;           /* connections whose replies wait for the binlog */
-    List held;              /* connections with replies held for an fsync */
+    List held;              /* connections with replies held for the binlog */
     List stalled;           /* connections whose peer stopped reading */
-    List ready_tubes;       /* unpaused tubes with ready jobs */
-    size_t nready_tubes;
-    List wide_waiters;      /* waiting connections with a wide watch list */
-    uint64_t wait_seq;
-    Binlog binlog;
-    JobCounts jobs_ct;
-    uint64_t conn_ct, producer_ct, worker_ct, waiting_ct;
-    uint64_t cmd_ct[CMD_COUNT];
-    uint64_t job_timeouts, total_jobs, total_conns;
-    uint64_t job_bytes;     /* memory of all jobs, bounded by --job-memory */
+    uint64_t conn_ct, total_conns;
     int draining;
     int stopping;
     char instance_id[17];
@@ -81,6 +58,9 @@ struct Server {
 };
 
 int server_init(Server *s, const Config *cfg);
+/* Listen for protocol p: on the inherited sockets of socket activation
+ * if there are any, else on cfg's address and port. -1 (logged) on error. */
+int server_listen(Server *s, const Proto *p);
 int server_run(Server *s);
 void server_free(Server *s);
 

@@ -175,9 +175,9 @@ static int cmp_sum(const void *a, const void *b)
 
 static Sums summarise(const Server *s)
 {
-    Sums r = {calloc(s->jobs.len + 1, sizeof(JobSum)), 0};
+    Sums r = {calloc(s->eng.jobs.len + 1, sizeof(JobSum)), 0};
 
-    hash_each(&s->jobs, sum_job, &r);
+    hash_each(&s->eng.jobs, sum_job, &r);
     qsort(r.v, r.n, sizeof *r.v, cmp_sum);
     return r;
 }
@@ -187,16 +187,16 @@ static Sums summarise(const Server *s)
  * must not see them. main() exits without freeing in this case. */
 static void forget_unplaced(Server *s)
 {
-    while (s->jobs.len) {
+    while (s->eng.jobs.len) {
         Job *j = NULL;
         Tube *t;
-        for (size_t b = 0; b < s->jobs.nbuckets && !j; b++)
-            if (s->jobs.buckets[b])
-                j = container_of(s->jobs.buckets[b], Job, hnode);
+        for (size_t b = 0; b < s->eng.jobs.nbuckets && !j; b++)
+            if (s->eng.jobs.buckets[b])
+                j = container_of(s->eng.jobs.buckets[b], Job, hnode);
         t = j->tube;
-        job_table_remove(&s->jobs, j);
+        job_table_remove(&s->eng.jobs, j);
         job_free(j);
-        tube_unref(&s->tubes, t);
+        tube_unref(&s->eng.tubes, t);
     }
 }
 
@@ -206,7 +206,7 @@ static int open_server(Server *s, const Config *cfg, char *err, size_t errlen)
     if (server_init(s, cfg) < 0)
         fz_fail("server_init failed");
     fz_restore_signals();
-    return binlog_open(s, err, errlen);
+    return binlog_open(&s->eng, err, errlen);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -269,8 +269,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_check_server(s);
     first = summarise(s);
     /* One loop iteration's timer work (drops files with nothing live). */
-    s->now = clock_mono();
-    binlog_tick(s);
+    s->eng.now = clock_mono();
+    binlog_tick(&s->eng);
     fz_check_server(s);
     server_free(s);
 

@@ -42,14 +42,13 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "binlog.h"
+#include "bsconn.h"
+#include "engine.h"
 #include "clock.h"
 #include "conn.h"
 #include "fuzz_util.h"
 #include "log.h"
 #include "opts.h"
-#include "queue.h"
-#include "reserve.h"
 #include "server.h"
 
 #define MAXC 4
@@ -67,7 +66,7 @@ static int64_t vnow;
 
 static void fake_wake(void *arg)
 {
-    ((Server *)arg)->now = vnow;
+    ((Server *)arg)->eng.now = vnow;
 }
 
 static int winding_down; /* then wait a little while replies are held
@@ -77,15 +76,13 @@ static void loop_once(Server *s)
 {
     int ms;
 
-    binlog_commit(s);
+    engine_commit(&s->eng);
     conn_flush_all(s);
     fz_free_dead(s);
-    ms = winding_down && (!list_empty(&s->held) || s->binlog.syncer.busy) ? 5 : 0;
+    ms = winding_down && (!list_empty(&s->held) || s->eng.binlog.syncer.busy) ? 5 : 0;
     if (ev_poll(&s->loop, ms) < 0)
         fz_fail("epoll_wait: %s", strerror(errno));
-    reserve_tick(s);
-    queue_tick(s);
-    binlog_tick(s);
+    engine_tick(&s->eng);
 }
 
 static const char *const plain[] = {
@@ -217,6 +214,7 @@ static void client_write(Server *s, Client *cl, int nc, Client *c, const uint8_t
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Server srv;
+    static Beanstalk front;
     Server *s = &srv;
     Client cl[MAXC];
     Config cfg;
@@ -251,20 +249,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_fail("server_init failed");
     fz_restore_signals();
     s->loop.on_wake = fake_wake;
-    vnow = s->now;
+    vnow = s->eng.now;
     if (cfg.binlog_dir) {
         char err[256];
-        if (binlog_open(s, err, sizeof err) < 0)
+        if (engine_open_binlog(&s->eng, err, sizeof err) < 0)
             fz_fail("binlog_open: %s", err);
     }
     s->draining = (flags & 0x80) != 0;
+    beanstalk_init(&front, s);
 
     memset(cl, 0, sizeof cl);
     for (int i = 0; i < nc; i++) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
             fz_fail("socketpair: %s", strerror(errno));
-        if (!conn_new(s, sv[0]))
+        if (!conn_new(s, sv[0], &front.proto))
             fz_fail("conn_new failed");
         cl[i].fd = sv[1];
         cl[i].reading = 1;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bs.h"
 #include "conn.h"
 #include "heap.h"
 #include "job.h"
@@ -133,7 +134,7 @@ typedef struct {
 static size_t fz_tube_pos(const Server *s, const Tube *t)
 {
     FZ_CHECK(t, "job or connection without a tube");
-    FZ_CHECK(t->list_pos < s->tubes.len && s->tubes.list[t->list_pos] == t,
+    FZ_CHECK(t->list_pos < s->eng.tubes.len && s->eng.tubes.list[t->list_pos] == t,
              "tube %.*s not at its list_pos", (int)t->name_len, t->name);
     return t->list_pos;
 }
@@ -145,7 +146,7 @@ static void fz_count_job(HashNode *n, void *arg)
     const Tube *t = j->tube;
     size_t p = fz_tube_pos(c->s, t);
 
-    FZ_CHECK(job_table_find(&c->s->jobs, j->id) == j, "job %llu not found by id",
+    FZ_CHECK(job_table_find(&c->s->eng.jobs, j->id) == j, "job %llu not found by id",
              (unsigned long long)j->id);
     c->tube_jobs[p]++;
     FZ_CHECK(j->state == JOB_READY || (j->ext && j->ext->job == j),
@@ -170,9 +171,10 @@ static void fz_count_job(HashNode *n, void *arg)
         c->tube_delayed[p]++;
         break;
     case JOB_RESERVED:
-        FZ_CHECK(j->heap_pos < c->s->ttr.len && c->s->ttr.items[j->heap_pos] == j,
+        FZ_CHECK(j->heap_pos < c->s->eng.ttr.len && c->s->eng.ttr.items[j->heap_pos] == j,
                  "reserved job %llu not in the TTR heap", (unsigned long long)j->id);
-        FZ_CHECK(j->ext->owner && !(j->ext->owner->flags & CONN_DEAD) &&
+        FZ_CHECK(j->ext->owner &&
+                     !(container_of(j->ext->owner, BsConn, worker)->conn.flags & CONN_DEAD) &&
                      list_linked(&j->ext->link),
                  "reserved job %llu without a live owner", (unsigned long long)j->id);
         c->reserved++;
@@ -201,11 +203,12 @@ static uint64_t fz_list_len(const List *l)
 /* Every counter the server keeps agrees with a recount from scratch. */
 static inline void fz_check_server(const Server *s)
 {
-    size_t nt = s->tubes.len;
+    size_t nt = s->eng.tubes.len;
     uint64_t *mem = calloc(8 * (nt + 1), sizeof *mem);
     uint64_t *using = mem + 6 * (nt + 1), *watching = mem + 7 * (nt + 1);
     FzCount c = {.s = s};
     uint64_t conns = 0, waiting = 0, producers = 0, workers = 0;
+    const Beanstalk *front = NULL;
 
     FZ_CHECK(mem, "calloc");
     c.tube_jobs = mem;
@@ -214,25 +217,29 @@ static inline void fz_check_server(const Server *s)
     c.tube_reserved = mem + 3 * (nt + 1);
     c.tube_buried = mem + 4 * (nt + 1);
     c.tube_urgent = mem + 5 * (nt + 1);
-    hash_each(&s->jobs, fz_count_job, &c);
-    FZ_CHECK(c.ready == s->jobs_ct.ready, "ready %llu, counted %llu",
-             (unsigned long long)s->jobs_ct.ready, (unsigned long long)c.ready);
-    FZ_CHECK(c.urgent == s->jobs_ct.urgent, "urgent %llu, counted %llu",
-             (unsigned long long)s->jobs_ct.urgent, (unsigned long long)c.urgent);
-    FZ_CHECK(c.reserved == s->jobs_ct.reserved && c.reserved == s->ttr.len,
+    hash_each(&s->eng.jobs, fz_count_job, &c);
+    FZ_CHECK(c.ready == s->eng.jobs_ct.ready, "ready %llu, counted %llu",
+             (unsigned long long)s->eng.jobs_ct.ready, (unsigned long long)c.ready);
+    FZ_CHECK(c.urgent == s->eng.jobs_ct.urgent, "urgent %llu, counted %llu",
+             (unsigned long long)s->eng.jobs_ct.urgent, (unsigned long long)c.urgent);
+    FZ_CHECK(c.reserved == s->eng.jobs_ct.reserved && c.reserved == s->eng.ttr.len,
              "reserved %llu, counted %llu, ttr heap %zu",
-             (unsigned long long)s->jobs_ct.reserved, (unsigned long long)c.reserved,
-             s->ttr.len);
-    FZ_CHECK(c.delayed == s->jobs_ct.delayed, "delayed %llu, counted %llu",
-             (unsigned long long)s->jobs_ct.delayed, (unsigned long long)c.delayed);
-    FZ_CHECK(c.buried == s->jobs_ct.buried, "buried %llu, counted %llu",
-             (unsigned long long)s->jobs_ct.buried, (unsigned long long)c.buried);
+             (unsigned long long)s->eng.jobs_ct.reserved, (unsigned long long)c.reserved,
+             s->eng.ttr.len);
+    FZ_CHECK(c.delayed == s->eng.jobs_ct.delayed, "delayed %llu, counted %llu",
+             (unsigned long long)s->eng.jobs_ct.delayed, (unsigned long long)c.delayed);
+    FZ_CHECK(c.buried == s->eng.jobs_ct.buried, "buried %llu, counted %llu",
+             (unsigned long long)s->eng.jobs_ct.buried, (unsigned long long)c.buried);
 
     for (const List *n = s->conns.next; n != &s->conns; n = n->next) {
-        const Conn *cn = container_of(n, Conn, link);
-        FZ_CHECK(!(cn->flags & CONN_DEAD), "dead connection in the live list");
+        const Conn *c0 = container_of(n, Conn, link);
+        const BsConn *bc = (const BsConn *)c0;
+        const Worker *cn = &bc->worker;
+        int paused = c0->state == CONN_PAUSED;
+        front = bs_front(c0);
+        FZ_CHECK(!(c0->flags & CONN_DEAD), "dead connection in the live list");
         conns++;
-        using[fz_tube_pos(s, cn->use)]++;
+        using[fz_tube_pos(s, bc->use)]++;
         for (uint32_t i = 0; i < cn->nwatch; i++) {
             watching[fz_tube_pos(s, cn->watch[i].tube)]++;
             for (uint32_t k = 0; k < i; k++)
@@ -242,13 +249,13 @@ static inline void fz_check_server(const Server *s)
             /* A wide watcher waits once, server-wide; a narrow one in
              * every tube it watches. */
             FZ_CHECK(list_linked(&cn->watch[i].wait_link) ==
-                     (cn->state == CONN_WAIT && !watch_is_wide(cn)),
+                     (paused && !watch_is_wide(cn)),
                      "wait link of a %s connection in state %d",
-                     watch_is_wide(cn) ? "wide" : "narrow", cn->state);
+                     watch_is_wide(cn) ? "wide" : "narrow", c0->state);
         }
-        FZ_CHECK(list_linked(&cn->wide_link) == (cn->state == CONN_WAIT && watch_is_wide(cn)),
+        FZ_CHECK(list_linked(&cn->wide_link) == (paused && watch_is_wide(cn)),
                  "wide link of a %s connection in state %d",
-                 watch_is_wide(cn) ? "wide" : "narrow", cn->state);
+                 watch_is_wide(cn) ? "wide" : "narrow", c0->state);
         if (watch_is_wide(cn)) {
             uint32_t used = 0;
             for (uint32_t k = 0; k < cn->wset_cap; k++)
@@ -261,11 +268,12 @@ static inline void fz_check_server(const Server *s)
             FZ_CHECK(used == cn->nwatch, "watch index holds %u of %u tubes", used, cn->nwatch);
         }
         FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
-        if (cn->state == CONN_WAIT)
+        FZ_CHECK(paused == cn->waiting, "paused %d but waiting %d", paused, cn->waiting);
+        if (cn->waiting)
             waiting++;
-        if (cn->flags & CONN_PRODUCER)
+        if (c0->flags & BS_PRODUCER)
             producers++;
-        if (cn->flags & CONN_WORKER)
+        if (c0->flags & BS_WORKER)
             workers++;
         for (const List *r = cn->reserved.next; r != &cn->reserved; r = r->next) {
             const Job *j = container_of(r, JobExt, link)->job;
@@ -276,20 +284,20 @@ static inline void fz_check_server(const Server *s)
     }
     FZ_CHECK(conns == s->conn_ct, "conn_ct %llu, counted %llu",
              (unsigned long long)s->conn_ct, (unsigned long long)conns);
-    FZ_CHECK(waiting == s->waiting_ct, "waiting_ct %llu, counted %llu",
-             (unsigned long long)s->waiting_ct, (unsigned long long)waiting);
-    FZ_CHECK(producers == s->producer_ct && workers == s->worker_ct,
+    FZ_CHECK(waiting == s->eng.waiting_ct, "waiting_ct %llu, counted %llu",
+             (unsigned long long)s->eng.waiting_ct, (unsigned long long)waiting);
+    FZ_CHECK(!front || (producers == front->producer_ct && workers == front->worker_ct),
              "producers %llu/%llu workers %llu/%llu",
-             (unsigned long long)s->producer_ct, (unsigned long long)producers,
-             (unsigned long long)s->worker_ct, (unsigned long long)workers);
+             (unsigned long long)(front ? front->producer_ct : 0), (unsigned long long)producers,
+             (unsigned long long)(front ? front->worker_ct : 0), (unsigned long long)workers);
 
     for (size_t i = 0; i < nt; i++) {
-        const Tube *t = s->tubes.list[i];
-        uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + (t == s->default_tube);
+        const Tube *t = s->eng.tubes.list[i];
+        uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + (t == s->eng.default_tube);
         int64_t due = INT64_MAX;
         const Job *top = heap_top(&t->delay);
 
-        FZ_CHECK(tubes_find(&s->tubes, t->name, t->name_len) == t,
+        FZ_CHECK(tubes_find(&s->eng.tubes, t->name, t->name_len) == t,
                  "tube %.*s not found by name", (int)t->name_len, t->name);
         FZ_CHECK(tube_name_valid(t->name, t->name_len), "tube with an invalid name %.*s",
                  (int)t->name_len, t->name);
@@ -317,24 +325,24 @@ static inline void fz_check_server(const Server *s)
         FZ_CHECK(t->timer_at == due, "tube %s: timer_at %lld, due %lld", t->name,
                  (long long)t->timer_at, (long long)due);
         if (due != INT64_MAX)
-            FZ_CHECK(t->timer_pos < s->tubes.timers.len &&
-                     s->tubes.timers.items[t->timer_pos] == t,
+            FZ_CHECK(t->timer_pos < s->eng.tubes.timers.len &&
+                     s->eng.tubes.timers.items[t->timer_pos] == t,
                      "tube %s not at its timer_pos", t->name);
     }
     {
         size_t nready = 0;
-        for (const List *n = s->ready_tubes.next; n != &s->ready_tubes; n = n->next)
+        for (const List *n = s->eng.ready_tubes.next; n != &s->eng.ready_tubes; n = n->next)
             nready++;
-        FZ_CHECK(nready == s->nready_tubes, "nready_tubes %zu, listed %zu",
-                 s->nready_tubes, nready);
+        FZ_CHECK(nready == s->eng.nready_tubes, "nready_tubes %zu, listed %zu",
+                 s->eng.nready_tubes, nready);
         for (size_t i = 0; i < nt; i++) {
-            const Tube *t = s->tubes.list[i];
+            const Tube *t = s->eng.tubes.list[i];
             FZ_CHECK(list_linked(&t->ready_link) == (t->ready.len > 0 && !tube_paused(t)),
                      "tube %s: in the ready-tubes list %d with %zu ready, paused %d",
                      t->name, list_linked(&t->ready_link), t->ready.len, tube_paused(t));
         }
     }
-    FZ_CHECK(s->jobs.len == c.ready + c.reserved + c.delayed + c.buried, "job table size");
+    FZ_CHECK(s->eng.jobs.len == c.ready + c.reserved + c.delayed + c.buried, "job table size");
     free(mem);
 }
 

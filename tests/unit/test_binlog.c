@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "binlog.h"
+#include "bsconn.h"
 #include "blcodec.h"
 #include "clock.h"
 #include "conn.h"
@@ -185,7 +186,7 @@ static Server *try_open(const Config *cfg, int *rc, char *err, size_t errlen)
         capture_end();
         ck_abort_msg("server_init failed: %s", captured);
     }
-    *rc = binlog_open(s, err, errlen);
+    *rc = binlog_open(&s->eng, err, errlen);
     capture_end();
     return s;
 }
@@ -197,8 +198,8 @@ static Server *open_cfg(const Config *cfg)
     Server *s = try_open(cfg, &rc, err, sizeof err);
 
     ck_assert_msg(rc == 0, "binlog_open failed: %s", err);
-    ck_assert(s->binlog.enabled);
-    ck_assert(s->binlog.healthy);
+    ck_assert(s->eng.binlog.enabled);
+    ck_assert(s->eng.binlog.healthy);
     return s;
 }
 
@@ -234,16 +235,16 @@ static void forget_all(HashNode *n, void *arg)
 
 static void close_failed(Server *s)
 {
-    JobList l = {calloc(s->jobs.len + 1, sizeof(Job *)), 0};
+    JobList l = {calloc(s->eng.jobs.len + 1, sizeof(Job *)), 0};
 
     ck_assert_ptr_nonnull(l.jobs);
-    hash_each(&s->jobs, forget_all, &l);
+    hash_each(&s->eng.jobs, forget_all, &l);
     for (size_t i = 0; i < l.n; i++) {
         Job *j = l.jobs[i];
         Tube *t = j->tube;
-        job_table_remove(&s->jobs, j);
+        job_table_remove(&s->eng.jobs, j);
         job_free(j);
-        tube_unref(&s->tubes, t);
+        tube_unref(&s->eng.tubes, t);
     }
     free(l.jobs);
     close_srv(s);
@@ -252,9 +253,9 @@ static void close_failed(Server *s)
 /* One loop iteration's binlog work, as server_run() does it. */
 static void iterate(Server *s)
 {
-    binlog_commit(s);
-    s->now = clock_mono();
-    binlog_tick(s);
+    binlog_commit(&s->eng);
+    s->eng.now = clock_mono();
+    binlog_tick(&s->eng);
 }
 
 /* ---- jobs, driven as cmd.c drives them -------------------------------- */
@@ -262,11 +263,11 @@ static void iterate(Server *s)
 static Job *put_job(Server *s, const char *tube, uint32_t pri, uint32_t delay,
                     uint32_t ttr, const void *body, uint32_t n)
 {
-    Tube *t = tubes_get(&s->tubes, tube, strlen(tube));
+    Tube *t = tubes_get(&s->eng.tubes, tube, strlen(tube));
     Job *j;
 
     ck_assert_ptr_nonnull(t);
-    j = job_alloc(s->next_id++, n);
+    j = job_alloc(s->eng.next_id++, n);
     ck_assert_ptr_nonnull(j);
     if (n)
         memcpy(j->body, body, n);
@@ -276,11 +277,11 @@ static Job *put_job(Server *s, const char *tube, uint32_t pri, uint32_t delay,
         j->ext->delay = delay;
     }
     j->ttr = ttr ? ttr : 1;
-    j->created = s->now;
+    j->created = s->eng.now;
     j->tube = t;
-    ck_assert_int_eq(binlog_reserve_put(s, j), 0);
-    ck_assert_int_eq(queue_add(s, j, t), 0);
-    binlog_put(s, j);
+    ck_assert_int_eq(binlog_reserve_put(&s->eng, j), 0);
+    ck_assert_int_eq(queue_add(&s->eng, j, t), 0);
+    binlog_put(&s->eng, j);
     ck_assert_uint_ne(j->file, 0);
     return j;
 }
@@ -289,7 +290,7 @@ static Job *put_job(Server *s, const char *tube, uint32_t pri, uint32_t delay,
 static Job *put_filled(Server *s, const char *tube, uint32_t n)
 {
     char body[MAX_JOB];
-    uint64_t id = s->next_id;
+    uint64_t id = s->eng.next_id;
 
     ck_assert_uint_le(n, sizeof body);
     memset(body, (int)('a' + id % 26), n);
@@ -313,64 +314,64 @@ static void check_filled(const Job *j, uint32_t n)
 
 static void delete_job(Server *s, Job *j)
 {
-    binlog_delete(s, j);
-    queue_delete(s, j);
+    binlog_delete(&s->eng, j);
+    queue_delete(&s->eng, j);
 }
 
 static void bury_job(Server *s, Job *j)
 {
-    ck_assert_int_eq(binlog_reserve_state(s), 0);
+    ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
     ck_assert_ptr_nonnull(job_ext_get(j)); /* a ready job may have none */
-    queue_detach(s, j);
+    queue_detach(&s->eng, j);
     j->ext->buries++;
-    queue_bury(s, j);
-    binlog_state(s, j);
+    queue_bury(&s->eng, j);
+    binlog_state(&s->eng, j);
 }
 
-/* A connection that only holds reserved jobs. */
-static Conn *fake_conn(void)
+/* A worker that only holds reserved jobs. */
+static Worker *fake_conn(void)
 {
-    Conn *c = calloc(1, sizeof *c);
+    Worker *c = calloc(1, sizeof *c);
 
     ck_assert_ptr_nonnull(c);
     list_init(&c->reserved);
-    list_init(&c->durable_link);
+    list_init(&c->wide_link);
     return c;
 }
 
-static void reserve_job(Server *s, Conn *c, Job *j)
+static void reserve_job(Server *s, Worker *c, Job *j)
 {
     int logged = j->state != JOB_READY;
 
     if (logged)
-        ck_assert_int_eq(binlog_reserve_state(s), 0);
-    ck_assert_int_eq(queue_reserve(s, c, j), 0);
+        ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
+    ck_assert_int_eq(queue_reserve(&s->eng, c, j), 0);
     if (logged)
-        binlog_state(s, j);
+        binlog_state(&s->eng, j);
 }
 
 static void release_job(Server *s, Job *j, uint32_t pri, uint32_t delay)
 {
     ck_assert_int_eq(j->state, JOB_RESERVED);
-    ck_assert_int_eq(binlog_reserve_state(s), 0);
-    queue_detach(s, j);
+    ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
+    queue_detach(&s->eng, j);
     j->pri = pri;
     j->ext->delay = delay;
     j->ext->releases++;
-    ck_assert_int_eq(queue_enqueue(s, j, delay), 0);
-    binlog_state(s, j);
+    ck_assert_int_eq(queue_enqueue(&s->eng, j, delay), 0);
+    binlog_state(&s->eng, j);
 }
 
 static void kick_job(Server *s, Job *j)
 {
-    ck_assert_int_eq(binlog_reserve_state(s), 0);
-    ck_assert_int_eq(queue_kick_job(s, j), 0);
-    binlog_state(s, j);
+    ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
+    ck_assert_int_eq(queue_kick_job(&s->eng, j), 0);
+    binlog_state(&s->eng, j);
 }
 
 static Job *find(Server *s, uint64_t id)
 {
-    return job_table_find(&s->jobs, id);
+    return job_table_find(&s->eng.jobs, id);
 }
 
 /* ---- looking at the directory ----------------------------------------- */
@@ -501,7 +502,7 @@ static const char bin_body[] = "line one\r\nline two\0after nul\r\n\xff\x80";
 START_TEST(replay_restores_states)
 {
     Server *s = open_srv();
-    Conn *c = fake_conn();
+    Worker *c = fake_conn();
     Job *a, *b, *bu, *r, *rel, *kk, *kd;
     uint64_t ida, idb, idbu, idr, idrel, idkk, idkd;
 
@@ -530,14 +531,14 @@ START_TEST(replay_restores_states)
     idkd = kd->id;
     kick_job(s, kd);
     iterate(s);
-    ck_assert_uint_eq(s->next_id, idkd + 1);
+    ck_assert_uint_eq(s->eng.next_id, idkd + 1);
     close_srv(s);
     free(c);
 
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 7);
-    ck_assert_uint_eq(s->binlog.replayed_jobs, 7);
-    ck_assert_uint_eq(s->next_id, idkd + 1);
+    ck_assert_uint_eq(s->eng.jobs.len, 7);
+    ck_assert_uint_eq(s->eng.binlog.replayed_jobs, 7);
+    ck_assert_uint_eq(s->eng.next_id, idkd + 1);
 
     a = find(s, ida);
     ck_assert_ptr_nonnull(a);
@@ -550,8 +551,8 @@ START_TEST(replay_restores_states)
     ck_assert_str_eq(a->tube->name, "alpha");
     ck_assert_uint_ne(a->file, 0);
     /* Age goes on: created a moment ago, not at replay. */
-    ck_assert_int_le(a->created, s->now);
-    ck_assert_int_lt(s->now - a->created, 30 * NS_PER_SEC);
+    ck_assert_int_le(a->created, s->eng.now);
+    ck_assert_int_lt(s->eng.now - a->created, 30 * NS_PER_SEC);
 
     b = find(s, idb);
     ck_assert_ptr_nonnull(b);
@@ -560,8 +561,8 @@ START_TEST(replay_restores_states)
     ck_assert_uint_eq(b->pri, 7);
     ck_assert_uint_eq(b->ttr, 40);
     ck_assert_str_eq(b->tube->name, "beta");
-    ck_assert_int_gt(b->ext->deadline, s->now + 3590 * NS_PER_SEC);
-    ck_assert_int_le(b->ext->deadline, s->now + 3600 * NS_PER_SEC + NS_PER_SEC);
+    ck_assert_int_gt(b->ext->deadline, s->eng.now + 3590 * NS_PER_SEC);
+    ck_assert_int_le(b->ext->deadline, s->eng.now + 3600 * NS_PER_SEC + NS_PER_SEC);
     ck_assert_uint_eq(b->tube->delay.len, 1);
 
     bu = find(s, idbu);
@@ -569,7 +570,7 @@ START_TEST(replay_restores_states)
     ck_assert_int_eq(bu->state, JOB_BURIED);
     ck_assert_uint_eq(job_ext_view(bu)->buries, 1);
     ck_assert_str_eq(bu->tube->name, "default");
-    ck_assert_ptr_eq(bu->tube, s->default_tube);
+    ck_assert_ptr_eq(bu->tube, s->eng.default_tube);
     ck_assert_uint_eq(bu->tube->buried_ct, 1);
 
     r = find(s, idr);
@@ -601,10 +602,10 @@ START_TEST(replay_restores_states)
     ck_assert_uint_eq(kd->body_size, 14);
 
     /* Counts and containers agree with the states. */
-    ck_assert_uint_eq(s->jobs_ct.ready, 5);
-    ck_assert_uint_eq(s->jobs_ct.delayed, 1);
-    ck_assert_uint_eq(s->jobs_ct.buried, 1);
-    ck_assert_uint_eq(s->jobs_ct.reserved, 0);
+    ck_assert_uint_eq(s->eng.jobs_ct.ready, 5);
+    ck_assert_uint_eq(s->eng.jobs_ct.delayed, 1);
+    ck_assert_uint_eq(s->eng.jobs_ct.buried, 1);
+    ck_assert_uint_eq(s->eng.jobs_ct.reserved, 0);
     ck_assert_ptr_eq(heap_top(&a->tube->ready), rel); /* pri 3 first */
     ck_assert_uint_eq(a->tube->ready.len, 3);
     ck_assert_uint_eq(kk->tube->ready.len, 2);
@@ -617,9 +618,9 @@ START_TEST(replay_restores_states)
     }
     close_srv(s);
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 8);
+    ck_assert_uint_eq(s->eng.jobs.len, 8);
     ck_assert_ptr_nonnull(find(s, idkd + 1));
-    ck_assert_uint_eq(s->next_id, idkd + 2);
+    ck_assert_uint_eq(s->eng.next_id, idkd + 2);
     ck_assert_int_eq(find(s, idb)->state, JOB_DELAYED);
     close_srv(s);
 }
@@ -644,11 +645,11 @@ START_TEST(replay_buried_jobs)
 
     s = open_srv();
     {
-        Tube *t = tubes_find(&s->tubes, "t", 1);
+        Tube *t = tubes_find(&s->eng.tubes, "t", 1);
         size_t k = 0;
         ck_assert_ptr_nonnull(t);
         ck_assert_uint_eq(t->buried_ct, 3);
-        ck_assert_uint_eq(s->jobs_ct.buried, 3);
+        ck_assert_uint_eq(s->eng.jobs_ct.buried, 3);
         for (List *n = t->buried.next; n != &t->buried; n = n->next, k++) {
             Job *b = job_of_link(n);
             ck_assert_int_eq(b->state, JOB_BURIED);
@@ -678,9 +679,9 @@ START_TEST(replay_delay_passed_becomes_ready)
     ck_assert_ptr_nonnull(j);
     /* Delayed with its deadline already passed; the first tick makes it
      * ready. */
-    ck_assert(j->state == JOB_READY || j->ext->deadline <= s->now);
-    s->now = clock_mono();
-    queue_tick(s);
+    ck_assert(j->state == JOB_READY || j->ext->deadline <= s->eng.now);
+    s->eng.now = clock_mono();
+    queue_tick(&s->eng);
     ck_assert_int_eq(j->state, JOB_READY);
     close_srv(s);
 }
@@ -701,23 +702,23 @@ START_TEST(replay_tube_emptied_then_reused)
     iterate(s);
     delete_job(s, j);
     iterate(s);
-    ck_assert_ptr_null(tubes_find(&s->tubes, "solo", 4));
+    ck_assert_ptr_null(tubes_find(&s->eng.tubes, "solo", 4));
     id2 = put_job(s, "solo", 2, 0, 10, "second", 6)->id;
     id3 = put_job(s, "other", 3, 0, 10, "third", 5)->id;
     iterate(s);
     close_srv(s);
 
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 2);
+    ck_assert_uint_eq(s->eng.jobs.len, 2);
     ck_assert_ptr_null(find(s, id1));
     j = find(s, id2);
     ck_assert_ptr_nonnull(j);
-    t = tubes_find(&s->tubes, "solo", 4);
+    t = tubes_find(&s->eng.tubes, "solo", 4);
     ck_assert_ptr_nonnull(t);
     ck_assert_ptr_eq(j->tube, t);
     ck_assert_str_eq(j->tube->name, "solo");
     ck_assert_uint_eq(t->ready.len, 1);
-    ck_assert_ptr_eq(find(s, id3)->tube, tubes_find(&s->tubes, "other", 5));
+    ck_assert_ptr_eq(find(s, id3)->tube, tubes_find(&s->eng.tubes, "other", 5));
     close_srv(s);
 }
 END_TEST
@@ -745,7 +746,7 @@ END_TEST
 START_TEST(deleted_jobs_stay_deleted)
 {
     Server *s = open_srv();
-    Conn *c = fake_conn();
+    Worker *c = fake_conn();
     uint64_t ids[12];
     Job *j;
 
@@ -767,7 +768,7 @@ START_TEST(deleted_jobs_stay_deleted)
     close_srv(s);
 
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 5);
+    ck_assert_uint_eq(s->eng.jobs.len, 5);
     for (int i = 0; i < 10; i++) {
         j = find(s, ids[i]);
         if (i % 2) {
@@ -780,8 +781,8 @@ START_TEST(deleted_jobs_stay_deleted)
     }
     ck_assert_ptr_null(find(s, ids[10]));
     ck_assert_ptr_null(find(s, ids[11]));
-    ck_assert_ptr_null(tubes_find(&s->tubes, "y", 1));
-    ck_assert_uint_eq(s->next_id, ids[11] + 1);
+    ck_assert_ptr_null(tubes_find(&s->eng.tubes, "y", 1));
+    ck_assert_uint_eq(s->eng.next_id, ids[11] + 1);
     /* Deleted in the second life, from a record of the first. */
     delete_job(s, find(s, ids[1]));
     delete_job(s, find(s, ids[9]));
@@ -789,7 +790,7 @@ START_TEST(deleted_jobs_stay_deleted)
     close_srv(s);
 
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 3);
+    ck_assert_uint_eq(s->eng.jobs.len, 3);
     ck_assert_ptr_null(find(s, ids[1]));
     ck_assert_ptr_null(find(s, ids[9]));
     ck_assert_ptr_nonnull(find(s, ids[3]));
@@ -806,7 +807,7 @@ START_TEST(files_roll_over)
     uint64_t ids[60];
     DirInfo di;
 
-    ck_assert_uint_eq(s->binlog.file_size, FILE_SIZE);
+    ck_assert_uint_eq(s->eng.binlog.file_size, FILE_SIZE);
     for (int i = 0; i < 60; i++) {
         ids[i] = put_filled(s, "roll", 500)->id;
         iterate(s);
@@ -814,13 +815,13 @@ START_TEST(files_roll_over)
     di = scan_dir();
     /* 60 records of ~580 bytes in 8 KiB files. */
     ck_assert_uint_ge(di.count, 4);
-    ck_assert_uint_ge(s->binlog.nfiles, 4);
+    ck_assert_uint_ge(s->eng.binlog.nfiles, 4);
     ck_assert_uint_eq(di.lo, 1);
-    ck_assert_uint_eq(s->binlog.files[0].index, 1);
+    ck_assert_uint_eq(s->eng.binlog.files[0].index, 1);
     /* Every file left behind is cut to what it holds and starts with a
      * valid header; the current one is preallocated. */
-    for (size_t i = 0; i + 1 < s->binlog.nfiles; i++) {
-        uint32_t idx = s->binlog.files[i].index;
+    for (size_t i = 0; i + 1 < s->eng.binlog.nfiles; i++) {
+        uint32_t idx = s->eng.binlog.files[i].index;
         size_t offs[32], end;
         size_t n = record_offsets(idx, offs, 32, &end);
         ck_assert_uint_le((uint64_t)file_size(idx), FILE_SIZE);
@@ -828,16 +829,16 @@ START_TEST(files_roll_over)
         ck_assert_uint_gt(n, 0);
         ck_assert_uint_gt(end + 580, FILE_SIZE); /* filled up before leaving */
     }
-    ck_assert_uint_eq((uint64_t)file_size(s->binlog.files[s->binlog.nfiles - 1].index),
+    ck_assert_uint_eq((uint64_t)file_size(s->eng.binlog.files[s->eng.binlog.nfiles - 1].index),
                       FILE_SIZE);
-    ck_assert_uint_eq(s->binlog.disk_bytes, di.bytes);
+    ck_assert_uint_eq(s->eng.binlog.disk_bytes, di.bytes);
     close_srv(s);
 
     /* Closed: the current file is cut to its used size too. */
     di = scan_dir();
     ck_assert_uint_lt(di.bytes, (uint64_t)di.count * FILE_SIZE);
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 60);
+    ck_assert_uint_eq(s->eng.jobs.len, 60);
     for (int i = 0; i < 60; i++) {
         Job *j = find(s, ids[i]);
         ck_assert_ptr_nonnull(j);
@@ -846,7 +847,7 @@ START_TEST(files_roll_over)
         ck_assert_uint_le(j->file, di.hi);
     }
     /* The new life writes a new file after the newest. */
-    ck_assert_uint_eq(s->binlog.files[s->binlog.nfiles - 1].index, di.hi + 1);
+    ck_assert_uint_eq(s->eng.binlog.files[s->eng.binlog.nfiles - 1].index, di.hi + 1);
     close_srv(s);
 }
 END_TEST
@@ -868,26 +869,26 @@ START_TEST(dead_files_removed)
         delete_job(s, find(s, ids[i]));
     iterate(s);
     ck_assert(!file_exists(1));
-    ck_assert_uint_eq(s->binlog.files[0].index, 2);
+    ck_assert_uint_eq(s->eng.binlog.files[0].index, 2);
     ck_assert(file_exists(2));
     /* All of them: only the current file is left. */
     for (int i = 0; i < 60; i++)
         if (find(s, ids[i]))
             delete_job(s, find(s, ids[i]));
     iterate(s);
-    cur = s->binlog.files[s->binlog.nfiles - 1].index;
+    cur = s->eng.binlog.files[s->eng.binlog.nfiles - 1].index;
     di = scan_dir();
-    ck_assert_uint_eq(s->binlog.nfiles, 1);
-    ck_assert_uint_eq(di.count, 1 + s->binlog.nspares);
+    ck_assert_uint_eq(s->eng.binlog.nfiles, 1);
+    ck_assert_uint_eq(di.count, 1 + s->eng.binlog.nspares);
     ck_assert_uint_eq(di.lo, cur);
-    ck_assert_uint_eq(s->binlog.live_bytes, 0);
-    ck_assert_uint_eq(s->binlog.reserved, 0);
-    ck_assert_uint_eq(s->binlog.disk_bytes, di.bytes);
+    ck_assert_uint_eq(s->eng.binlog.live_bytes, 0);
+    ck_assert_uint_eq(s->eng.binlog.reserved, 0);
+    ck_assert_uint_eq(s->eng.binlog.disk_bytes, di.bytes);
     close_srv(s);
 
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 0);
-    ck_assert_uint_eq(s->next_id, ids[59] + 1);
+    ck_assert_uint_eq(s->eng.jobs.len, 0);
+    ck_assert_uint_eq(s->eng.next_id, ids[59] + 1);
     iterate(s);
     /* The file of the first life held nothing live: gone at the tick. */
     ck_assert(!file_exists(cur));
@@ -899,7 +900,7 @@ END_TEST
 
 static void check_bounded(Server *s, int cycle, size_t *max_files, uint64_t *max_bytes)
 {
-    Binlog *b = &s->binlog;
+    Binlog *b = &s->eng.binlog;
     DirInfo di = scan_dir();
     uint64_t bound = 2 * b->live_bytes + 3 * b->file_size;
 
@@ -947,23 +948,23 @@ START_TEST(compaction_bounds_put_delete_churn)
         iterate(s);
         check_bounded(s, i, &max_files, &max_bytes);
     }
-    ck_assert_uint_gt(s->binlog.records_migrated, 0);
+    ck_assert_uint_gt(s->eng.binlog.records_migrated, 0);
     /* ~700 KB went through the log, ~90 files' worth; a handful of files
      * were ever there at once. */
     ck_assert_uint_le(max_files, 5);
-    ck_assert_uint_gt(s->binlog.files[0].index, 60);
+    ck_assert_uint_gt(s->eng.binlog.files[0].index, 60);
     close_srv(s);
 
     s = open_cfg(&cfg);
-    ck_assert_uint_eq(s->jobs.len, 3);
-    ck_assert_uint_eq(s->next_id, last + 1);
+    ck_assert_uint_eq(s->eng.jobs.len, 3);
+    ck_assert_uint_eq(s->eng.next_id, last + 1);
     ck_assert_int_eq(find(s, keep_ids[0])->state, JOB_READY);
     ck_assert_uint_eq(find(s, keep_ids[0])->body_size, sizeof bin_body);
     ck_assert(memcmp(find(s, keep_ids[0])->body, bin_body, sizeof bin_body) == 0);
     ck_assert_int_eq(find(s, keep_ids[1])->state, JOB_BURIED);
     ck_assert_uint_eq(job_ext_view(find(s, keep_ids[1]))->buries, 1);
     ck_assert_int_eq(find(s, keep_ids[2])->state, JOB_DELAYED);
-    ck_assert_int_gt(find(s, keep_ids[2])->ext->deadline, s->now + 86000 * NS_PER_SEC);
+    ck_assert_int_gt(find(s, keep_ids[2])->ext->deadline, s->eng.now + 86000 * NS_PER_SEC);
     close_srv(s);
 }
 END_TEST
@@ -974,7 +975,7 @@ START_TEST(compaction_bounds_release_churn)
 {
     Server *s;
     Config cfg;
-    Conn *c = fake_conn();
+    Worker *c = fake_conn();
     Job *live[20];
     uint64_t ids[20];
     size_t max_files = 0;
@@ -996,12 +997,12 @@ START_TEST(compaction_bounds_release_churn)
         iterate(s);
         check_bounded(s, round, &max_files, &max_bytes);
     }
-    ck_assert_uint_gt(s->binlog.records_migrated, 0);
+    ck_assert_uint_gt(s->eng.binlog.records_migrated, 0);
     close_srv(s);
     free(c);
 
     s = open_cfg(&cfg);
-    ck_assert_uint_eq(s->jobs.len, 20);
+    ck_assert_uint_eq(s->eng.jobs.len, 20);
     for (int i = 0; i < 20; i++) {
         Job *j = find(s, ids[i]);
         ck_assert_ptr_nonnull(j);
@@ -1036,10 +1037,10 @@ START_TEST(compaction_keeps_many_live_jobs)
         iterate(s);
         check_bounded(s, i, &max_files, &max_bytes);
     }
-    ck_assert_uint_gt(s->binlog.records_migrated, 0);
+    ck_assert_uint_gt(s->eng.binlog.records_migrated, 0);
     close_srv(s);
     s = open_cfg(&cfg);
-    ck_assert_uint_eq(s->jobs.len, 100);
+    ck_assert_uint_eq(s->eng.jobs.len, 100);
     for (int i = 0; i < 100; i++)
         check_filled(find(s, ids[i]), 400);
     close_srv(s);
@@ -1072,7 +1073,7 @@ static void expect_four_of_five(const uint64_t ids[5], size_t cut)
     snprintf(want, sizeof want, "torn record at offset %zu", cut);
     ck_assert_msg(strstr(captured, want) && strstr(captured, "binlog.1"),
                   "no warning naming binlog.1 and offset %zu: %s", cut, captured);
-    ck_assert_uint_eq(s->jobs.len, 4);
+    ck_assert_uint_eq(s->eng.jobs.len, 4);
     for (int i = 0; i < 4; i++)
         check_filled(find(s, ids[i]), 100);
     ck_assert_ptr_null(find(s, ids[4]));
@@ -1082,7 +1083,7 @@ static void expect_four_of_five(const uint64_t ids[5], size_t cut)
     /* And a third start is clean. */
     s = open_srv();
     ck_assert_ptr_null(strstr(captured, "torn"));
-    ck_assert_uint_eq(s->jobs.len, 4);
+    ck_assert_uint_eq(s->eng.jobs.len, 4);
     close_srv(s);
 }
 
@@ -1100,7 +1101,7 @@ START_TEST(torn_tail_truncated)
         truncate_file(1, cut);
         {
             Server *s = open_srv();
-            ck_assert_uint_eq(s->jobs.len, 4);
+            ck_assert_uint_eq(s->eng.jobs.len, 4);
             ck_assert_ptr_null(find(s, ids[4]));
             ck_assert_uint_eq((uint64_t)file_size(1), last);
             close_srv(s);
@@ -1177,27 +1178,27 @@ static void crash_child(int njobs, uint32_t body, int *spares)
         config(&cfg);
         cfg.fsync_never = 1;
         s = calloc(1, sizeof *s);
-        if (!s || server_init(s, &cfg) < 0 || binlog_open(s, err, sizeof err) < 0)
+        if (!s || server_init(s, &cfg) < 0 || binlog_open(&s->eng, err, sizeof err) < 0)
             _exit(2);
         for (int i = 0; i < njobs; i++) {
-            Tube *t = tubes_get(&s->tubes, "crash", 5);
-            Job *j = job_alloc(s->next_id++, body);
+            Tube *t = tubes_get(&s->eng.tubes, "crash", 5);
+            Job *j = job_alloc(s->eng.next_id++, body);
             if (!t || !j)
                 _exit(3);
             memset(j->body, 'c', body);
             j->ttr = 1;
-            j->created = s->now;
+            j->created = s->eng.now;
             j->tube = t;
-            if (binlog_reserve_put(s, j) < 0)
+            if (binlog_reserve_put(&s->eng, j) < 0)
                 _exit(4);
-            queue_add(s, j, t);
-            binlog_put(s, j);
-            binlog_commit(s);
-            s->now = clock_mono();
-            binlog_tick(s);
+            queue_add(&s->eng, j, t);
+            binlog_put(&s->eng, j);
+            binlog_commit(&s->eng);
+            s->eng.now = clock_mono();
+            binlog_tick(&s->eng);
         }
-        out[0] = (int)s->binlog.nspares;
-        out[1] = (int)s->binlog.files[s->binlog.nfiles - 1].index;
+        out[0] = (int)s->eng.binlog.nspares;
+        out[1] = (int)s->eng.binlog.files[s->eng.binlog.nfiles - 1].index;
         if (write(pfd[1], out, sizeof out) != (ssize_t)sizeof out)
             _exit(5);
         _exit(0); /* no server_free: a crash */
@@ -1219,7 +1220,7 @@ START_TEST(crash_without_close_replays)
     crash_child(50, 100, info);
     ck_assert_uint_eq((uint64_t)file_size((uint32_t)info[1]), FILE_SIZE); /* not cut */
     s = open_srv();
-    ck_assert_uint_eq(s->jobs.len, 50);
+    ck_assert_uint_eq(s->eng.jobs.len, 50);
     for (uint64_t id = 1; id <= 50; id++)
         ck_assert_ptr_nonnull(find(s, id));
     close_srv(s);
@@ -1256,7 +1257,7 @@ START_TEST(crash_torn_with_spares)
         ck_abort_msg("crash mid-write with a spare file after binlog.%u: "
                      "binlog_open failed: %s", cur, err);
     }
-    ck_assert_uint_eq(s->jobs.len, 699);
+    ck_assert_uint_eq(s->eng.jobs.len, 699);
     close_srv(s);
 }
 END_TEST
@@ -1273,7 +1274,7 @@ static uint32_t several_files(uint64_t *ids, int n)
         ids[i] = put_filled(s, "dmg", 500)->id;
         iterate(s);
     }
-    hi = s->binlog.files[s->binlog.nfiles - 1].index;
+    hi = s->eng.binlog.files[s->eng.binlog.nfiles - 1].index;
     ck_assert_uint_ge(hi, 3);
     close_srv(s);
     return hi;
@@ -1313,7 +1314,7 @@ START_TEST(damaged_older_file_refused)
     s = open_cfg(&cfg);
     ck_assert_msg(strstr(captured, "binlog.1") && strstr(captured, "dropped"),
                   "no report of the dropped range: %s", captured);
-    ck_assert_uint_eq(s->jobs.len, 39);
+    ck_assert_uint_eq(s->eng.jobs.len, 39);
     for (int i = 0; i < 40; i++) {
         Job *j = find(s, ids[i]);
         if (i == 2) {
@@ -1385,8 +1386,8 @@ START_TEST(damaged_header_refused)
 
     cfg.recover = 1;
     s = open_cfg(&cfg);
-    ck_assert_uint_gt(s->jobs.len, 0);
-    ck_assert_uint_lt(s->jobs.len, 40);
+    ck_assert_uint_gt(s->eng.jobs.len, 0);
+    ck_assert_uint_lt(s->eng.jobs.len, 40);
     close_srv(s);
 }
 END_TEST
@@ -1411,8 +1412,8 @@ START_TEST(missing_middle_file_refused)
     /* --recover goes on without it: the jobs of 1 and 3.. come back. */
     cfg.recover = 1;
     s = open_cfg(&cfg);
-    ck_assert_uint_gt(s->jobs.len, 0);
-    ck_assert_uint_lt(s->jobs.len, 40);
+    ck_assert_uint_gt(s->eng.jobs.len, 0);
+    ck_assert_uint_lt(s->eng.jobs.len, 40);
     ck_assert_ptr_nonnull(find(s, ids[0]));
     ck_assert_ptr_nonnull(find(s, ids[39]));
     close_srv(s);
@@ -1487,35 +1488,35 @@ START_TEST(full_disk_refuses_then_recovers)
 
     bl_disk.fallocate = fail_fallocate;
     for (int i = 0; i < 200 && !refused; i++) {
-        Tube *t = tubes_get(&a->tubes, "full", 4);
-        Job *j = job_alloc(a->next_id++, 300);
+        Tube *t = tubes_get(&a->eng.tubes, "full", 4);
+        Job *j = job_alloc(a->eng.next_id++, 300);
         ck_assert_ptr_nonnull(j);
         memset(j->body, 'f', 300);
         j->ttr = 1;
         j->tube = t;
-        if (binlog_reserve_put(a, j) < 0) {
+        if (binlog_reserve_put(&a->eng, j) < 0) {
             refused = 1;
             job_free(j);
             if (t->refs == 0) {
                 tube_ref(t);
-                tube_unref(&a->tubes, t);
+                tube_unref(&a->eng.tubes, t);
             }
             break;
         }
-        ck_assert_int_eq(queue_add(a, j, t), 0);
-        binlog_put(a, j);
+        ck_assert_int_eq(queue_add(&a->eng, j, t), 0);
+        binlog_put(&a->eng, j);
         iterate(a);
         before = j->id;
         if (!first)
             first = j->id;
     }
     ck_assert_msg(refused, "a full disk never refused a put");
-    ck_assert(a->binlog.healthy); /* full is not broken */
+    ck_assert(a->eng.binlog.healthy); /* full is not broken */
     /* Deletes always have room, even on a full disk. */
     ck_assert_uint_gt(first, 0);
     delete_job(a, find(a, first));
     iterate(a);
-    ck_assert(a->binlog.healthy);
+    ck_assert(a->eng.binlog.healthy);
     restore_disk();
     {
         Job *j = put_filled(a, "full", 300); /* space is back */
@@ -1544,26 +1545,28 @@ START_TEST(failed_write_unhealthy_then_recovers)
     bl_disk.pwrite = fail_pwrite;
     lost = put_filled(a, "w", 40); /* placed, but its write fails */
     capture_begin();
-    binlog_commit(a);
+    binlog_commit(&a->eng);
     capture_end();
-    ck_assert(!a->binlog.healthy);
+    ck_assert(!a->eng.binlog.healthy);
     ck_assert_msg(strstr(captured, "binlog") && strstr(captured, "unhealthy"),
                   "the failure was not logged: %s", captured);
-    ck_assert_int_eq(binlog_reserve_state(a), -1);
-    ck_assert_int_eq(binlog_reserve_put(a, lost), -1);
+    ck_assert_int_eq(binlog_reserve_state(&a->eng), -1);
+    ck_assert_int_eq(binlog_reserve_put(&a->eng, lost), -1);
     {
         Buf b = {0};
-        stats_server(a, &b);
+        Beanstalk f;
+        beanstalk_init(&f, a);
+        stats_server(&f, &b);
         ck_assert_ptr_nonnull(strstr(b.data, "binlog-healthy: false\n"));
         buf_free(&b);
     }
     restore_disk();
-    a->now += 2 * NS_PER_SEC; /* recovery is tried once a second */
+    a->eng.now += 2 * NS_PER_SEC; /* recovery is tried once a second */
     capture_begin();
-    binlog_tick(a);
+    binlog_tick(&a->eng);
     capture_end();
-    ck_assert_msg(a->binlog.healthy, "not healthy again: %s", captured);
-    ck_assert_int_eq(binlog_reserve_state(a), 0);
+    ck_assert_msg(a->eng.binlog.healthy, "not healthy again: %s", captured);
+    ck_assert_int_eq(binlog_reserve_state(&a->eng), 0);
     close_srv(a);
     a = open_srv();
     ck_assert_ptr_nonnull(find(a, kept_id));
@@ -1580,17 +1583,17 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
     bl_disk.fdatasync = fail_fdatasync;
     id = put_filled(a, "s", 40)->id;
     capture_begin();
-    binlog_commit(a);   /* starts the sync on the thread */
-    binlog_settle(a);   /* waits for it */
+    binlog_commit(&a->eng);   /* starts the sync on the thread */
+    binlog_settle(&a->eng);   /* waits for it */
     capture_end();
-    ck_assert(!a->binlog.healthy);
+    ck_assert(!a->eng.binlog.healthy);
     ck_assert_msg(strstr(captured, "fsync"), "the failure was not logged: %s", captured);
     restore_disk();
-    a->now += 2 * NS_PER_SEC;
+    a->eng.now += 2 * NS_PER_SEC;
     capture_begin();
-    binlog_tick(a);
+    binlog_tick(&a->eng);
     capture_end();
-    ck_assert(a->binlog.healthy);
+    ck_assert(a->eng.binlog.healthy);
     close_srv(a);
     a = open_srv();
     ck_assert_ptr_nonnull(find(a, id));

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "job.h"
 #include "opts.h"
+#include "bsconn.h"
 #include "server.h"
 #include "stats.h"
 #include "tube.h"
@@ -54,6 +55,9 @@ static const char *const job_keys[] = {
 
 /* ---- a minimal server ---- */
 
+/* The beanstalk front-end whose stats document is under test. */
+static Beanstalk front;
+
 static void server_setup(Server *s)
 {
     memset(s, 0, sizeof *s);
@@ -62,29 +66,30 @@ static void server_setup(Server *s)
     list_init(&s->conns);
     list_init(&s->pending_out);
     list_init(&s->dead);
-    list_init(&s->durable);
-    list_init(&s->ready_tubes);
-    list_init(&s->wide_waiters);
-    ck_assert_int_eq(tubes_init(&s->tubes), 0);
-    ck_assert_int_eq(job_table_init(&s->jobs), 0);
-    s->default_tube = tubes_get(&s->tubes, "default", 7);
-    ck_assert_ptr_nonnull(s->default_tube);
-    tube_ref(s->default_tube);
-    s->started = 1000 * SEC;
-    s->now = s->started;
-    s->next_id = 1;
+    list_init(&s->eng.ready_tubes);
+    list_init(&s->eng.wide_waiters);
+    ck_assert_int_eq(tubes_init(&s->eng.tubes), 0);
+    ck_assert_int_eq(job_table_init(&s->eng.jobs), 0);
+    s->eng.default_tube = tubes_get(&s->eng.tubes, "default", 7);
+    ck_assert_ptr_nonnull(s->eng.default_tube);
+    tube_ref(s->eng.default_tube);
+    s->eng.started = 1000 * SEC;
+    s->eng.now = s->eng.started;
+    s->eng.next_id = 1;
     memcpy(s->instance_id, "0123456789abcdef", 17);
+    s->eng.cfg = &s->cfg;
+    beanstalk_init(&front, s);
 }
 
 static void server_teardown(Server *s)
 {
-    hash_free(&s->jobs);
-    tubes_free(&s->tubes);
+    hash_free(&s->eng.jobs);
+    tubes_free(&s->eng.tubes);
 }
 
 static Tube *tube(Server *s, const char *name)
 {
-    Tube *t = tubes_get(&s->tubes, name, strlen(name));
+    Tube *t = tubes_get(&s->eng.tubes, name, strlen(name));
 
     ck_assert_ptr_nonnull(t);
     tube_ref(t);
@@ -186,14 +191,14 @@ static Job *job_in(Server *s, Tube *t, uint64_t id)
     ck_assert_ptr_nonnull(j);
     j->tube = t;
     tube_ref(t);
-    job_table_insert(&s->jobs, j);
+    job_table_insert(&s->eng.jobs, j);
     return j;
 }
 
 static void job_out(Server *s, Job *j)
 {
-    job_table_remove(&s->jobs, j);
-    tube_unref(&s->tubes, j->tube);
+    job_table_remove(&s->eng.jobs, j);
+    tube_unref(&s->eng.tubes, j->tube);
     job_free(j);
 }
 
@@ -205,7 +210,7 @@ START_TEST(tube_document)
     Doc d;
 
     server_setup(&s);
-    Tube *t = s.default_tube;
+    Tube *t = s.eng.default_tube;
     for (int i = 0; i < 5; i++) {
         ready[i] = job_in(&s, t, (uint64_t)i + 1);
         ready[i]->pri = (uint32_t)i * 1000;
@@ -213,7 +218,7 @@ START_TEST(tube_document)
     }
     delayed = job_in(&s, t, 6);
     ck_assert_ptr_nonnull(job_ext_get(delayed));
-    delayed->ext->deadline = s.now + 50 * SEC;
+    delayed->ext->deadline = s.eng.now + 50 * SEC;
     ck_assert_int_eq(heap_insert(&t->delay, delayed), 0);
     t->urgent_ct = 2;
     t->reserved_ct = 3;
@@ -225,9 +230,9 @@ START_TEST(tube_document)
     t->cmd_delete = 6;
     t->cmd_pause = 7;
     t->pause = 30 * SEC;
-    t->unpause_at = s.now + 25 * SEC + SEC / 2;
+    t->unpause_at = s.eng.now + 25 * SEC + SEC / 2;
 
-    stats_tube(&s, t, &b);
+    stats_tube(&s.eng, t, &b);
     doc_is(&b, "---\n"
                "name: \"default\"\n"
                "current-jobs-urgent: 2\n"
@@ -249,7 +254,7 @@ START_TEST(tube_document)
 
     /* current-waiting also counts waiting connections with a wide watch
      * list (they wait server-wide, not in the tube) that watch this tube. */
-    Conn wide[2];
+    Worker wide[2];
     Watch ww[2];
     Tube *other = tube(&s, "other");
     memset(wide, 0, sizeof wide);
@@ -257,32 +262,31 @@ START_TEST(tube_document)
     ww[0].tube = t;
     ww[1].tube = other;
     for (int i = 0; i < 2; i++) {
-        wide[i].srv = &s;
         wide[i].watch = &ww[i];
         wide[i].nwatch = 1;
-        list_insert_tail(&s.wide_waiters, &wide[i].wide_link);
+        list_insert_tail(&s.eng.wide_waiters, &wide[i].wide_link);
     }
     buf_free(&b);
-    stats_tube(&s, t, &b);
+    stats_tube(&s.eng, t, &b);
     parse_doc(&b, &d);
     ck_assert_str_eq(value(&d, "current-waiting"), "2");
     for (int i = 0; i < 2; i++)
         list_remove(&wide[i].wide_link);
-    tube_unref(&s.tubes, other);
+    tube_unref(&s.eng.tubes, other);
 
     /* The pause has run out (timer not yet run): time left is 0. */
-    s.now = t->unpause_at + 3 * SEC;
+    s.eng.now = t->unpause_at + 3 * SEC;
     buf_free(&b);
-    stats_tube(&s, t, &b);
+    stats_tube(&s.eng, t, &b);
     parse_doc(&b, &d);
     ck_assert_str_eq(value(&d, "pause"), "30");
     ck_assert_str_eq(value(&d, "pause-time-left"), "0");
 
     /* Not paused: both 0, whatever unpause_at holds. */
     t->pause = 0;
-    t->unpause_at = s.now + 100 * SEC;
+    t->unpause_at = s.eng.now + 100 * SEC;
     buf_free(&b);
-    stats_tube(&s, t, &b);
+    stats_tube(&s.eng, t, &b);
     parse_doc(&b, &d);
     ck_assert_str_eq(value(&d, "pause"), "0");
     ck_assert_str_eq(value(&d, "pause-time-left"), "0");
@@ -310,7 +314,7 @@ START_TEST(tube_document_other_name)
     memcpy(name, "a$(b);c+d/e.f_", 14);
     name[MAX_TUBE_NAME] = '\0';
     Tube *t = tube(&s, name);
-    stats_tube(&s, t, &b);
+    stats_tube(&s.eng, t, &b);
     parse_doc(&b, &d);
     keys_are(&d, tube_keys, 14);
     ck_assert_uint_eq(d.n, 14);
@@ -318,7 +322,7 @@ START_TEST(tube_document_other_name)
     ck_assert_str_eq(value(&d, "name"), want);
     for (size_t i = 1; i < 14; i++)
         ck_assert_str_eq(d.val[i], "0");
-    tube_unref(&s.tubes, t);
+    tube_unref(&s.eng.tubes, t);
     buf_free(&b);
     server_teardown(&s);
 }
@@ -337,10 +341,10 @@ START_TEST(job_document)
     Job *j = job_in(&s, foo, 42);
     j->state = JOB_RESERVED;
     j->pri = 7;
-    j->created = s.now - 5 * SEC - 9 * SEC / 10;  /* age 5.9 s */
+    j->created = s.eng.now - 5 * SEC - 9 * SEC / 10;  /* age 5.9 s */
     JobExt *e = job_ext_get(j);
     ck_assert_ptr_nonnull(e);
-    e->deadline = s.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
+    e->deadline = s.eng.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
     e->delay = 3;
     j->ttr = 60;
     e->reserves = 1;
@@ -349,7 +353,7 @@ START_TEST(job_document)
     e->buries = 4;
     e->kicks = 5;
 
-    stats_job(&s, j, &b);
+    stats_job(&s.eng, j, &b);
     doc_is(&b, "---\n"
                "id: 42\n"
                "tube: \"foo\"\n"
@@ -382,7 +386,7 @@ START_TEST(job_document)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         j->state = (uint8_t)cases[i].st;
         buf_free(&b);
-        stats_job(&s, j, &b);
+        stats_job(&s.eng, j, &b);
         parse_doc(&b, &d);
         keys_are(&d, job_keys, 14);
         ck_assert_str_eq(value(&d, "state"), cases[i].name);
@@ -391,9 +395,9 @@ START_TEST(job_document)
 
     /* A deadline already passed shows 0, not a negative number. */
     j->state = JOB_RESERVED;
-    s.now = j->ext->deadline + 2 * SEC;
+    s.eng.now = j->ext->deadline + 2 * SEC;
     buf_free(&b);
-    stats_job(&s, j, &b);
+    stats_job(&s.eng, j, &b);
     parse_doc(&b, &d);
     ck_assert_str_eq(value(&d, "time-left"), "0");
     ck_assert_str_eq(value(&d, "age"), "11");
@@ -406,7 +410,7 @@ START_TEST(job_document)
     j->file = 12;
     j->ext->kicks = UINT32_MAX;
     buf_free(&b);
-    stats_job(&s, j, &b);
+    stats_job(&s.eng, j, &b);
     parse_doc(&b, &d);
     ck_assert_str_eq(value(&d, "id"), "18446744073709551615");
     ck_assert_str_eq(value(&d, "pri"), "4294967295");
@@ -417,7 +421,7 @@ START_TEST(job_document)
     j->id = 42;
 
     job_out(&s, j);
-    tube_unref(&s.tubes, foo);
+    tube_unref(&s.eng.tubes, foo);
     buf_free(&b);
     server_teardown(&s);
 }
@@ -431,21 +435,21 @@ START_TEST(list_tubes)
     Buf b = {0};
 
     server_setup(&s);
-    stats_list_tubes(&s, &b);
+    stats_list_tubes(&s.eng, &b);
     doc_is(&b, "---\n- default\n");
     Tube *x = tube(&s, "x");
     Tube *y = tube(&s, "y(1)");
     Tube *z = tube(&s, "z");
     buf_free(&b);
-    stats_list_tubes(&s, &b);
+    stats_list_tubes(&s.eng, &b);
     /* Names are not quoted in lists. */
     doc_is(&b, "---\n- default\n- x\n- y(1)\n- z\n");
-    tube_unref(&s.tubes, x); /* z takes x's place */
+    tube_unref(&s.eng.tubes, x); /* z takes x's place */
     buf_free(&b);
-    stats_list_tubes(&s, &b);
+    stats_list_tubes(&s.eng, &b);
     doc_is(&b, "---\n- default\n- z\n- y(1)\n");
-    tube_unref(&s.tubes, y);
-    tube_unref(&s.tubes, z);
+    tube_unref(&s.eng.tubes, y);
+    tube_unref(&s.eng.tubes, z);
     buf_free(&b);
     server_teardown(&s);
 }
@@ -454,17 +458,16 @@ END_TEST
 START_TEST(list_watched)
 {
     Server s;
-    Conn c;
+    Worker c;
     Watch w[3];
     Buf b = {0};
 
     server_setup(&s);
     memset(&c, 0, sizeof c);
     memset(w, 0, sizeof w);
-    w[0].tube = s.default_tube;
+    w[0].tube = s.eng.default_tube;
     w[1].tube = tube(&s, "jobs");
     w[2].tube = tube(&s, "mail");
-    c.srv = &s;
     c.watch = w;
     c.nwatch = 1;
     stats_list_watched(&c, &b);
@@ -473,8 +476,8 @@ START_TEST(list_watched)
     buf_free(&b);
     stats_list_watched(&c, &b);
     doc_is(&b, "---\n- default\n- jobs\n- mail\n");
-    tube_unref(&s.tubes, w[1].tube);
-    tube_unref(&s.tubes, w[2].tube);
+    tube_unref(&s.eng.tubes, w[1].tube);
+    tube_unref(&s.eng.tubes, w[2].tube);
     buf_free(&b);
     server_teardown(&s);
 }
@@ -492,20 +495,20 @@ START_TEST(server_document)
 
     server_setup(&s);
     Tube *extra = tube(&s, "extra");
-    s.jobs_ct = (JobCounts){.ready = 2, .urgent = 1, .reserved = 3,
+    s.eng.jobs_ct = (JobCounts){.ready = 2, .urgent = 1, .reserved = 3,
                             .delayed = 4, .buried = 5};
     for (int t = 0; t < CMD_COUNT; t++)
-        s.cmd_ct[t] = 100 + (uint64_t)t;
-    s.job_timeouts = 7;
-    s.total_jobs = 8;
+        front.cmd_ct[t] = 100 + (uint64_t)t;
+    s.eng.job_timeouts = 7;
+    s.eng.total_jobs = 8;
     s.conn_ct = 9;
-    s.producer_ct = 10;
-    s.worker_ct = 11;
-    s.waiting_ct = 12;
+    front.producer_ct = 10;
+    front.worker_ct = 11;
+    s.eng.waiting_ct = 12;
     s.total_conns = 13;
-    s.now = s.started + 3661 * SEC + SEC / 2;
+    s.eng.now = s.eng.started + 3661 * SEC + SEC / 2;
 
-    stats_server(&s, &b);
+    stats_server(&front, &b);
     parse_doc(&b, &d);
     keys_are(&d, server_keys, NSERVER_KEYS);
     /* Keys tubed adds come after beanstalkd's, never again one of them. */
@@ -564,14 +567,14 @@ START_TEST(server_document)
     s.cfg.max_job_size = 1073741824;
     s.cfg.binlog_size = 123456;
     buf_free(&b);
-    stats_server(&s, &b);
+    stats_server(&front, &b);
     parse_doc(&b, &d);
     keys_are(&d, server_keys, NSERVER_KEYS);
     ck_assert_str_eq(value(&d, "draining"), "true");
     ck_assert_str_eq(value(&d, "max-job-size"), "1073741824");
     ck_assert_str_eq(value(&d, "binlog-max-size"), "123456");
 
-    tube_unref(&s.tubes, extra);
+    tube_unref(&s.eng.tubes, extra);
     buf_free(&b);
     server_teardown(&s);
 }
@@ -586,14 +589,14 @@ START_TEST(server_document_binlog)
     Doc d;
 
     server_setup(&s);
-    s.binlog.enabled = 1;
-    s.binlog.healthy = 1;
-    s.binlog.file_size = 5000;
-    s.binlog.files = files;
-    s.binlog.nfiles = 2;
-    s.binlog.records_written = 11;
-    s.binlog.records_migrated = 4;
-    stats_server(&s, &b);
+    s.eng.binlog.enabled = 1;
+    s.eng.binlog.healthy = 1;
+    s.eng.binlog.file_size = 5000;
+    s.eng.binlog.files = files;
+    s.eng.binlog.nfiles = 2;
+    s.eng.binlog.records_written = 11;
+    s.eng.binlog.records_migrated = 4;
+    stats_server(&front, &b);
     parse_doc(&b, &d);
     keys_are(&d, server_keys, NSERVER_KEYS);
     ck_assert_str_eq(value(&d, "binlog-oldest-index"), "3");
@@ -614,7 +617,7 @@ START_TEST(oom_sets_flag)
     Buf b = {0};
 
     server_setup(&s);
-    Tube *t = s.default_tube;
+    Tube *t = s.eng.default_tube;
     Job *j = job_in(&s, t, 1);
     for (int which = 0; which < 3; which++) {
         for (unsigned long n = 1; n < 8; n++) {
@@ -622,11 +625,11 @@ START_TEST(oom_sets_flag)
             buf_free(&b);
             alloc_fail_after(n);
             if (which == 0)
-                stats_server(&s, &b);
+                stats_server(&front, &b);
             else if (which == 1)
-                stats_tube(&s, t, &b);
+                stats_tube(&s.eng, t, &b);
             else
-                stats_job(&s, j, &b);
+                stats_job(&s.eng, j, &b);
             alloc_fail_after(0);
             ck_assert_int_eq(b.oom, alloc_failures() != failures);
         }

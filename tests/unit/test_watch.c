@@ -1,16 +1,15 @@
-/* Unit tests for watch.c: a connection's watch list, narrow and wide. */
+/* Unit tests for watch.c: a worker's watch list, narrow and wide. */
 #include <string.h>
 
 #include "unit.h"
 
-#include "conn.h"
-#include "server.h"
+#include "engine.h"
 #include "tube.h"
 #include "watch.h"
 
 typedef struct {
-    Server s;
-    Conn c;
+    Engine s;
+    Worker c;
     Tube *tubes[600];
 } Fix;
 
@@ -25,7 +24,6 @@ static Fix *fix_new(void)
         f->tubes[i] = tubes_get(&f->s.tubes, name, strlen(name));
         tube_ref(f->tubes[i]); /* the fixture keeps every tube alive */
     }
-    f->c.srv = &f->s;
     f->c.watch = &f->c.watch0;
     f->c.watch_cap = 1;
     return f;
@@ -33,7 +31,7 @@ static Fix *fix_new(void)
 
 static void fix_free(Fix *f)
 {
-    watch_clear(&f->c);
+    watch_clear(&f->s, &f->c);
     if (f->c.watch != &f->c.watch0)
         free(f->c.watch);
     tubes_free(&f->s.tubes);
@@ -41,7 +39,7 @@ static void fix_free(Fix *f)
 }
 
 /* Every entry is found at its own index; a reference model agrees. */
-static void check_consistent(const Conn *c, const int *model, int nmodel, Tube **tubes)
+static void check_consistent(const Worker *c, const int *model, int nmodel, Tube **tubes)
 {
     REQ_UEQ(c->nwatch, (unsigned)nmodel);
     for (int i = 0; i < nmodel; i++) {
@@ -69,7 +67,7 @@ START_TEST(random_against_model)
             REQ_IEQ(watch_add(&f->c, f->tubes[t]), 0);
             model[n++] = t;
         } else if (at >= 0) {
-            watch_remove(&f->c, at);
+            watch_remove(&f->s, &f->c, at);
             model[at] = model[--n];
         }
         if (step % 97 == 0)
@@ -91,12 +89,12 @@ START_TEST(wide_after_sixteen_and_refcounts)
     ck_assert(watch_is_wide(&f->c));
     ck_assert_uint_eq(f->tubes[3]->refs, 2);
     ck_assert_uint_eq(f->tubes[3]->watching_ct, 1);
-    watch_remove(&f->c, watch_find(&f->c, f->tubes[3]));
+    watch_remove(&f->s, &f->c, watch_find(&f->c, f->tubes[3]));
     ck_assert_uint_eq(f->tubes[3]->refs, 1);
     ck_assert_uint_eq(f->tubes[3]->watching_ct, 0);
     ck_assert_int_eq(watch_find(&f->c, f->tubes[3]), -1);
     while (f->c.nwatch > 2)
-        watch_remove(&f->c, 0);
+        watch_remove(&f->s, &f->c, 0);
     ck_assert(!watch_is_wide(&f->c));
     fix_free(f);
 }

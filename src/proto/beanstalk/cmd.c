@@ -2,421 +2,412 @@
 
 #include <string.h>
 
-#include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "log.h"
+#include "numparse.h"
 #include "parse.h"
-#include "queue.h"
-#include "reserve.h"
-#include "server.h"
 #include "stats.h"
-#include "watch.h"
 
-typedef void (*Handler)(Conn *c, const Cmd *cmd);
+typedef void (*Handler)(BsConn *b, const Cmd *cmd);
 
-static Server *srv(Conn *c)
+static Engine *eng(BsConn *b)
 {
-    return c->srv;
+    return &b->conn.srv->eng;
 }
 
-/* A job that only this connection may act on as a worker. */
-static Job *reserved_by(Conn *c, uint64_t id)
+static Conn *conn(BsConn *b)
 {
-    Job *j = job_table_find(&srv(c)->jobs, id);
-
-    return j && j->state == JOB_RESERVED && j->ext->owner == c ? j : NULL;
+    return &b->conn;
 }
 
-static void set_flag(Conn *c, uint8_t flag, uint64_t *counter)
+static void set_flag(BsConn *b, uint8_t flag, uint64_t *counter)
 {
-    if (!(c->flags & flag)) {
-        c->flags |= flag;
+    if (!(b->conn.flags & flag)) {
+        b->conn.flags |= flag;
         (*counter)++;
+    }
+}
+
+/* The reply about to be queued reports a change the binlog holds. */
+static void hold(BsConn *b)
+{
+    conn_hold(conn(b), engine_ticket(eng(b)));
+}
+
+static void reply_job(BsConn *b, const char *word, const Job *j)
+{
+    char head[64];
+    uint64_t size = j->body_size;
+    size_t n = conn_format_head(head, word, j->id, &size);
+
+    conn_reply_body(conn(b), head, n, j->body, j->body_size);
+}
+
+static void reply_id(BsConn *b, const char *word, uint64_t id)
+{
+    char head[64];
+
+    conn_reply(conn(b), head, conn_format_head(head, word, id, NULL));
+}
+
+/* "OK <bytes>\r\n<data>\r\n", then the document is freed. */
+static void reply_doc(BsConn *b, Buf *data)
+{
+    char head[32];
+    size_t n = 3;
+
+    if (data->oom) {
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+    } else {
+        memcpy(head, "OK ", 3);
+        n += fmt_u64(head + n, data->len);
+        memcpy(head + n, "\r\n", 2);
+        conn_reply_body(conn(b), head, n + 2, data->data, data->len);
+    }
+    buf_free(data);
+}
+
+/* The reply to an operation that reports only how it went. */
+static void reply_result(BsConn *b, EngineResult r, const char *ok)
+{
+    switch (r) {
+    case ENG_OK:
+        conn_reply(conn(b), ok, strlen(ok));
+        break;
+    case ENG_BURIED:
+        conn_reply_lit(conn(b), "BURIED\r\n");
+        break;
+    case ENG_NOT_FOUND:
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+        break;
+    case ENG_NO_MEMORY:
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+        break;
     }
 }
 
 /* ---- producer --------------------------------------------------------- */
 
-static void do_put(Conn *c, const Cmd *cmd)
+static void do_put(BsConn *b, const Cmd *cmd)
 {
-    Server *s = srv(c);
+    Engine *e = eng(b);
     Job *j;
 
-    if (cmd->bytes > s->cfg.max_job_size) {
-        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_JOB_TOO_BIG);
+    if (cmd->bytes > b->conn.srv->cfg.max_job_size) {
+        bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_JOB_TOO_BIG);
         return;
     }
-    set_flag(c, CONN_PRODUCER, &s->producer_ct);
+    set_flag(b, BS_PRODUCER, &bs_front(conn(b))->producer_ct);
     /* The id is taken now, as beanstalkd does: a put that then fails
      * (EXPECTED_CRLF, DRAINING) still uses it up. */
-    j = queue_job_new(s, s->next_id++, cmd->bytes, 1);
+    j = engine_job_new(e, cmd->bytes, cmd->pri, cmd->delay, cmd->ttr);
     if (!j) {
-        conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
+        bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
         return;
     }
-    if (cmd->delay) {
-        if (!job_ext_get(j)) {
-            queue_job_free(s, j);
-            conn_discard(c, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
-            return;
-        }
-        j->ext->delay = cmd->delay;
-    }
-    /* The job goes in the table once its body is in: fetch its bucket now
-     * so that insert does not wait on memory. */
-    job_table_prefetch(&s->jobs, j->id);
-    j->pri = cmd->pri;
-    j->ttr = cmd->ttr ? cmd->ttr : 1;
-    j->created = s->now;
-    c->in_job = j;
-    c->body_got = 0;
-    conn_set_state(c, CONN_BODY);
+    b->in_job = j;
+    b->body_got = 0;
+    b->bstate = BS_BODY;
 }
 
-void cmd_put_body_done(Conn *c)
+void cmd_put_body_done(BsConn *b)
 {
-    Server *s = srv(c);
-    Job *j = c->in_job;
-    int r;
+    Engine *e = eng(b);
+    Job *j = b->in_job;
+    EngineResult r;
 
-    c->in_job = NULL;
-    conn_set_state(c, CONN_CMD);
-    if (c->crlf[0] != '\r' || c->crlf[1] != '\n') {
-        queue_job_free(s, j);
-        conn_reply_lit(c, "EXPECTED_CRLF\r\n");
+    b->in_job = NULL;
+    b->bstate = BS_CMD;
+    if (b->crlf[0] != '\r' || b->crlf[1] != '\n') {
+        engine_job_drop(e, j);
+        conn_reply_lit(conn(b), "EXPECTED_CRLF\r\n");
         return;
     }
-    if (s->draining) {
-        queue_job_free(s, j);
-        conn_reply_lit(c, "DRAINING\r\n");
+    if (b->conn.srv->draining) {
+        engine_job_drop(e, j);
+        conn_reply_lit(conn(b), "DRAINING\r\n");
         return;
     }
-    j->tube = c->use;
-    if (binlog_reserve_put(s, j) < 0) {
-        queue_job_free(s, j);
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+    r = engine_put(e, j, b->use);
+    if (r == ENG_NO_MEMORY) {
+        engine_job_drop(e, j);
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
         return;
     }
-    r = queue_add(s, j, c->use);
-    if (r == -2) {
-        queue_job_free(s, j);
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    binlog_put(s, j);
-    binlog_hold_reply(s, c);
-    conn_reply_id(c, r < 0 ? "BURIED" : "INSERTED", j->id);
+    hold(b);
+    reply_id(b, r == ENG_BURIED ? "BURIED" : "INSERTED", j->id);
 }
 
-static Tube *tube_for(Conn *c, const Cmd *cmd)
+static Tube *tube_for(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tubes_get(&srv(c)->tubes, cmd->name, cmd->name_len);
+    Tube *t = engine_tube(eng(b), cmd->name, cmd->name_len);
 
     if (!t)
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
     return t;
 }
 
-static void do_use(Conn *c, const Cmd *cmd)
+static void do_use(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tube_for(c, cmd);
+    Tube *t = tube_for(b, cmd);
 
     if (!t)
         return;
-    tube_ref(t);
+    engine_tube_ref(t);
     t->using_ct++;
-    c->use->using_ct--;
-    tube_unref(&srv(c)->tubes, c->use);
-    c->use = t;
-    conn_replyf(c, "USING %s\r\n", t->name);
+    b->use->using_ct--;
+    engine_tube_unref(eng(b), b->use);
+    b->use = t;
+    conn_replyf(conn(b), "USING %s\r\n", t->name);
 }
 
 /* ---- worker ----------------------------------------------------------- */
 
-static void do_reserve(Conn *c, const Cmd *cmd)
+void cmd_wake(Worker *w, WaitEnd how, Job *j)
 {
-    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
-    reserve_start(srv(c), c, INT64_MAX);
-}
+    BsConn *b = container_of(w, BsConn, worker);
 
-static void do_reserve_timeout(Conn *c, const Cmd *cmd)
-{
-    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
-    reserve_start(srv(c), c, (int64_t)cmd->count * NS_PER_SEC);
-}
-
-static void do_reserve_job(Conn *c, const Cmd *cmd)
-{
-    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
-    int was_ready;
-
-    if (!j || j->state == JOB_RESERVED) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
+    /* The wait is over; the reply follows, then buffered input resumes. */
+    conn_set_state(conn(b), CONN_OPEN);
+    switch (how) {
+    case WAIT_RESERVED:
+        reply_job(b, "RESERVED", j);
+        break;
+    case WAIT_TIMED_OUT:
+        conn_reply_lit(conn(b), "TIMED_OUT\r\n");
+        break;
+    case WAIT_DEADLINE_SOON:
+        conn_reply_lit(conn(b), "DEADLINE_SOON\r\n");
+        break;
+    case WAIT_NO_MEMORY:
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+        break;
     }
-    set_flag(c, CONN_WORKER, &srv(c)->worker_ct);
-    /* A reserved job comes back ready after a crash; one taken from the
-     * delayed or buried state must be logged as ready. */
-    was_ready = j->state == JOB_READY;
-    if ((!was_ready && binlog_reserve_state(srv(c)) < 0) ||
-        queue_reserve(srv(c), c, j) < 0) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    if (!was_ready)
-        binlog_state(srv(c), j);
-    conn_reply_job(c, "RESERVED", j);
 }
 
-static void do_delete(Conn *c, const Cmd *cmd)
+static void reserve(BsConn *b, int64_t timeout)
 {
-    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
-
-    if (!j || (j->state == JOB_RESERVED && j->ext->owner != c)) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    j->tube->cmd_delete++;
-    binlog_delete(srv(c), j);
-    queue_delete(srv(c), j);
-    binlog_hold_reply(srv(c), c);
-    conn_reply_lit(c, "DELETED\r\n");
-}
-
-static void do_release(Conn *c, const Cmd *cmd)
-{
-    Job *j = reserved_by(c, cmd->id);
+    Job *j;
     int r;
 
-    if (!j) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    if (binlog_reserve_state(srv(c)) < 0) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    queue_detach(srv(c), j);
-    j->pri = cmd->pri;
-    j->ext->delay = cmd->delay;
-    j->ext->releases++;
-    r = queue_enqueue(srv(c), j, cmd->delay);
-    if (r < 0)
-        queue_bury(srv(c), j);
-    binlog_state(srv(c), j);
-    binlog_hold_reply(srv(c), c);
-    if (r < 0)
-        conn_reply_lit(c, "BURIED\r\n");
+    set_flag(b, BS_WORKER, &bs_front(conn(b))->worker_ct);
+    /* A half-closed client cannot wait: it hears TIMED_OUT at once. */
+    if (b->conn.flags & (CONN_RDHUP | CONN_EOF))
+        timeout = 0;
+    r = worker_reserve(eng(b), &b->worker, timeout, &j);
+    if (r == WAIT_PENDING)
+        conn_set_state(conn(b), CONN_PAUSED);
     else
-        conn_reply_lit(c, "RELEASED\r\n");
+        cmd_wake(&b->worker, (WaitEnd)r, j);
 }
 
-static void do_bury(Conn *c, const Cmd *cmd)
+static void do_reserve(BsConn *b, const Cmd *cmd)
 {
-    Job *j = reserved_by(c, cmd->id);
-
-    if (!j) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    if (binlog_reserve_state(srv(c)) < 0) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    queue_detach(srv(c), j);
-    j->pri = cmd->pri;
-    j->ext->buries++;
-    queue_bury(srv(c), j);
-    binlog_state(srv(c), j);
-    binlog_hold_reply(srv(c), c);
-    conn_reply_lit(c, "BURIED\r\n");
+    reserve(b, INT64_MAX);
 }
 
-static void do_touch(Conn *c, const Cmd *cmd)
+static void do_reserve_timeout(BsConn *b, const Cmd *cmd)
 {
-    Job *j = reserved_by(c, cmd->id);
-
-    if (!j) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    queue_touch(srv(c), j);
-    conn_reply_lit(c, "TOUCHED\r\n");
+    reserve(b, (int64_t)cmd->count * NS_PER_SEC);
 }
 
-static void do_watch(Conn *c, const Cmd *cmd)
+static void do_reserve_job(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tube_for(c, cmd);
+    Job *j;
+    EngineResult r = engine_reserve_job(eng(b), &b->worker, cmd->id, &j);
+
+    if (r != ENG_NOT_FOUND)
+        set_flag(b, BS_WORKER, &bs_front(conn(b))->worker_ct);
+    if (r == ENG_OK)
+        reply_job(b, "RESERVED", j);
+    else
+        reply_result(b, r, "");
+}
+
+static void do_delete(BsConn *b, const Cmd *cmd)
+{
+    EngineResult r = engine_delete(eng(b), &b->worker, cmd->id);
+
+    if (r == ENG_OK)
+        hold(b);
+    reply_result(b, r, "DELETED\r\n");
+}
+
+static void do_release(BsConn *b, const Cmd *cmd)
+{
+    EngineResult r = engine_release(eng(b), &b->worker, cmd->id, cmd->pri, cmd->delay);
+
+    if (r == ENG_OK || r == ENG_BURIED)
+        hold(b);
+    reply_result(b, r, "RELEASED\r\n");
+}
+
+static void do_bury(BsConn *b, const Cmd *cmd)
+{
+    EngineResult r = engine_bury(eng(b), &b->worker, cmd->id, cmd->pri);
+
+    if (r == ENG_OK)
+        hold(b);
+    reply_result(b, r, "BURIED\r\n");
+}
+
+static void do_touch(BsConn *b, const Cmd *cmd)
+{
+    reply_result(b, engine_touch(eng(b), &b->worker, cmd->id), "TOUCHED\r\n");
+}
+
+static void do_watch(BsConn *b, const Cmd *cmd)
+{
+    Tube *t = tube_for(b, cmd);
+    Worker *w = &b->worker;
 
     if (!t)
         return;
-    if (watch_find(c, t) < 0 && watch_add(c, t) < 0) {
+    if (watch_find(w, t) < 0 && watch_add(w, t) < 0) {
         if (t->refs == 0) { /* just created for us: drop it again */
-            tube_ref(t);
-            tube_unref(&srv(c)->tubes, t);
+            engine_tube_ref(t);
+            engine_tube_unref(eng(b), t);
         }
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
         return;
     }
-    conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
+    conn_replyf(conn(b), "WATCHING %u\r\n", w->nwatch);
 }
 
-static void do_ignore(Conn *c, const Cmd *cmd)
+static void do_ignore(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
-    int i = t ? watch_find(c, t) : -1;
+    Worker *w = &b->worker;
+    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
+    int i = t ? watch_find(w, t) : -1;
 
     if (i >= 0) {
-        if (c->nwatch == 1) {
-            conn_reply_lit(c, "NOT_IGNORED\r\n");
+        if (w->nwatch == 1) {
+            conn_reply_lit(conn(b), "NOT_IGNORED\r\n");
             return;
         }
-        watch_remove(c, i);
+        watch_remove(eng(b), w, i);
     }
-    conn_replyf(c, "WATCHING %u\r\n", c->nwatch);
+    conn_replyf(conn(b), "WATCHING %u\r\n", w->nwatch);
 }
 
 /* ---- other ------------------------------------------------------------ */
 
-static void reply_found(Conn *c, Job *j)
+static void reply_found(BsConn *b, Job *j)
 {
     if (j)
-        conn_reply_job(c, "FOUND", j);
+        reply_job(b, "FOUND", j);
     else
-        conn_reply_lit(c, "NOT_FOUND\r\n");
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
 }
 
-static void do_peek(Conn *c, const Cmd *cmd)
+static void do_peek(BsConn *b, const Cmd *cmd)
 {
-    reply_found(c, job_table_find(&srv(c)->jobs, cmd->id));
+    reply_found(b, engine_find(eng(b), cmd->id));
 }
 
-static void do_peek_ready(Conn *c, const Cmd *cmd)
+static void do_peek_ready(BsConn *b, const Cmd *cmd)
 {
-    reply_found(c, heap_top(&c->use->ready));
+    reply_found(b, heap_top(&b->use->ready));
 }
 
-static void do_peek_delayed(Conn *c, const Cmd *cmd)
+static void do_peek_delayed(BsConn *b, const Cmd *cmd)
 {
-    reply_found(c, heap_top(&c->use->delay));
+    reply_found(b, heap_top(&b->use->delay));
 }
 
-static void do_peek_buried(Conn *c, const Cmd *cmd)
+static void do_peek_buried(BsConn *b, const Cmd *cmd)
 {
-    List *n = list_first(&c->use->buried);
+    List *n = list_first(&b->use->buried);
 
-    reply_found(c, n ? job_of_link(n) : NULL);
+    reply_found(b, n ? job_of_link(n) : NULL);
 }
 
-static void do_kick(Conn *c, const Cmd *cmd)
+static void do_kick(BsConn *b, const Cmd *cmd)
 {
-    uint32_t k = queue_kick(srv(c), c->use, cmd->count);
+    uint32_t k = engine_kick(eng(b), b->use, cmd->count);
 
-    binlog_hold_reply(srv(c), c);
-    conn_replyf(c, "KICKED %u\r\n", k);
+    hold(b);
+    conn_replyf(conn(b), "KICKED %u\r\n", k);
 }
 
-static void do_kick_job(Conn *c, const Cmd *cmd)
+static void do_kick_job(BsConn *b, const Cmd *cmd)
 {
-    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
+    EngineResult r = engine_kick_job(eng(b), cmd->id);
 
-    if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED)) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    if (binlog_reserve_state(srv(c)) < 0) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    if (queue_kick_job(srv(c), j) < 0) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
-        return;
-    }
-    binlog_state(srv(c), j);
-    binlog_hold_reply(srv(c), c);
-    conn_reply_lit(c, "KICKED\r\n");
+    if (r == ENG_OK)
+        hold(b);
+    reply_result(b, r, "KICKED\r\n");
 }
 
-static void reply_doc(Conn *c, Buf *b)
+static void do_stats(BsConn *b, const Cmd *cmd)
 {
-    conn_reply_data(c, b);
-    buf_free(b);
+    Buf d = {0};
+
+    stats_server(bs_front(conn(b)), &d);
+    reply_doc(b, &d);
 }
 
-static void do_stats(Conn *c, const Cmd *cmd)
+static void do_stats_job(BsConn *b, const Cmd *cmd)
 {
-    Buf b = {0};
-
-    stats_server(srv(c), &b);
-    reply_doc(c, &b);
-}
-
-static void do_stats_job(Conn *c, const Cmd *cmd)
-{
-    Job *j = job_table_find(&srv(c)->jobs, cmd->id);
-    Buf b = {0};
+    Job *j = engine_find(eng(b), cmd->id);
+    Buf d = {0};
 
     if (!j) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         return;
     }
-    stats_job(srv(c), j, &b);
-    reply_doc(c, &b);
+    stats_job(eng(b), j, &d);
+    reply_doc(b, &d);
 }
 
-static void do_stats_tube(Conn *c, const Cmd *cmd)
+static void do_stats_tube(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
-    Buf b = {0};
+    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
+    Buf d = {0};
 
     if (!t) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         return;
     }
-    stats_tube(srv(c), t, &b);
-    reply_doc(c, &b);
+    stats_tube(eng(b), t, &d);
+    reply_doc(b, &d);
 }
 
-static void do_list_tubes(Conn *c, const Cmd *cmd)
+static void do_list_tubes(BsConn *b, const Cmd *cmd)
 {
-    Buf b = {0};
+    Buf d = {0};
 
-    stats_list_tubes(srv(c), &b);
-    reply_doc(c, &b);
+    stats_list_tubes(eng(b), &d);
+    reply_doc(b, &d);
 }
 
-static void do_list_tube_used(Conn *c, const Cmd *cmd)
+static void do_list_tube_used(BsConn *b, const Cmd *cmd)
 {
-    conn_replyf(c, "USING %s\r\n", c->use->name);
+    conn_replyf(conn(b), "USING %s\r\n", b->use->name);
 }
 
-static void do_list_tubes_watched(Conn *c, const Cmd *cmd)
+static void do_list_tubes_watched(BsConn *b, const Cmd *cmd)
 {
-    Buf b = {0};
+    Buf d = {0};
 
-    stats_list_watched(c, &b);
-    reply_doc(c, &b);
+    stats_list_watched(&b->worker, &d);
+    reply_doc(b, &d);
 }
 
-static void do_quit(Conn *c, const Cmd *cmd)
+static void do_quit(BsConn *b, const Cmd *cmd)
 {
-    conn_finish(c);
+    conn_finish(conn(b));
 }
 
-static void do_pause_tube(Conn *c, const Cmd *cmd)
+static void do_pause_tube(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = tubes_find(&srv(c)->tubes, cmd->name, cmd->name_len);
+    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
 
     if (!t) {
-        conn_reply_lit(c, "NOT_FOUND\r\n");
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         return;
     }
-    if (queue_pause(srv(c), t, cmd->delay) < 0) {
-        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
-        return;
-    }
-    conn_reply_lit(c, "PAUSED\r\n");
+    reply_result(b, engine_pause(eng(b), t, cmd->delay), "PAUSED\r\n");
 }
 
 static const Handler handlers[CMD_COUNT] = {
@@ -447,29 +438,30 @@ static const Handler handlers[CMD_COUNT] = {
     [CMD_PAUSE_TUBE] = do_pause_tube,
 };
 
-void cmd_line(Conn *c, const char *line, size_t len)
+void cmd_line(BsConn *b, const char *line, size_t len)
 {
-    Server *s = srv(c);
+    Beanstalk *f = bs_front(conn(b));
     Cmd cmd;
     ParseResult r = parse_command(line, len, &cmd);
 
     if (log_verbosity >= 2)
-        log_msg(LOG_CMD, "fd %d: <%.*s>", c->ev.fd, (int)(len > 80 ? 80 : len), line);
+        log_msg(LOG_CMD, "fd %d: <%.*s>", b->conn.ev.fd, (int)(len > 80 ? 80 : len), line);
     if (r == PARSE_UNKNOWN) {
-        conn_reply_lit(c, "UNKNOWN_COMMAND\r\n");
+        conn_reply_lit(conn(b), "UNKNOWN_COMMAND\r\n");
         return;
     }
     if (r == PARSE_BAD_FORMAT) {
         if (cmd.counted)
-            s->cmd_ct[cmd.type]++;
+            f->cmd_ct[cmd.type]++;
         /* beanstalkd checks a put's size before its trailing junk, so an
          * oversized body is still read and thrown away. */
-        if (cmd.counted && cmd.type == CMD_PUT && cmd.bytes > s->cfg.max_job_size)
-            conn_discard(c, (uint64_t)cmd.bytes + 2, AFTER_JOB_TOO_BIG);
+        if (cmd.counted && cmd.type == CMD_PUT &&
+            cmd.bytes > b->conn.srv->cfg.max_job_size)
+            bs_discard(b, (uint64_t)cmd.bytes + 2, AFTER_JOB_TOO_BIG);
         else
-            conn_reply_lit(c, "BAD_FORMAT\r\n");
+            conn_reply_lit(conn(b), "BAD_FORMAT\r\n");
         return;
     }
-    s->cmd_ct[cmd.type]++;
-    handlers[cmd.type](c, &cmd);
+    f->cmd_ct[cmd.type]++;
+    handlers[cmd.type](b, &cmd);
 }

@@ -1,20 +1,25 @@
 /*
- * cmd.h — command handlers: one function per protocol command.
+ * cmd.h — beanstalk command handlers: one function per protocol command.
  *
  * Contract: cmd_line() takes one complete request line (without "\r\n")
  * from a connection in state CMD, parses it with parse_command() and runs
- * the handler, which queues exactly one reply — except put, which moves the
- * connection to BODY (or DISCARD) and replies from cmd_put_body_done() once
- * the body is in, reserve, which may wait, and quit, which closes.
+ * the handler, which calls the engine and queues exactly one reply —
+ * except put, which moves the connection to BODY (or DISCARD) and replies
+ * from cmd_put_body_done() once the body is in, reserve, which may wait
+ * (cmd_wake() replies when the engine wakes the worker), and quit, which
+ * closes. Replies that report a change the binlog holds are held until
+ * the engine says the change is durable (conn_hold).
  */
 #ifndef TUBED_CMD_H
 #define TUBED_CMD_H
 
 #include <stddef.h>
 
-#include "conn.h"
+#include "bs.h"
 
-void cmd_line(Conn *c, const char *line, size_t len);
-void cmd_put_body_done(Conn *c);
+void cmd_line(BsConn *b, const char *line, size_t len);
+void cmd_put_body_done(BsConn *b);
+/* The engine ended a wait of this connection's worker. */
+void cmd_wake(Worker *w, WaitEnd how, Job *j);
 
 #endif

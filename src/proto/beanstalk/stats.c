@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "reserve.h"
+#include "engine.h"
 
 /* A YAML double-quoted scalar: only '"' and '\' need escaping in the
  * values we print (tube names cannot hold either). */
@@ -26,22 +26,34 @@ static void key_quoted(Buf *b, const char *key, const char *val)
     quoted(b, val);
 }
 
-static const char *const cmd_keys[] = {
-    /* beanstalkd's order of the cmd-* keys, with the command each counts */
-    "cmd-put", "cmd-peek", "cmd-peek-ready", "cmd-peek-delayed",
-    "cmd-peek-buried", "cmd-reserve", "cmd-reserve-with-timeout",
-    "cmd-delete", "cmd-release", "cmd-use", "cmd-watch", "cmd-ignore",
-    "cmd-bury", "cmd-kick", "cmd-touch", "cmd-stats", "cmd-stats-job",
-    "cmd-stats-tube", "cmd-list-tubes", "cmd-list-tube-used",
-    "cmd-list-tubes-watched", "cmd-pause-tube",
-};
-
-static const CmdType cmd_order[] = {
-    CMD_PUT, CMD_PEEK, CMD_PEEK_READY, CMD_PEEK_DELAYED, CMD_PEEK_BURIED,
-    CMD_RESERVE, CMD_RESERVE_TIMEOUT, CMD_DELETE, CMD_RELEASE, CMD_USE,
-    CMD_WATCH, CMD_IGNORE, CMD_BURY, CMD_KICK, CMD_TOUCH, CMD_STATS,
-    CMD_STATS_JOB, CMD_STATS_TUBE, CMD_LIST_TUBES, CMD_LIST_TUBE_USED,
-    CMD_LIST_TUBES_WATCHED, CMD_PAUSE_TUBE,
+/* beanstalkd's cmd-* keys in its order, each with the command it counts:
+ * one table, so a key and its command cannot drift apart. */
+static const struct {
+    const char *key;
+    CmdType cmd;
+} cmd_keys[] = {
+    {"cmd-put", CMD_PUT},
+    {"cmd-peek", CMD_PEEK},
+    {"cmd-peek-ready", CMD_PEEK_READY},
+    {"cmd-peek-delayed", CMD_PEEK_DELAYED},
+    {"cmd-peek-buried", CMD_PEEK_BURIED},
+    {"cmd-reserve", CMD_RESERVE},
+    {"cmd-reserve-with-timeout", CMD_RESERVE_TIMEOUT},
+    {"cmd-delete", CMD_DELETE},
+    {"cmd-release", CMD_RELEASE},
+    {"cmd-use", CMD_USE},
+    {"cmd-watch", CMD_WATCH},
+    {"cmd-ignore", CMD_IGNORE},
+    {"cmd-bury", CMD_BURY},
+    {"cmd-kick", CMD_KICK},
+    {"cmd-touch", CMD_TOUCH},
+    {"cmd-stats", CMD_STATS},
+    {"cmd-stats-job", CMD_STATS_JOB},
+    {"cmd-stats-tube", CMD_STATS_TUBE},
+    {"cmd-list-tubes", CMD_LIST_TUBES},
+    {"cmd-list-tube-used", CMD_LIST_TUBE_USED},
+    {"cmd-list-tubes-watched", CMD_LIST_TUBES_WATCHED},
+    {"cmd-pause-tube", CMD_PAUSE_TUBE},
 };
 
 static long long secs(int64_t ns)
@@ -49,12 +61,14 @@ static long long secs(int64_t ns)
     return (long long)(ns / NS_PER_SEC);
 }
 
-void stats_server(const Server *s, Buf *b)
+void stats_server(const Beanstalk *f, Buf *b)
 {
+    const Server *s = f->srv;
+    const Engine *e = &s->eng;
     struct rusage ru;
     struct utsname u;
-    const JobCounts *jc = &s->jobs_ct;
-    const Binlog *bl = &s->binlog;
+    const JobCounts *jc = &e->jobs_ct;
+    const Binlog *bl = &e->binlog;
 
     getrusage(RUSAGE_SELF, &ru);
     if (uname(&u) < 0)
@@ -68,9 +82,9 @@ void stats_server(const Server *s, Buf *b)
                (unsigned long long)jc->urgent, (unsigned long long)jc->ready,
                (unsigned long long)jc->reserved, (unsigned long long)jc->delayed,
                (unsigned long long)jc->buried);
-    for (size_t i = 0; i < sizeof cmd_order / sizeof cmd_order[0]; i++)
-        buf_printf(b, "%s: %llu\n", cmd_keys[i],
-                   (unsigned long long)s->cmd_ct[cmd_order[i]]);
+    for (size_t i = 0; i < sizeof cmd_keys / sizeof cmd_keys[0]; i++)
+        buf_printf(b, "%s: %llu\n", cmd_keys[i].key,
+                   (unsigned long long)f->cmd_ct[cmd_keys[i].cmd]);
     buf_printf(b, "job-timeouts: %llu\n"
                "total-jobs: %llu\n"
                "max-job-size: %u\n"
@@ -81,12 +95,12 @@ void stats_server(const Server *s, Buf *b)
                "current-waiting: %llu\n"
                "total-connections: %llu\n"
                "pid: %ld\n",
-               (unsigned long long)s->job_timeouts,
-               (unsigned long long)s->total_jobs, s->cfg.max_job_size,
-               s->tubes.len, (unsigned long long)s->conn_ct,
-               (unsigned long long)s->producer_ct,
-               (unsigned long long)s->worker_ct,
-               (unsigned long long)s->waiting_ct,
+               (unsigned long long)e->job_timeouts,
+               (unsigned long long)e->total_jobs, s->cfg.max_job_size,
+               e->tubes.len, (unsigned long long)s->conn_ct,
+               (unsigned long long)f->producer_ct,
+               (unsigned long long)f->worker_ct,
+               (unsigned long long)e->waiting_ct,
                (unsigned long long)s->total_conns, (long)getpid());
     key_quoted(b, "version", TUBED_VERSION);
     buf_printf(b, "rusage-utime: %ld.%06ld\n"
@@ -101,7 +115,7 @@ void stats_server(const Server *s, Buf *b)
                "id: %s\n",
                (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
-               secs(s->now - s->started),
+               secs(e->now - e->started),
                bl->nfiles ? bl->files[0].index : 0,
                bl->nfiles ? bl->files[bl->nfiles - 1].index : 0,
                (unsigned long long)bl->records_migrated,
@@ -120,13 +134,13 @@ void stats_server(const Server *s, Buf *b)
                (unsigned long long)bl->disk_bytes,
                (unsigned long long)bl->live_bytes,
                !bl->enabled || bl->healthy ? "true" : "false",
-               (unsigned long long)s->job_bytes,
+               (unsigned long long)e->job_bytes,
                (unsigned long long)s->cfg.job_memory);
 }
 
-void stats_tube(const Server *s, const Tube *t, Buf *b)
+void stats_tube(const Engine *e, const Tube *t, Buf *b)
 {
-    int64_t left = tube_paused(t) ? t->unpause_at - s->now : 0;
+    int64_t left = tube_paused(t) ? t->unpause_at - e->now : 0;
 
     buf_printf(b, "---\nname: ");
     quoted(b, t->name);
@@ -147,18 +161,18 @@ void stats_tube(const Server *s, const Tube *t, Buf *b)
                (unsigned long long)t->reserved_ct, t->delay.len,
                (unsigned long long)t->buried_ct,
                (unsigned long long)t->total_jobs, t->using_ct, t->watching_ct,
-               reserve_tube_waiting(s, t), (unsigned long long)t->cmd_delete,
+               engine_tube_waiting(e, t), (unsigned long long)t->cmd_delete,
                (unsigned long long)t->cmd_pause, secs(t->pause),
                secs(left > 0 ? left : 0));
 }
 
-void stats_job(const Server *s, const Job *j, Buf *b)
+void stats_job(const Engine *e, const Job *j, Buf *b)
 {
-    const JobExt *e = job_ext_view(j);
+    const JobExt *x = job_ext_view(j);
     int64_t left = 0;
 
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
-        left = e->deadline - s->now;
+        left = x->deadline - e->now;
     buf_printf(b, "---\nid: %llu\ntube: ", (unsigned long long)j->id);
     quoted(b, j->tube->name);
     buf_printf(b, "state: %s\n"
@@ -174,21 +188,21 @@ void stats_job(const Server *s, const Job *j, Buf *b)
                "buries: %u\n"
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
-               secs(s->now - j->created), e->delay, j->ttr,
-               secs(left > 0 ? left : 0), j->file, e->reserves, e->timeouts,
-               e->releases, e->buries, e->kicks);
+               secs(e->now - j->created), x->delay, j->ttr,
+               secs(left > 0 ? left : 0), j->file, x->reserves, x->timeouts,
+               x->releases, x->buries, x->kicks);
 }
 
-void stats_list_tubes(const Server *s, Buf *b)
+void stats_list_tubes(const Engine *e, Buf *b)
 {
     buf_append(b, "---\n", 4);
-    for (size_t i = 0; i < s->tubes.len; i++)
-        buf_printf(b, "- %s\n", s->tubes.list[i]->name);
+    for (size_t i = 0; i < e->tubes.len; i++)
+        buf_printf(b, "- %s\n", e->tubes.list[i]->name);
 }
 
-void stats_list_watched(const Conn *c, Buf *b)
+void stats_list_watched(const Worker *w, Buf *b)
 {
     buf_append(b, "---\n", 4);
-    for (uint32_t i = 0; i < c->nwatch; i++)
-        buf_printf(b, "- %s\n", c->watch[i].tube->name);
+    for (uint32_t i = 0; i < w->nwatch; i++)
+        buf_printf(b, "- %s\n", w->watch[i].tube->name);
 }

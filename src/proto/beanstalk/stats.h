@@ -10,16 +10,14 @@
 #ifndef TUBED_STATS_H
 #define TUBED_STATS_H
 
+#include "bs.h"
 #include "buf.h"
-#include "conn.h"
-#include "job.h"
-#include "server.h"
-#include "tube.h"
+#include "engine.h"
 
-void stats_server(const Server *s, Buf *b);
-void stats_tube(const Server *s, const Tube *t, Buf *b);
-void stats_job(const Server *s, const Job *j, Buf *b);
-void stats_list_tubes(const Server *s, Buf *b);
-void stats_list_watched(const Conn *c, Buf *b);
+void stats_server(const Beanstalk *f, Buf *b);
+void stats_tube(const Engine *e, const Tube *t, Buf *b);
+void stats_job(const Engine *e, const Job *j, Buf *b);
+void stats_list_tubes(const Engine *e, Buf *b);
+void stats_list_watched(const Worker *w, Buf *b);
 
 #endif

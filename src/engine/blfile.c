@@ -1,0 +1,56 @@
+#include "blfile.h"
+
+#include <stdio.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "tube.h"
+
+void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n)
+{
+    snprintf(out, n, "%s/binlog.%u", b->dir, index);
+}
+
+/* A logged realtime on the monotonic clock. Values come from disk, so the
+ * arithmetic must not overflow whatever they are: the offset is clamped to
+ * about a century either way (a delay is at most 2^32 s, ~136 years). */
+int64_t bl_mono_of(int64_t wall, int64_t now, int64_t mono_now)
+{
+    const int64_t lim = (int64_t)5000000000 * NS_PER_SEC;
+    int64_t d;
+
+    if (wall > now + lim)
+        d = lim;
+    else if (wall < now - lim)
+        d = -lim;
+    else
+        d = wall - now;
+    return mono_now + d;
+}
+
+size_t bl_job_record_size(const Job *j)
+{
+    return BL_JOB_FIXED + j->tube->name_len + (size_t)j->body_size;
+}
+
+BlFile *bl_file_of(Binlog *b, uint32_t index)
+{
+    if (!b->nfiles || index < b->files[0].index)
+        return NULL;
+    index -= b->files[0].index;
+    return index < b->nfiles ? &b->files[index] : NULL;
+}
+
+int bl_files_push(Binlog *b, uint32_t index)
+{
+    if (b->nfiles == b->files_cap) {
+        size_t cap = b->files_cap ? b->files_cap * 2 : 16;
+        BlFile *f = tb_realloc(b->files, cap * sizeof *f);
+        if (!f)
+            return -1;
+        b->files = f;
+        b->files_cap = cap;
+    }
+    b->files[b->nfiles++] = (BlFile){.index = index};
+    return 0;
+}

@@ -1,0 +1,90 @@
+/*
+ * blfile.h — the binlog's state and its list of files.
+ *
+ * Contract: the Binlog struct (what binlog.c and blreplay.c share), the
+ * injectable disk calls, and the small helpers both need: file names,
+ * the list of files oldest first with their live counts, the size of a
+ * job's record, and converting a logged realtime to the monotonic clock.
+ * Nothing here writes a record; binlog.h is the binlog's interface.
+ */
+#ifndef TUBED_BLFILE_H
+#define TUBED_BLFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "blcodec.h"
+#include "buf.h"
+#include "event.h"
+#include "job.h"
+#include "syncer.h"
+
+#define BL_DEL_SIZE BL_DELETE_SIZE
+
+typedef struct BlFile {
+    uint32_t index;
+    uint64_t live_jobs;
+    uint64_t live_bytes;
+    uint64_t bytes;        /* on disk */
+} BlFile;
+
+typedef struct Binlog {
+    int enabled;
+    int healthy;
+    int recover;           /* --recover: keep valid records past damage */
+    int dirfd, lockfd;
+    const char *dir;
+    uint64_t file_size;
+    BlFile *files;         /* oldest .. current; current is the last */
+    size_t nfiles, files_cap;
+    int cur_fd;
+    uint64_t cur_used;     /* bytes placed in the current file */
+    uint64_t cur_written;  /* bytes of it already written */
+    Buf wbuf;              /* placed but not yet written */
+    int64_t wall_mono;     /* the e->now that wall_cache was read for */
+    int64_t wall_cache;    /* the realtime then: one clock read a loop */
+    int *spares;           /* preallocated next files, in index order */
+    size_t nspares, spares_cap;
+    uint64_t reserved;     /* room promised to future delete records */
+    uint64_t live_bytes, disk_bytes;
+    uint64_t records_written, records_migrated;
+    int64_t last_sync;     /* monotonic ns */
+    int unsynced;          /* written since the last fsync */
+    int64_t last_recover_try;
+    uint64_t replayed_jobs;
+    int damaged;           /* --recover dropped something at replay */
+    struct Engine *eng;
+    Syncer syncer;         /* fsync off the loop */
+    EvSource sync_ev;      /* its eventfd */
+    uint64_t lsn;          /* sequence number of the last record placed */
+    uint64_t written_lsn;  /* every record up to it is written */
+    uint64_t durable_lsn;  /* ... and durable under the -f mode in force */
+    uint64_t sync_target;  /* what the running sync makes durable */
+    uint64_t lost_from;    /* a record that could not be placed; 0: none */
+} Binlog;
+
+/* The binlog's disk calls, replaceable by tests to inject a full disk or an
+ * I/O error. fallocate returns 0 or an errno (posix_fallocate's way); the
+ * others return -1 with errno set. */
+typedef struct BlDisk {
+    int (*fallocate)(int fd, off_t off, off_t len);
+    ssize_t (*pwrite)(int fd, const void *p, size_t n, off_t off);
+    int (*fdatasync)(int fd);
+} BlDisk;
+extern BlDisk bl_disk;
+
+static inline BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
+
+void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n);
+/* Append file `index` to the list; -1 when out of memory. */
+int bl_files_push(Binlog *b, uint32_t index);
+/* The list entry of file `index`, NULL if it is not in the list. */
+BlFile *bl_file_of(Binlog *b, uint32_t index);
+size_t bl_job_record_size(const Job *j);
+/* A logged realtime on the monotonic clock, given the realtime now and
+ * the monotonic now (read once for a whole replay: one clock for every
+ * job). */
+int64_t bl_mono_of(int64_t wall, int64_t wall_now, int64_t mono_now);
+
+#endif

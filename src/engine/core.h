@@ -1,0 +1,66 @@
+/*
+ * core.h — the engine's state: one struct that owns every job, tube,
+ * heap, timer and the binlog.
+ *
+ * Contract: the modules of the engine (queue, waiter, watch, binlog,
+ * replay) share this struct; everything outside the engine uses engine.h,
+ * whose operations keep its invariants. Header only, so every engine
+ * module can see the state without including the engine's interface.
+ */
+#ifndef TUBED_CORE_H
+#define TUBED_CORE_H
+
+#include <stdint.h>
+
+#include "blfile.h"
+#include "event.h"
+#include "hash.h"
+#include "heap.h"
+#include "job.h"
+#include "list.h"
+#include "opts.h"
+#include "tube.h"
+#include "worker.h"
+
+typedef struct Engine Engine;
+
+/* Job counts by state, kept up to date by queue.c; engine-wide totals of
+ * the per-tube figures. */
+typedef struct JobCounts {
+    uint64_t ready, urgent, reserved, delayed, buried;
+} JobCounts;
+
+/* How the binlog tells a front-end about its acknowledgements. */
+typedef struct EngineHooks {
+    void (*durable)(void *arg, uint64_t upto); /* tickets <= upto are safe */
+    void (*lost)(void *arg, uint64_t from);    /* tickets >= from are lost */
+    void *arg;
+} EngineHooks;
+
+struct Engine {
+    const Config *cfg;
+    EvLoop *loop;           /* for the binlog's sync thread's eventfd */
+    int64_t now;            /* monotonic ns, refreshed after each wake-up */
+    int64_t started;        /* monotonic ns */
+    uint64_t next_id;
+    Hash jobs;              /* Job by id */
+    TubeSet tubes;
+    Tube *default_tube;
+    Heap ttr;               /* reserved jobs by TTR deadline */
+    Heap wait_timers;       /* waiting workers by their next tick */
+    List ready_tubes;       /* unpaused tubes with ready jobs */
+    size_t nready_tubes;
+    List wide_waiters;      /* waiting workers with a wide watch list */
+    uint64_t wait_seq;
+    Binlog binlog;
+    JobCounts jobs_ct;
+    uint64_t waiting_ct;
+    uint64_t job_timeouts, total_jobs;
+    uint64_t job_bytes;     /* memory of all jobs, bounded by --job-memory */
+    EngineHooks hooks;
+    /* A tube has a job to hand out: waiter.c installs this, so the queue
+     * layer below it can announce ready jobs without knowing who waits. */
+    void (*on_ready)(struct Engine *e, Tube *t);
+};
+
+#endif

@@ -1,0 +1,342 @@
+#include "engine.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "binlog.h"
+#include "clock.h"
+#include "log.h"
+#include "queue.h"
+#include "waiter.h"
+#include "watch.h"
+
+/* ---- life cycle --------------------------------------------------------- */
+
+int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
+{
+    memset(e, 0, sizeof *e);
+    e->cfg = cfg;
+    e->loop = loop;
+    e->now = e->started = clock_mono();
+    e->next_id = 1;
+    list_init(&e->ready_tubes);
+    list_init(&e->wide_waiters);
+    e->binlog.dirfd = e->binlog.lockfd = e->binlog.cur_fd = -1;
+    heap_init(&e->ttr, job_deadline_less, job_set_heap_pos);
+    waiter_init(e);
+    if (job_table_init(&e->jobs) < 0 || tubes_init(&e->tubes) < 0 ||
+        !(e->default_tube = tubes_get(&e->tubes, "default", 7)))
+        return -1;
+    tube_ref(e->default_tube); /* "default" always exists */
+    return 0;
+}
+
+int engine_open_binlog(Engine *e, char *err, size_t errlen)
+{
+    return binlog_open(e, err, errlen);
+}
+
+/* Detach and free every job, bucket by bucket. Nothing is removed from
+ * the table while it is walked (removal may shrink it); it is freed whole
+ * afterwards. Linear in the jobs, so a stop with millions is quick. */
+static void free_jobs(Engine *e)
+{
+    for (size_t b = 0; b < e->jobs.nbuckets; b++) {
+        HashNode *n = e->jobs.buckets[b];
+        while (n) {
+            Job *j = container_of(n, Job, hnode);
+            Tube *t = j->tube;
+            n = n->next;
+            queue_detach(e, j);
+            queue_job_free(e, j);
+            tube_unref(&e->tubes, t);
+        }
+        e->jobs.buckets[b] = NULL;
+    }
+    e->jobs.len = 0;
+}
+
+void engine_free(Engine *e)
+{
+    free_jobs(e);
+    hash_free(&e->jobs);
+    tubes_free(&e->tubes);
+    heap_free(&e->ttr);
+    heap_free(&e->wait_timers);
+    binlog_close(e);
+}
+
+/* ---- the loop's calls ------------------------------------------------- */
+
+void engine_tick(Engine *e)
+{
+    /* Wake waits before expiring TTRs: a worker waiting in reserve hears
+     * DEADLINE_SOON before its job is taken back. */
+    waiter_tick(e);
+    queue_tick(e);
+    binlog_tick(e);
+}
+
+int64_t engine_next_due(const Engine *e)
+{
+    int64_t due = queue_next_due(e), w = waiter_next_due(e), b = binlog_next_due(e);
+
+    if (w < due)
+        due = w;
+    return b < due ? b : due;
+}
+
+void engine_commit(Engine *e)
+{
+    binlog_commit(e);
+}
+
+void engine_settle(Engine *e)
+{
+    binlog_settle(e);
+}
+
+uint64_t engine_ticket(Engine *e)
+{
+    return binlog_ticket(e);
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+Job *engine_find(const Engine *e, uint64_t id)
+{
+    return job_table_find(&e->jobs, id);
+}
+
+Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
+                    uint32_t ttr)
+{
+    Job *j = queue_job_new(e, e->next_id++, body_size, 1);
+
+    if (!j)
+        return NULL;
+    if (delay) {
+        if (!job_ext_get(j)) {
+            queue_job_free(e, j);
+            return NULL;
+        }
+        j->ext->delay = delay;
+    }
+    /* The job goes in the table once its body is in: fetch its bucket now
+     * so that insert does not wait on memory. */
+    job_table_prefetch(&e->jobs, j->id);
+    j->pri = pri;
+    j->ttr = ttr ? ttr : 1;
+    j->created = e->now;
+    return j;
+}
+
+void engine_job_drop(Engine *e, Job *j)
+{
+    queue_job_free(e, j);
+}
+
+EngineResult engine_put(Engine *e, Job *j, Tube *t)
+{
+    int r;
+
+    j->tube = t;
+    if (binlog_reserve_put(e, j) < 0)
+        return ENG_NO_MEMORY;
+    r = queue_add(e, j, t);
+    if (r == -2)
+        return ENG_NO_MEMORY;
+    binlog_put(e, j);
+    return r < 0 ? ENG_BURIED : ENG_OK;
+}
+
+/* A job only this worker may act on as a worker. */
+static Job *reserved_by(Engine *e, Worker *w, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    return j && j->state == JOB_RESERVED && j->ext->owner == w ? j : NULL;
+}
+
+/* The common start of release and bury: the job is w's, and the binlog
+ * has room for its state record. */
+static EngineResult take_reserved(Engine *e, Worker *w, uint64_t id, Job **out)
+{
+    if (!(*out = reserved_by(e, w, id)))
+        return ENG_NOT_FOUND;
+    if (binlog_reserve_state(e) < 0)
+        return ENG_NO_MEMORY;
+    queue_detach(e, *out);
+    return ENG_OK;
+}
+
+EngineResult engine_delete(Engine *e, Worker *by, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    if (!j || (j->state == JOB_RESERVED && j->ext->owner != by))
+        return ENG_NOT_FOUND;
+    j->tube->cmd_delete++;
+    binlog_delete(e, j);
+    queue_delete(e, j);
+    return ENG_OK;
+}
+
+EngineResult engine_release(Engine *e, Worker *by, uint64_t id, uint32_t pri,
+                            uint32_t delay)
+{
+    Job *j;
+    EngineResult r = take_reserved(e, by, id, &j);
+
+    if (r != ENG_OK)
+        return r;
+    j->pri = pri;
+    j->ext->delay = delay;
+    j->ext->releases++;
+    if (queue_enqueue(e, j, delay) < 0) {
+        queue_bury(e, j);
+        r = ENG_BURIED;
+    }
+    binlog_state(e, j);
+    return r;
+}
+
+EngineResult engine_bury(Engine *e, Worker *by, uint64_t id, uint32_t pri)
+{
+    Job *j;
+    EngineResult r = take_reserved(e, by, id, &j);
+
+    if (r != ENG_OK)
+        return r;
+    j->pri = pri;
+    j->ext->buries++;
+    queue_bury(e, j);
+    binlog_state(e, j);
+    return ENG_OK;
+}
+
+EngineResult engine_touch(Engine *e, Worker *by, uint64_t id)
+{
+    Job *j = reserved_by(e, by, id);
+
+    if (!j)
+        return ENG_NOT_FOUND;
+    queue_touch(e, j);
+    return ENG_OK;
+}
+
+EngineResult engine_reserve_job(Engine *e, Worker *by, uint64_t id, Job **out)
+{
+    Job *j = job_table_find(&e->jobs, id);
+    int was_ready;
+
+    *out = j;
+    if (!j || j->state == JOB_RESERVED)
+        return ENG_NOT_FOUND;
+    /* A reserved job comes back ready after a crash; one taken from the
+     * delayed or buried state must be logged as ready. */
+    was_ready = j->state == JOB_READY;
+    if ((!was_ready && binlog_reserve_state(e) < 0) || queue_reserve(e, by, j) < 0)
+        return ENG_NO_MEMORY;
+    if (!was_ready)
+        binlog_state(e, j);
+    return ENG_OK;
+}
+
+EngineResult engine_kick_job(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED))
+        return ENG_NOT_FOUND;
+    if (binlog_reserve_state(e) < 0)
+        return ENG_NO_MEMORY;
+    if (queue_kick_job(e, j) < 0)
+        return ENG_NOT_FOUND;
+    binlog_state(e, j);
+    return ENG_OK;
+}
+
+uint32_t engine_kick(Engine *e, Tube *t, uint32_t n)
+{
+    uint32_t k = 0;
+
+    int buried = !list_empty(&t->buried);
+
+    /* Only buried jobs if there are any, else only delayed ones. Each kick
+     * is logged; kicking stops when the log has no room. */
+    while (k < n) {
+        List *first = list_first(&t->buried);
+        Job *j = buried ? (first ? job_of_link(first) : NULL)
+                        : heap_top(&t->delay);
+
+        if (!j || binlog_reserve_state(e) < 0 || queue_kick_job(e, j) < 0)
+            break;
+        binlog_state(e, j);
+        k++;
+    }
+    return k;
+}
+
+EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs)
+{
+    return queue_pause(e, t, secs) < 0 ? ENG_NO_MEMORY : ENG_OK;
+}
+
+/* ---- tubes ------------------------------------------------------------ */
+
+Tube *engine_tube(Engine *e, const char *name, size_t len)
+{
+    return tubes_get(&e->tubes, name, len);
+}
+
+Tube *engine_tube_find(const Engine *e, const char *name, size_t len)
+{
+    return tubes_find(&e->tubes, name, len);
+}
+
+void engine_tube_ref(Tube *t)
+{
+    tube_ref(t);
+}
+
+void engine_tube_unref(Engine *e, Tube *t)
+{
+    tube_unref(&e->tubes, t);
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+void worker_init(Engine *e, Worker *w, const WorkerOps *ops)
+{
+    Tube *t = e->default_tube;
+
+    w->ops = ops;
+    w->tickat = INT64_MAX;
+    w->wait_until = INT64_MAX;
+    list_init(&w->reserved);
+    list_init(&w->wide_link);
+    w->watch = &w->watch0;
+    w->watch_cap = 1;
+    w->nwatch = 1;
+    w->watch0.tube = t;
+    w->watch0.worker = w;
+    list_init(&w->watch0.wait_link);
+    tube_ref(t);
+    t->watching_ct++;
+}
+
+void worker_release_all(Engine *e, Worker *w)
+{
+    queue_release_all(e, w);
+}
+
+void worker_fini(Engine *e, Worker *w)
+{
+    worker_cancel(e, w);
+    queue_release_all(e, w);
+    watch_clear(e, w);
+    if (w->watch != &w->watch0)
+        tb_free(w->watch);
+    w->watch = &w->watch0;
+}

@@ -1,0 +1,108 @@
+/*
+ * engine.h — jobs, tubes, queues, timers and the binlog, with no sockets
+ * and no protocol in sight.
+ *
+ * Contract. An Engine owns every job (a table by id), every tube, the
+ * heaps and timers that move jobs on their own (delays, TTRs, pauses),
+ * the waiting workers, and the binlog. Front-ends (beanstalk, memcache,
+ * HTTP) call the operations below, which speak in jobs, tubes and result
+ * codes, never in reply strings, and format their own replies.
+ *
+ * Time: e->now is the monotonic clock of the current loop iteration; the
+ * loop refreshes it after each wake-up, then calls engine_tick().
+ *
+ * Durability: an operation that changed what the binlog holds leaves its
+ * records queued; engine_ticket() names them (a log sequence number, 0 if
+ * there is nothing to wait for). engine_commit(), once per loop iteration,
+ * writes them; the binlog then reports through e->hooks that records are
+ * durable up to N (under the -f mode in force) or lost from N on. A
+ * front-end holds each acknowledgement until its ticket is durable and
+ * withdraws it if its ticket is lost. The engine never sees a reply.
+ *
+ * Waiting: worker_reserve() either answers at once or parks the worker;
+ * a parked worker is woken through its WorkerOps when a job arrives, its
+ * timeout passes or a job it holds nears its TTR. Waiters of a tube are
+ * served first come, first served, whatever front-end they came from.
+ */
+#ifndef TUBED_ENGINE_H
+#define TUBED_ENGINE_H
+
+#include <stdint.h>
+
+#include "core.h"
+#include "waiter.h"
+#include "watch.h"
+
+/* Results of the operations below. */
+typedef enum EngineResult {
+    ENG_OK,
+    ENG_BURIED,         /* put/release: a heap could not grow, job buried */
+    ENG_NOT_FOUND,
+    ENG_NO_MEMORY,      /* nothing changed */
+} EngineResult;
+
+int engine_init(Engine *e, const Config *cfg, EvLoop *loop);
+/* Open, lock and replay the binlog (cfg->binlog_dir). */
+int engine_open_binlog(Engine *e, char *err, size_t errlen);
+void engine_free(Engine *e);
+
+/* Timers due at e->now: waits ending, delays ending, TTRs running out,
+ * pauses ending, the binlog's sync deadline and compaction. */
+void engine_tick(Engine *e);
+/* Monotonic ns of the next timer, INT64_MAX if none. */
+int64_t engine_next_due(const Engine *e);
+/* Write this iteration's records (once per loop iteration). */
+void engine_commit(Engine *e);
+/* Shutdown: every record written and synced, every hook called. */
+void engine_settle(Engine *e);
+/* The ticket of the records queued so far; 0 when nothing needs waiting. */
+uint64_t engine_ticket(Engine *e);
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+Job *engine_find(const Engine *e, uint64_t id);
+
+/* A new job with the next id (taken even if the put then fails, as
+ * beanstalkd does) and room for a body of body_size bytes that the caller
+ * fills. NULL when out of memory or past --job-memory. */
+Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
+                    uint32_t ttr);
+/* Free a job that engine_put() never took. */
+void engine_job_drop(Engine *e, Job *j);
+/* Add a filled job to tube t: ENG_OK (ready or delayed), ENG_BURIED (a heap
+ * could not grow), ENG_NO_MEMORY (not taken: the caller drops it). */
+EngineResult engine_put(Engine *e, Job *j, Tube *t);
+
+/* Worker operations. `by` is the worker acting; a job reserved by another
+ * worker is NOT_FOUND to it. */
+EngineResult engine_delete(Engine *e, Worker *by, uint64_t id);
+EngineResult engine_release(Engine *e, Worker *by, uint64_t id, uint32_t pri,
+                            uint32_t delay);
+EngineResult engine_bury(Engine *e, Worker *by, uint64_t id, uint32_t pri);
+EngineResult engine_touch(Engine *e, Worker *by, uint64_t id);
+/* Reserve a specific ready, delayed or buried job. */
+EngineResult engine_reserve_job(Engine *e, Worker *by, uint64_t id, Job **out);
+EngineResult engine_kick_job(Engine *e, uint64_t id);
+/* Kick up to n jobs of t: buried ones if any, else delayed ones. */
+uint32_t engine_kick(Engine *e, Tube *t, uint32_t n);
+EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs);
+
+/* ---- tubes --------------------------------------------------------------- */
+
+/* Find or create (no reference taken); NULL when out of memory. */
+Tube *engine_tube(Engine *e, const char *name, size_t len);
+Tube *engine_tube_find(const Engine *e, const char *name, size_t len);
+/* Take and drop a reference (a user or watcher). */
+void engine_tube_ref(Tube *t);
+void engine_tube_unref(Engine *e, Tube *t);
+
+/* ---- workers ------------------------------------------------------------- */
+
+/* A worker watching only the default tube. */
+void worker_init(Engine *e, Worker *w, const WorkerOps *ops);
+/* Give back every job w has reserved. */
+void worker_release_all(Engine *e, Worker *w);
+/* Cancel its wait, give back its reserved jobs, drop its watches. */
+void worker_fini(Engine *e, Worker *w);
+
+#endif

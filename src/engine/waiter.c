@@ -1,0 +1,206 @@
+#include "waiter.h"
+
+#include "queue.h"
+#include "watch.h"
+
+static Job *better(Job *best, const Tube *t)
+{
+    Job *j = heap_top(&t->ready);
+
+    return j && (!best || job_ready_less(j, best)) ? j : best;
+}
+
+Job *waiter_find(const Engine *e, const Worker *w)
+{
+    Job *best = NULL;
+
+    /* A wide worker looks at whichever is shorter: its watch list or the
+     * tubes that have something to hand out. */
+    if (watch_is_wide(w) && e->nready_tubes < w->nwatch) {
+        for (List *n = e->ready_tubes.next; n != &e->ready_tubes; n = n->next) {
+            Tube *t = container_of(n, Tube, ready_link);
+            if (watch_find(w, t) >= 0)
+                best = better(best, t);
+        }
+        return best;
+    }
+    for (uint32_t i = 0; i < w->nwatch; i++) {
+        Tube *t = w->watch[i].tube;
+
+        if (!tube_paused(t))
+            best = better(best, t);
+    }
+    return best;
+}
+
+/* Earliest TTR deadline among w's reserved jobs, INT64_MAX if none.
+ * Linear in the jobs this worker holds; only run when it reserves. */
+static int64_t soonest_deadline(const Worker *w)
+{
+    int64_t soonest = INT64_MAX;
+
+    for (List *n = w->reserved.next; n != &w->reserved; n = n->next) {
+        const JobExt *x = container_of(n, JobExt, link);
+        if (x->deadline < soonest)
+            soonest = x->deadline;
+    }
+    return soonest;
+}
+
+static int deadline_soon(const Engine *e, const Worker *w)
+{
+    int64_t soonest = soonest_deadline(w);
+
+    return soonest != INT64_MAX && soonest <= e->now + SAFETY_MARGIN;
+}
+
+static int worker_tick_less(const void *a, const void *b)
+{
+    return ((const Worker *)a)->tickat < ((const Worker *)b)->tickat;
+}
+
+static void worker_tick_setpos(void *x, size_t pos)
+{
+    ((Worker *)x)->timer_pos = pos;
+}
+
+void waiter_init(Engine *e)
+{
+    heap_init(&e->wait_timers, worker_tick_less, worker_tick_setpos);
+    e->on_ready = waiter_serve;
+}
+
+void worker_cancel(Engine *e, Worker *w)
+{
+    if (!w->waiting)
+        return;
+    if (list_linked(&w->wide_link)) {
+        list_remove(&w->wide_link);
+    } else {
+        for (uint32_t i = 0; i < w->nwatch; i++) {
+            list_remove(&w->watch[i].wait_link);
+            w->watch[i].tube->waiting_ct--;
+        }
+    }
+    if (w->tickat != INT64_MAX)
+        heap_remove(&e->wait_timers, w->timer_pos);
+    w->tickat = INT64_MAX;
+    w->waiting = 0;
+    e->waiting_ct--;
+}
+
+/* Reserve j for w: WAIT_RESERVED, or WAIT_NO_MEMORY with nothing changed. */
+static int take(Engine *e, Worker *w, Job *j)
+{
+    return queue_reserve(e, w, j) < 0 ? WAIT_NO_MEMORY : WAIT_RESERVED;
+}
+
+static int start_wait(Engine *e, Worker *w, int64_t timeout)
+{
+    int64_t tick = timeout == INT64_MAX ? INT64_MAX : e->now + timeout;
+    int64_t soonest = soonest_deadline(w);
+
+    w->wait_until = tick;
+    if (soonest != INT64_MAX && soonest - SAFETY_MARGIN < tick)
+        tick = soonest - SAFETY_MARGIN;
+    if (tick != INT64_MAX &&
+        heap_reserve(&e->wait_timers, e->wait_timers.len + 1) < 0)
+        return WAIT_NO_MEMORY;
+    /* A wide worker waits once, engine-wide, instead of in every tube it
+     * watches: starting and ending its wait stays O(1). */
+    if (watch_is_wide(w)) {
+        list_insert_tail(&e->wide_waiters, &w->wide_link);
+    } else {
+        for (uint32_t i = 0; i < w->nwatch; i++) {
+            list_insert_tail(&w->watch[i].tube->waiting, &w->watch[i].wait_link);
+            w->watch[i].tube->waiting_ct++;
+        }
+    }
+    w->wait_seq = ++e->wait_seq;
+    w->tickat = tick;
+    if (tick != INT64_MAX)
+        heap_insert(&e->wait_timers, w); /* room was reserved */
+    w->waiting = 1;
+    e->waiting_ct++;
+    return WAIT_PENDING;
+}
+
+int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out)
+{
+    Job *j = waiter_find(e, w);
+
+    *out = j;
+    if (j)
+        return take(e, w, j);
+    if (deadline_soon(e, w))
+        return WAIT_DEADLINE_SOON;
+    if (timeout == 0)
+        return WAIT_TIMED_OUT;
+    return start_wait(e, w, timeout);
+}
+
+/* The first wide waiter watching t, or NULL. */
+static Worker *first_wide(const Engine *e, const Tube *t)
+{
+    for (List *n = e->wide_waiters.next; n != &e->wide_waiters; n = n->next) {
+        Worker *w = container_of(n, Worker, wide_link);
+        if (watch_find(w, t) >= 0)
+            return w;
+    }
+    return NULL;
+}
+
+/* The worker that has waited longest for a job of t. */
+static Worker *next_waiter(const Engine *e, const Tube *t)
+{
+    List *n = list_first(&t->waiting);
+    Worker *narrow = n ? container_of(n, Watch, wait_link)->worker : NULL;
+    Worker *wide = list_empty(&e->wide_waiters) ? NULL : first_wide(e, t);
+
+    if (!narrow || (wide && wide->wait_seq < narrow->wait_seq))
+        return wide;
+    return narrow;
+}
+
+void waiter_serve(Engine *e, Tube *t)
+{
+    Worker *w;
+
+    if (tube_paused(t))
+        return;
+    while (t->ready.len && (w = next_waiter(e, t))) {
+        Job *j = heap_top(&t->ready);
+
+        worker_cancel(e, w);
+        w->ops->wake(w, take(e, w, j), j);
+    }
+}
+
+uint32_t engine_tube_waiting(const Engine *e, const Tube *t)
+{
+    uint32_t n = t->waiting_ct;
+
+    for (List *l = e->wide_waiters.next; l != &e->wide_waiters; l = l->next)
+        if (watch_find(container_of(l, Worker, wide_link), t) >= 0)
+            n++;
+    return n;
+}
+
+void waiter_tick(Engine *e)
+{
+    Worker *w;
+
+    while ((w = heap_top(&e->wait_timers)) && w->tickat <= e->now) {
+        int soon = deadline_soon(e, w);
+
+        worker_cancel(e, w);
+        w->ops->wake(w, soon ? WAIT_DEADLINE_SOON : WAIT_TIMED_OUT, NULL);
+    }
+}
+
+int64_t waiter_next_due(const Engine *e)
+{
+    const Worker *w = heap_top(&e->wait_timers);
+
+    return w ? w->tickat : INT64_MAX;
+}

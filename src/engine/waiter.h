@@ -1,0 +1,44 @@
+/*
+ * waiter.h — matching waiting workers with jobs (the engine side of
+ * reserve, and of a memcache get with a timeout).
+ *
+ * Contract: worker_reserve() answers at once when it can (a job
+ * from the watched tubes, DEADLINE_SOON, or TIMED_OUT) and otherwise parks
+ * the worker in the waiting list of every tube it watches, with a timer
+ * for its timeout and for the one-second safety margin before the TTR of a
+ * job it holds. waiter_serve() hands a tube's ready jobs to its waiting
+ * workers, first come first served; queue.c calls it whenever a job
+ * becomes ready or a pause ends. waiter_tick() ends waits whose time came.
+ */
+#ifndef TUBED_WAITER_H
+#define TUBED_WAITER_H
+
+#include <stdint.h>
+
+#include "clock.h"
+#include "core.h"
+
+/* 1 second: the last second of a TTR belongs to the server. */
+#define SAFETY_MARGIN NS_PER_SEC
+
+void waiter_init(Engine *e);
+void waiter_serve(Engine *e, Tube *t);
+void waiter_tick(Engine *e);
+int64_t waiter_next_due(const Engine *e);
+
+/* The front-ends' side (engine.h includes this header). */
+/* Outcome of worker_reserve(): a WaitEnd, or WAIT_PENDING when the worker
+ * now waits and will be woken through its ops. */
+enum { WAIT_PENDING = 100 };
+/* timeout: ns to wait, INT64_MAX for ever, 0 to answer at once. */
+int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out);
+/* Stop waiting (no wake call). */
+void worker_cancel(Engine *e, Worker *w);
+
+/* Workers waiting in a reserve that watch t. */
+uint32_t engine_tube_waiting(const Engine *e, const Tube *t);
+
+/* The best ready job across w's watched, unpaused tubes, or NULL. */
+Job *waiter_find(const Engine *e, const Worker *w);
+
+#endif
