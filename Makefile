@@ -2,7 +2,7 @@
 #
 #   make            build build/tubed and build/tubed-bench
 #   make run        build and start tubed on 127.0.0.1:11300
-#   make check      unit tests (check) + integration tests (real binary, sockets)
+#   make check      include-graph check + unit tests (check) + integration tests
 #                   + the same suite under AddressSanitizer/UBSan
 #   make asan       only the sanitizer run
 #   make valgrind   the protocol tests with the server under valgrind
@@ -58,7 +58,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind
 
-.PHONY: all run check unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
+.PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench
 
 $(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h)
@@ -133,7 +133,12 @@ fuzz-regress:
 	$(MAKE) -C tests/fuzz regress
 	$(MAKE) -C tests/fuzz sweep
 
-check: unit integration
+# The include graph of src/ has no cycle and its layers point down
+# (doc/architecture.md).
+includes:
+	python3 tests/lint/include_graph.py
+
+check: includes unit integration
 	$(MAKE) asan
 	$(MAKE) fuzz-regress
 	$(MAKE) valgrind

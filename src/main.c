@@ -16,7 +16,7 @@
 #include "opts.h"
 #include "priv.h"
 #include "sd.h"
-#include "server.h"
+#include "serve.h"
 
 int main(int argc, char **argv)
 {

@@ -1,8 +1,10 @@
 /*
- * server.h — the server: the event loop, the engine, the listeners and
- * the connections, in one struct passed explicitly.
+ * server.h — the server's state: the event loop, the engine, the
+ * listeners and the connections, in one struct passed explicitly.
+ * Header only: the connection layer and the front-ends read it;
+ * serve.h has the functions that run it.
  *
- * Contract: server_init() builds an empty server (engine included) from a
+ * Contract (serve.c): server_init() builds an empty server (engine included) from a
  * Config; server_listen() adds a listening socket for a protocol (or adopts
  * the inherited ones of socket activation); server_run() runs the event
  * loop until a stop is requested, then returns 0. Each loop iteration:
@@ -21,7 +23,6 @@
 
 #include <stdint.h>
 
-#include "conn.h"
 #include "engine.h"
 #include "event.h"
 #include "list.h"
@@ -29,6 +30,9 @@
 
 #define SERVER_MAX_LISTENERS 8
 #define SCRATCH_SIZE 65536
+
+typedef struct Server Server;
+typedef struct Proto Proto;
 
 typedef struct Listener {
     EvSource ev;
@@ -56,12 +60,5 @@ struct Server {
     int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
 };
-
-int server_init(Server *s, const Config *cfg);
-/* Listen for protocol p: on the inherited sockets of socket activation
- * if there are any, else on cfg's address and port. -1 (logged) on error. */
-int server_listen(Server *s, const Proto *p);
-int server_run(Server *s);
-void server_free(Server *s);
 
 #endif

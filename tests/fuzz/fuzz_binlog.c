@@ -40,7 +40,7 @@
 #include "fuzz_util.h"
 #include "log.h"
 #include "opts.h"
-#include "server.h"
+#include "serve.h"
 
 static uint32_t rd32(const uint8_t *p)
 {

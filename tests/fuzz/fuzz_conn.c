@@ -49,7 +49,7 @@
 #include "fuzz_util.h"
 #include "log.h"
 #include "opts.h"
-#include "server.h"
+#include "serve.h"
 
 #define MAXC 4
 #define RBUF (1 << 20)

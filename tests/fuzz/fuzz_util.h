@@ -19,7 +19,7 @@
 #include "heap.h"
 #include "job.h"
 #include "list.h"
-#include "server.h"
+#include "serve.h"
 #include "tube.h"
 #include "watch.h"
 

@@ -28,7 +28,7 @@
 #include "job.h"
 #include "opts.h"
 #include "queue.h"
-#include "server.h"
+#include "serve.h"
 #include "stats.h"
 #include "tube.h"
 #include "unit.h"

@@ -16,7 +16,7 @@
 #include "job.h"
 #include "opts.h"
 #include "bsconn.h"
-#include "server.h"
+#include "serve.h"
 #include "stats.h"
 #include "tube.h"
 #include "unit.h"

@@ -1,4 +1,4 @@
-#include "server.h"
+#include "serve.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,25 @@
+/*
+ * serve.h — running the server: build it, listen, loop, free.
+ *
+ * Contract: server_init() builds an empty server (engine included) from a
+ * Config and opens the signal pipe; server_listen() adds listening sockets
+ * for one front-end's Proto; server_run() loops until SIGTERM/SIGINT and
+ * returns 0 (-1 if epoll fails); server_free() closes every connection,
+ * syncs and closes the binlog, and frees everything. server.h describes
+ * one loop iteration.
+ */
+#ifndef TUBED_SERVE_H
+#define TUBED_SERVE_H
+
+#include "conn.h"
+#include "opts.h"
+#include "server.h"
+
+int server_init(Server *s, const Config *cfg);
+/* Listen for protocol p: on the inherited sockets of socket activation
+ * if there are any, else on cfg's address and port. -1 (logged) on error. */
+int server_listen(Server *s, const Proto *p);
+int server_run(Server *s);
+void server_free(Server *s);
+
+#endif
