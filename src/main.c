@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     static Server srv; /* large (event array); not on the stack */
     static Beanstalk beanstalk;
     Config cfg;
-    char err[256];
+    char err[1024];
     int r;
 
     opts_defaults(&cfg);
@@ -33,6 +33,10 @@ int main(int argc, char **argv)
     if (r == OPTS_ERROR) {
         fprintf(stderr, "tubed: %s\n", err);
         opts_usage(stderr, argv[0]);
+        return 2;
+    }
+    if (r == OPTS_CONFIG_ERROR) { /* "FILE:LINE: what", nothing served */
+        fprintf(stderr, "%s\n", err);
         return 2;
     }
     log_verbosity = cfg.verbosity;
@@ -56,6 +60,7 @@ int main(int argc, char **argv)
                srv.eng.binlog.enabled ? " (binlog replayed)" : "");
     r = server_run(&srv);
     server_free(&srv);
+    opts_free(&srv.cfg); /* the server's copy is the live one */
     log_info("stopped");
     return r < 0 ? 1 : 0;
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "alloc.h"
 #include "numparse.h"
 
 void opts_defaults(Config *cfg)
@@ -38,7 +39,16 @@ void opts_usage(FILE *f, const char *prog)
         " --stall-timeout S  close a client that has read none of its queued\n"
         "            replies (256 KiB) for S seconds (default 30)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
-        "            record and reporting what was dropped\n",
+        "            record and reporting what was dropped\n"
+        " --config FILE  server settings and tube policies from FILE; the\n"
+        "            command line wins over it, key by key (no short form: -c\n"
+        "            keeps its beanstalkd meaning)\n"
+        " --check-config  check the flags and the --config file, print\n"
+        "            'FILE: ok' and exit (status 2 and the error if not)\n"
+        " --memcache-port PORT  also serve kestrel's memcache protocol on PORT\n"
+        "            (default: off)\n"
+        " --metrics-port PORT  serve Prometheus metrics over HTTP on PORT\n"
+        "            (default: off)\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
         MAX_JOB_SIZE_LIMIT, DEFAULT_BINLOG_SIZE);
 }
@@ -51,6 +61,23 @@ static int number(const char *flag, const char *val, uint64_t max,
                  flag, val, (unsigned long long)max);
         return -1;
     }
+    return 0;
+}
+
+/* The file key a flag with a value stands for (0 for --config). */
+static uint32_t cli_key(const char *flag)
+{
+    static const struct { const char *flag; int key; } map[] = {
+        {"-b", SK_BINLOG_DIR}, {"-l", SK_LISTEN}, {"-u", SK_USER}, {"-p", SK_PORT},
+        {"-z", SK_MAX_JOB_SIZE}, {"-s", SK_BINLOG_FILE_SIZE}, {"-f", SK_FSYNC_MS},
+        {"--stall-timeout", SK_STALL_TIMEOUT}, {"--job-memory", SK_JOB_MEMORY},
+        {"--max-connections", SK_MAX_CONNECTIONS}, {"--memcache-port", SK_MEMCACHE_PORT},
+        {"--metrics-port", SK_METRICS_PORT},
+    };
+
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(flag, map[i].flag))
+            return CONF_BIT(map[i].key);
     return 0;
 }
 
@@ -67,6 +94,16 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         cfg->addr_given = 1;
     } else if (!strcmp(flag, "-u")) {
         cfg->user = val;
+    } else if (!strcmp(flag, "--config")) {
+        cfg->config_path = val;
+    } else if (!strcmp(flag, "--memcache-port")) {
+        if (number(flag, val, 65535, &v, err, errlen) < 0)
+            return -1;
+        cfg->memcache_port = (int)v;
+    } else if (!strcmp(flag, "--metrics-port")) {
+        if (number(flag, val, 65535, &v, err, errlen) < 0)
+            return -1;
+        cfg->metrics_port = (int)v;
     } else if (!strcmp(flag, "-p")) {
         if (number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
@@ -105,11 +142,13 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         snprintf(err, errlen, "unknown option: %s", flag);
         return -1;
     }
+    cfg->cli_set |= cli_key(flag);
     return 0;
 }
 
 static const char *const long_with_value[] = {"--max-connections", "--stall-timeout",
-                                              "--job-memory", NULL};
+                                              "--job-memory", "--config",
+                                              "--memcache-port", "--metrics-port", NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)
@@ -152,8 +191,14 @@ static int parse_short(Config *cfg, int argc, char **argv, int *i, FILE *out,
     for (; *w; w++) {
         char flag[3] = {'-', *w, '\0'};
         switch (*w) {
-        case 'V': cfg->verbosity++; break;
-        case 'F': cfg->fsync_never = 1; break;
+        case 'V':
+            cfg->verbosity++;
+            cfg->cli_set |= CONF_BIT(SK_VERBOSE);
+            break;
+        case 'F':
+            cfg->fsync_never = 1;
+            cfg->cli_set |= CONF_BIT(SK_NO_FSYNC);
+            break;
         case 'c': case 'n': break; /* obsolete in beanstalkd too */
         case 'v': fprintf(out, "tubed %s\n", TUBED_VERSION); return OPTS_EXIT_OK;
         case 'h': opts_usage(out, prog); return OPTS_EXIT_OK;
@@ -177,6 +222,202 @@ static int parse_short(Config *cfg, int argc, char **argv, int *i, FILE *out,
     return OPTS_RUN;
 }
 
+/* ---- the config file ---------------------------------------------------- */
+
+/* Set the Config field of server key k from the file's value. */
+static void set_key(Config *c, const ConfServer *s, int k)
+{
+    switch (k) {
+    case SK_LISTEN: c->listen_addr = s->listen; c->addr_given = 1; break;
+    case SK_PORT: c->port = (int)s->port; c->addr_given = 1; break;
+    case SK_MAX_JOB_SIZE: c->max_job_size = s->max_job_size; break;
+    case SK_USER: c->user = s->user; break;
+    case SK_BINLOG_DIR: c->binlog_dir = s->binlog_dir; break;
+    case SK_FSYNC_MS: c->fsync_ms = s->fsync_ms; break;
+    case SK_NO_FSYNC: c->fsync_never = s->no_fsync; break;
+    case SK_BINLOG_FILE_SIZE: c->binlog_size = s->binlog_file_size; break;
+    case SK_VERBOSE: c->verbosity = (int)s->verbose; break;
+    case SK_MAX_CONNECTIONS: c->max_connections = s->max_connections; break;
+    case SK_STALL_TIMEOUT: c->stall_timeout = s->stall_timeout_ms / 1000; break;
+    case SK_JOB_MEMORY: c->job_memory = s->job_memory; break;
+    case SK_RECOVER: c->recover = s->recover; break;
+    case SK_MEMCACHE_PORT: c->memcache_port = (int)s->memcache_port; break;
+    case SK_METRICS_PORT: c->metrics_port = (int)s->metrics_port; break;
+    case SK_ALLOW_SHUTDOWN: c->allow_shutdown = s->allow_shutdown; break;
+    }
+}
+
+/* Where server key k lives in a Config, and its size; *is_str for the
+ * three strings (const char *). */
+static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
+{
+#define F(field) (*size = sizeof c->field, (void *)&c->field)
+    *is_str = k == SK_LISTEN || k == SK_USER || k == SK_BINLOG_DIR;
+    switch (k) {
+    case SK_LISTEN: return F(listen_addr);
+    case SK_PORT: return F(port);
+    case SK_MAX_JOB_SIZE: return F(max_job_size);
+    case SK_USER: return F(user);
+    case SK_BINLOG_DIR: return F(binlog_dir);
+    case SK_FSYNC_MS: return F(fsync_ms);
+    case SK_NO_FSYNC: return F(fsync_never);
+    case SK_BINLOG_FILE_SIZE: return F(binlog_size);
+    case SK_VERBOSE: return F(verbosity);
+    case SK_MAX_CONNECTIONS: return F(max_connections);
+    case SK_STALL_TIMEOUT: return F(stall_timeout);
+    case SK_JOB_MEMORY: return F(job_memory);
+    case SK_RECOVER: return F(recover);
+    case SK_MEMCACHE_PORT: return F(memcache_port);
+    case SK_METRICS_PORT: return F(metrics_port);
+    default: return F(allow_shutdown);
+    }
+#undef F
+}
+
+/* Copy the strings the Config takes from the file into one block it owns,
+ * so the file can be replaced at reload without leaving them dangling. */
+static int own_strings(Config *cfg, uint32_t taken)
+{
+    static const int str_keys[] = {SK_LISTEN, SK_USER, SK_BINLOG_DIR};
+    size_t total = 0, sz;
+    int is_str;
+    char *p;
+
+    for (size_t i = 0; i < 3; i++)
+        if (taken & CONF_BIT(str_keys[i]))
+            total += strlen(*(const char **)cfg_field(cfg, str_keys[i], &sz, &is_str)) + 1;
+    if (!total)
+        return 0;
+    if (!(p = cfg->file_strings = tb_malloc(total)))
+        return -1;
+    for (size_t i = 0; i < 3; i++) {
+        const char **f = cfg_field(cfg, str_keys[i], &sz, &is_str);
+        size_t n;
+        if (!(taken & CONF_BIT(str_keys[i])))
+            continue;
+        n = strlen(*f) + 1;
+        memcpy(p, *f, n);
+        *f = p;
+        p += n;
+    }
+    return 0;
+}
+
+/* Load --config, merge it under the command line, validate the result. */
+static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
+{
+    uint32_t taken;
+    ConfFile *cf;
+
+    if (!cfg->config_path) {
+        if (!cfg->check_config)
+            return OPTS_RUN;
+        snprintf(err, errlen, "--check-config needs --config FILE");
+        return OPTS_ERROR;
+    }
+    if (conf_load(cfg->config_path, &cf, err, errlen) < 0)
+        return OPTS_CONFIG_ERROR;
+    cfg->conf = cf;
+    taken = cf->server.set & ~cfg->cli_set;
+    for (int k = 0; k < SK_COUNT; k++)
+        if (taken & CONF_BIT(k))
+            set_key(cfg, &cf->server, k);
+    if (own_strings(cfg, taken) < 0) {
+        snprintf(err, errlen, "%s: out of memory", cfg->config_path);
+        opts_free(cfg);
+        return OPTS_CONFIG_ERROR;
+    }
+    if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0) {
+        opts_free(cfg);
+        return OPTS_CONFIG_ERROR;
+    }
+    if (!cfg->check_config)
+        return OPTS_RUN;
+    fprintf(out, "%s: ok\n", cfg->config_path);
+    opts_free(cfg);
+    return OPTS_EXIT_OK;
+}
+
+void opts_free(Config *cfg)
+{
+    conf_free(cfg->conf);
+    cfg->conf = NULL;
+    tb_free(cfg->file_strings);
+    cfg->file_strings = NULL;
+}
+
+int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!cur->config_path)
+        return 0;
+    if (conf_load(cur->config_path, out, err, errlen) < 0)
+        return -1;
+    if (conf_validate(*out, cur->binlog_dir, err, errlen) < 0) {
+        conf_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The server keys a running server picks up: each is read where it is
+ * used (accept, the stall timer, put, the shutdown command, the log). */
+static int runtime_key(int k)
+{
+    return k == SK_VERBOSE || k == SK_MAX_CONNECTIONS || k == SK_STALL_TIMEOUT ||
+           k == SK_JOB_MEMORY || k == SK_ALLOW_SHUTDOWN;
+}
+
+static int same_value(Config *a, Config *b, int k)
+{
+    size_t size;
+    int is_str;
+    void *fa = cfg_field(a, k, &size, &is_str), *fb = cfg_field(b, k, &size, &is_str);
+    const char *sa, *sb;
+
+    if (!is_str)
+        return !memcmp(fa, fb, size);
+    sa = *(const char **)fa;
+    sb = *(const char **)fb;
+    return sa == sb || (sa && sb && !strcmp(sa, sb));
+}
+
+static void note_key(char *note, size_t notelen, int k)
+{
+    size_t used = strlen(note);
+
+    if (used < notelen)
+        snprintf(note + used, notelen - used, "%s%s", used ? ", " : "",
+                 conf_server_key_name(k));
+}
+
+void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen)
+{
+    Config want; /* what the file alone would give; strings point into next */
+
+    opts_defaults(&want);
+    for (int k = 0; next && k < SK_COUNT; k++)
+        if (next->server.set & CONF_BIT(k))
+            set_key(&want, &next->server, k);
+    if (notelen)
+        note[0] = '\0';
+    for (int k = 0; k < SK_COUNT; k++) {
+        size_t size;
+        int is_str;
+        void *f = cfg_field(live, k, &size, &is_str);
+
+        if (live->cli_set & CONF_BIT(k) || same_value(live, &want, k))
+            continue;
+        if (runtime_key(k))
+            memcpy(f, cfg_field(&want, k, &size, &is_str), size);
+        else
+            note_key(note, notelen, k);
+    }
+    conf_free(live->conf);
+    live->conf = next;
+}
+
 int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
                size_t errlen)
 {
@@ -192,6 +433,11 @@ int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
         }
         if (!strcmp(a, "--recover")) {
             cfg->recover = 1;
+            cfg->cli_set |= CONF_BIT(SK_RECOVER);
+            continue;
+        }
+        if (!strcmp(a, "--check-config")) {
+            cfg->check_config = 1;
             continue;
         }
         if (!strcmp(a, "--version")) {
@@ -211,5 +457,5 @@ int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
         if (r != OPTS_RUN)
             return r;
     }
-    return OPTS_RUN;
+    return load_config(cfg, out, err, errlen);
 }

@@ -7,6 +7,26 @@
  * "--name=VALUE"). It returns OPTS_RUN to start the server, OPTS_EXIT_OK
  * after -h or -v have printed their text, or OPTS_ERROR after writing a
  * clear message to err; the caller prints usage and exits non-zero.
+ *
+ * --config FILE loads the config file (conf.h) once argv is read; every
+ * server key the file sets and the command line does not give is merged
+ * in, key by key. A bad file, or a merged configuration conf_validate()
+ * refuses, returns OPTS_CONFIG_ERROR with "FILE:LINE: what" in err (the
+ * caller prints it without the usage text and exits 2). --check-config
+ * does all that, prints "FILE: ok" to out and returns OPTS_EXIT_OK.
+ *
+ * Ownership: after OPTS_RUN the Config owns cfg->conf and copies of the
+ * file's strings; opts_free() releases them. server_init() copies the
+ * Config, and from then on the server's copy is the live one: reload and
+ * opts_free() act on it. On any other result nothing is left to free.
+ *
+ * Reload (SIGHUP, memcache "reload"): opts_reload() reads the file again
+ * and checks it against the running Config; opts_reload_apply() puts it
+ * in force. Only the run-time server keys (verbose, max_connections,
+ * stall_timeout, job_memory, allow_shutdown) change at reload, and only
+ * those the command line did not give; the others (listen, port, user,
+ * binlog_dir, ...) need a restart and are ignored, and the tube policies
+ * are all replaced.
  */
 #ifndef TUBED_OPTS_H
 #define TUBED_OPTS_H
@@ -15,9 +35,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "conf.h"
+
 #define DEFAULT_PORT 11300
 #define DEFAULT_MAX_JOB_SIZE 65535
-#define MAX_JOB_SIZE_LIMIT 1073741824ULL
+/* MAX_JOB_SIZE_LIMIT (-z's ceiling) is in conf.h: the file shares it. */
 #define DEFAULT_BINLOG_SIZE 10485760ULL
 #define DEFAULT_FSYNC_MS 50
 
@@ -36,13 +58,42 @@ typedef struct Config {
     int addr_given;           /* -l or -p was on the command line */
     uint64_t stall_timeout;   /* s: a client not reading replies is closed */
     uint64_t job_memory;      /* bytes of job memory put may use; 0: no limit */
+    const char *config_path;  /* --config FILE; NULL: no config file */
+    ConfFile *conf;           /* that file, in force (owned: opts_free) */
+    int memcache_port;        /* --memcache-port; 0: no memcache listener */
+    int metrics_port;         /* --metrics-port; 0: no metrics listener */
+    int allow_shutdown;       /* memcache "shutdown" may stop the server */
+    int check_config;         /* --check-config was given */
+    uint32_t cli_set;         /* CONF_BIT(SK_x): the command line gave x, so
+                                 the file never overrides it (nor a reload) */
+    char *file_strings;       /* owned copies of listen/user/binlog_dir taken
+                                 from the file */
 } Config;
 
-enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR };
+/* OPTS_CONFIG_ERROR: the config file (or the merged configuration) is bad;
+ * err holds "FILE:LINE: what". Exit 2, without the usage text. */
+enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR, OPTS_CONFIG_ERROR };
 
 void opts_defaults(Config *cfg);
 int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
                size_t errlen);
 void opts_usage(FILE *f, const char *prog);
+/* Free what opts_parse() left in cfg (the file and the string copies). */
+void opts_free(Config *cfg);
+
+/* Read cur->config_path again and check it against the running Config
+ * (its binlog directory). 0: *out is the new file (NULL without
+ * --config). -1: err holds "FILE:LINE: what", *out is NULL and the old
+ * configuration stays in force. */
+int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen);
+
+/* Put next (from opts_reload, may be NULL) in force in the live Config:
+ * sets live->conf (freeing the old file) and the run-time server keys the
+ * command line did not give (a key the file no longer sets returns to its
+ * default). Server keys that need a restart are left as they are; if the
+ * file now says otherwise for some, their names go to note ("port,
+ * listen"), else note is "". The caller re-resolves every tube's policy
+ * and sets log_verbosity from live->verbosity. */
+void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen);
 
 #endif

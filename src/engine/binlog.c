@@ -93,6 +93,11 @@ static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
     r->tube_len = j->tube->name_len;
     r->body = j->body;
     r->body_size = j->body_size;
+    if (type == BL_JOB && (x->entered || x->exptime)) {
+        r->type = BL_JOBX;
+        r->entered_wall = wall_of(e, x->entered ? x->entered : j->created);
+        r->exptime_wall = x->exptime ? wall_of(e, x->exptime) : 0;
+    }
 }
 
 
@@ -353,7 +358,7 @@ void binlog_put(Engine *e, Job *j)
 {
     BlRecord r;
 
-    if (!bl(e)->enabled)
+    if (!bl(e)->enabled || !j->tube->pol.journal)
         return;
     job_record(e, j, &r, BL_JOB);
     if (append(e, &r) < 0)
@@ -370,6 +375,19 @@ void binlog_state(Engine *e, Job *j)
         return;
     job_record(e, j, &r, BL_STATE);
     append(e, &r);
+}
+
+void binlog_leave(Engine *e, Job *j, int to_journaled)
+{
+    if (!bl(e)->enabled || !j->file)
+        return;
+    if (!to_journaled) {
+        binlog_delete(e, j);
+        return;
+    }
+    /* The record binlog_put() writes next replaces this one at replay. */
+    unpin(bl(e), j);
+    bl(e)->reserved -= DEL;
 }
 
 void binlog_delete(Engine *e, Job *j)

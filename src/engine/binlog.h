@@ -55,6 +55,9 @@ int binlog_reserve_state(Engine *e);
 void binlog_put(Engine *e, Job *j);
 void binlog_state(Engine *e, Job *j);
 void binlog_delete(Engine *e, Job *j);
+/* j is about to change tubes: let its record go (a delete record when the
+ * new tube is not journaled); binlog_put() then logs it in the new one. */
+void binlog_leave(Engine *e, Job *j, int to_journaled);
 
 /* The sequence number of the last record placed, or 0 when every record
  * is already durable: what an acknowledgement must wait for. */

@@ -29,6 +29,7 @@ size_t bl_record_size(const BlRecord *r)
 {
     switch (r->type) {
     case BL_JOB: return BL_JOB_FIXED + r->tube_len + (size_t)r->body_size;
+    case BL_JOBX: return BL_JOB_FIXED + BL_JOBX_EXTRA + r->tube_len + (size_t)r->body_size;
     case BL_STATE: return BL_STATE_SIZE;
     default: return BL_DELETE_SIZE;
     }
@@ -62,14 +63,20 @@ void bl_encode(const BlRecord *r, char *out)
     *p++ = (char)r->type;
     put64(p, r->id);
     p += 8;
-    if (r->type == BL_JOB) {
+    if (r->type == BL_JOB || r->type == BL_JOBX) {
         put32(p, r->pri);
         put32(p + 4, r->delay);
         put32(p + 8, r->ttr);
         p[12] = (char)r->state;
         put64(p + 13, (uint64_t)r->deadline_wall);
         put64(p + 21, (uint64_t)r->created_wall);
-        p = put_counters(p + 29, r);
+        p += 29;
+        if (r->type == BL_JOBX) {
+            put64(p, (uint64_t)r->entered_wall);
+            put64(p + 8, (uint64_t)r->exptime_wall);
+            p += BL_JOBX_EXTRA;
+        }
+        p = put_counters(p, r);
         *p++ = (char)r->tube_len;
         memcpy(p, r->tube, r->tube_len);
         p += r->tube_len;
@@ -102,7 +109,8 @@ int bl_check_header(const char *p, size_t n)
     if (i == m)
         return 1;
     if (n < BL_HEADER_SIZE || memcmp(p, BL_MAGIC, 8) != 0 ||
-        get32(p + 8) != BL_VERSION || get32(p + 12) != crc32c(0, p, 12))
+        get32(p + 8) < BL_VERSION_MIN || get32(p + 8) > BL_VERSION ||
+        get32(p + 12) != crc32c(0, p, 12))
         return -1;
     return 0;
 }
@@ -134,7 +142,9 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         get_counters(p + 17, r);
         return state_valid(r->state) ? 0 : -1;
     case BL_JOB:
-        if (len < BL_JOB_FIXED - BL_REC_HEAD)
+    case BL_JOBX: {
+        size_t fixed = BL_JOB_FIXED - BL_REC_HEAD + (r->type == BL_JOBX ? BL_JOBX_EXTRA : 0);
+        if (len < fixed)
             return -1;
         r->pri = get32(p);
         r->delay = get32(p + 4);
@@ -142,12 +152,18 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         r->state = (uint8_t)p[12];
         r->deadline_wall = (int64_t)get64(p + 13);
         r->created_wall = (int64_t)get64(p + 21);
-        p = get_counters(p + 29, r);
+        p += 29;
+        if (r->type == BL_JOBX) {
+            r->entered_wall = (int64_t)get64(p);
+            r->exptime_wall = (int64_t)get64(p + 8);
+            p += BL_JOBX_EXTRA;
+        }
+        p = get_counters(p, r);
         r->tube_len = (uint8_t)*p++;
         r->tube = p;
-        if ((size_t)len < (size_t)(BL_JOB_FIXED - BL_REC_HEAD) + r->tube_len)
+        if ((size_t)len < fixed + r->tube_len)
             return -1; /* the tube name would run past the payload */
-        if ((size_t)len != BL_JOB_FIXED - BL_REC_HEAD + r->tube_len + (size_t)get32(p + r->tube_len))
+        if ((size_t)len != fixed + r->tube_len + (size_t)get32(p + r->tube_len))
             return -1;
         r->body_size = get32(p + r->tube_len);
         r->body = p + r->tube_len + 4;
@@ -155,6 +171,7 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         if (!tube_name_valid(r->tube, r->tube_len) || !state_valid(r->state))
             return -1;
         return 0;
+    }
     }
     return -1;
 }

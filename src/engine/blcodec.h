@@ -18,14 +18,20 @@
 #include <stdint.h>
 
 #define BL_MAGIC "TUBEDLOG"
-#define BL_VERSION 1
+/* Version 2 adds BL_JOBX; files of version 1 (no BL_JOBX) still replay. */
+#define BL_VERSION 2
+#define BL_VERSION_MIN 1
 #define BL_HEADER_SIZE 16
 #define BL_REC_HEAD 8
 
-enum { BL_JOB = 'J', BL_STATE = 'S', BL_DELETE = 'D' };
+/* BL_JOBX is BL_JOB with two more times after created: when the job
+ * entered its tube (a move restarts that clock) and the expiry a client
+ * set, for jobs that have either. */
+enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D' };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */
 #define BL_JOB_FIXED (BL_REC_HEAD + 63)
+#define BL_JOBX_EXTRA 16
 #define BL_STATE_SIZE (BL_REC_HEAD + 46)
 #define BL_DELETE_SIZE (BL_REC_HEAD + 9)
 
@@ -36,6 +42,8 @@ typedef struct BlRecord {
     uint8_t state;                /* JobState: ready, delayed or buried */
     int64_t deadline_wall;        /* delayed: realtime ns it becomes ready */
     int64_t created_wall;         /* BL_JOB only */
+    int64_t entered_wall;         /* BL_JOBX: realtime ns it entered its tube */
+    int64_t exptime_wall;         /* BL_JOBX: a client's expiry; 0: none */
     uint32_t reserves, timeouts, releases, buries, kicks;
     const char *tube;             /* BL_JOB only; not NUL-terminated */
     uint8_t tube_len;

@@ -30,7 +30,10 @@ int64_t bl_mono_of(int64_t wall, int64_t now, int64_t mono_now)
 
 size_t bl_job_record_size(const Job *j)
 {
-    return BL_JOB_FIXED + j->tube->name_len + (size_t)j->body_size;
+    const JobExt *x = job_ext_view(j);
+    size_t extra = x->entered || x->exptime ? BL_JOBX_EXTRA : 0;
+
+    return BL_JOB_FIXED + extra + j->tube->name_len + (size_t)j->body_size;
 }
 
 BlFile *bl_file_of(Binlog *b, uint32_t index)

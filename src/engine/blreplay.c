@@ -156,6 +156,21 @@ static int apply_state(Replay *rp, Job *j, const BlRecord *r)
     return 0;
 }
 
+/* A BL_JOBX record's clocks: when the job entered its tube, and the expiry
+ * a client set. 0, or -1 if out of memory. */
+static int apply_times(Replay *rp, Job *j, const BlRecord *r)
+{
+    JobExt *x;
+
+    if (r->type != BL_JOBX)
+        return 0;
+    if (!(x = job_ext_get(j)))
+        return -1;
+    x->entered = bl_mono_of(r->entered_wall, rp->wall_now, rp->e->now);
+    x->exptime = r->exptime_wall ? bl_mono_of(r->exptime_wall, rp->wall_now, rp->e->now) : 0;
+    return 0;
+}
+
 static int out_of_memory(Replay *rp)
 {
     snprintf(rp->err, rp->errlen, "out of memory replaying the binlog");
@@ -184,7 +199,8 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
         forget_job(rp, j);
     j = queue_job_new(e, r->id, r->body_size, 0);
     t = j ? replay_tube(rp, r) : NULL;
-    if (!t || apply_state(rp, j, r) < 0 || order_push(rp, j) < 0) {
+    if (!t || apply_state(rp, j, r) < 0 || apply_times(rp, j, r) < 0 ||
+        order_push(rp, j) < 0) {
         queue_job_free(e, j);
         return out_of_memory(rp);
     }

@@ -51,6 +51,7 @@ struct Engine {
     List ready_tubes;       /* unpaused tubes with ready jobs */
     size_t nready_tubes;
     List wide_waiters;      /* waiting workers with a wide watch list */
+    List orphans;           /* fanout children whose parent tube is gone */
     uint64_t wait_seq;
     Binlog binlog;
     JobCounts jobs_ct;

@@ -6,6 +6,7 @@
 #include "binlog.h"
 #include "clock.h"
 #include "log.h"
+#include "policy.h"
 #include "queue.h"
 #include "waiter.h"
 #include "watch.h"
@@ -24,8 +25,10 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
     e->binlog.dirfd = e->binlog.lockfd = e->binlog.cur_fd = -1;
     heap_init(&e->ttr, job_deadline_less, job_set_heap_pos);
     waiter_init(e);
-    if (job_table_init(&e->jobs) < 0 || tubes_init(&e->tubes) < 0 ||
-        !(e->default_tube = tubes_get(&e->tubes, "default", 7)))
+    if (job_table_init(&e->jobs) < 0 || tubes_init(&e->tubes) < 0)
+        return -1;
+    policy_init(e); /* before the first tube: every tube has its policy */
+    if (!(e->default_tube = tubes_get(&e->tubes, "default", 7)))
         return -1;
     tube_ref(e->default_tube); /* "default" always exists */
     return 0;
@@ -33,7 +36,14 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
 
 int engine_open_binlog(Engine *e, char *err, size_t errlen)
 {
-    return binlog_open(e, err, errlen);
+    if (binlog_open(e, err, errlen) < 0)
+        return -1;
+    return policy_load_children(e, err, errlen);
+}
+
+void engine_reload(Engine *e)
+{
+    policy_reload(e);
 }
 
 /* Detach and free every job, bucket by bucket. Nothing is removed from
@@ -68,12 +78,89 @@ void engine_free(Engine *e)
 
 /* ---- the loop's calls ------------------------------------------------- */
 
+/* A job came back from a worker (released, buried, timed out, its worker
+ * gone): if its time passed while it was reserved, it expires now. The
+ * sweep took it out of the expiry heap when it found it reserved. */
+static void came_back(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    if (!j || j->state == JOB_RESERVED)
+        return;
+    if (queue_expiry_update(e, j) < 0)
+        log_warn("job %llu: out of memory for its expiry", (unsigned long long)id);
+    policy_check(e, j);
+}
+
+/* Expiries handled per loop iteration: a million jobs expiring at once are
+ * swept in batches, with other clients served between them. */
+#define EXPIRE_BATCH 1000
+
+/* Delays ending, pauses ending and jobs expiring, tube by tube, earliest
+ * first. */
+static void tick_tubes(Engine *e)
+{
+    uint64_t budget = EXPIRE_BATCH;
+    Tube *t;
+
+    while (budget && (t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
+        Job *j;
+
+        tube_ref(t); /* promoting its last job must not free it under us */
+        while ((j = heap_top(&t->delay)) && j->ext->deadline <= e->now) {
+            queue_detach(e, j);
+            if (queue_enqueue(e, j, 0) < 0)
+                queue_bury(e, j);
+        }
+        if (t->pause && t->unpause_at <= e->now) {
+            t->pause = 0;
+            queue_ready_update(e, t);
+            e->on_ready(e, t);
+        }
+        budget -= policy_expire_due(e, t, budget);
+        tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
+        tube_unref(&e->tubes, t);
+    }
+}
+
+/* A TTR ran out: the job goes back to ready and counts a timeout; past
+ * its tube's max_timeouts it is buried instead (a dead letter). */
+static void time_out(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+    uint32_t limit = t->pol.max_timeouts;
+
+    queue_detach(e, j);
+    j->ext->timeouts++;
+    e->job_timeouts++;
+    t->total_timeouts++;
+    if (limit && j->ext->timeouts >= limit && binlog_reserve_state(e) == 0) {
+        queue_bury(e, j);
+        binlog_state(e, j);
+        return;
+    }
+    if (queue_enqueue(e, j, 0) < 0)
+        queue_bury(e, j);
+}
+
+static void tick_ttrs(Engine *e)
+{
+    Job *j;
+
+    while ((j = heap_top(&e->ttr)) && j->ext->deadline <= e->now) {
+        uint64_t id = j->id;
+        time_out(e, j);
+        came_back(e, id);
+    }
+}
+
 void engine_tick(Engine *e)
 {
     /* Wake waits before expiring TTRs: a worker waiting in reserve hears
      * DEADLINE_SOON before its job is taken back. */
     waiter_tick(e);
-    queue_tick(e);
+    tick_tubes(e);
+    tick_ttrs(e);
     binlog_tick(e);
 }
 
@@ -103,9 +190,42 @@ uint64_t engine_ticket(Engine *e)
 
 /* ---- jobs ------------------------------------------------------------- */
 
-Job *engine_find(const Engine *e, uint64_t id)
+Job *engine_find(Engine *e, uint64_t id)
 {
-    return job_table_find(&e->jobs, id);
+    Job *j = job_table_find(&e->jobs, id);
+
+    /* Past its time: expire it first (it may live on, moved). */
+    if (j && policy_check(e, j))
+        j = job_table_find(&e->jobs, id);
+    return j;
+}
+
+Job *engine_peek(Engine *e, Tube *t, JobState state)
+{
+    Job *j;
+
+    for (;;) {
+        if (state == JOB_READY) {
+            j = heap_top(&t->ready);
+        } else if (state == JOB_DELAYED) {
+            j = heap_top(&t->delay);
+        } else {
+            List *n = list_first(&t->buried);
+            j = n ? job_of_link(n) : NULL;
+        }
+        if (!j || !policy_check(e, j))
+            return j;
+    }
+}
+
+void engine_expire_all(Engine *e)
+{
+    policy_expire_all(e);
+}
+
+uint32_t engine_max_body(const Engine *e, const Tube *t)
+{
+    return policy_max_body(e, t);
 }
 
 Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
@@ -141,12 +261,15 @@ EngineResult engine_put(Engine *e, Job *j, Tube *t)
     int r;
 
     j->tube = t;
+    if (policy_make_room(e, t, j->body_size) < 0)
+        return ENG_FULL;
     if (binlog_reserve_put(e, j) < 0)
         return ENG_NO_MEMORY;
     r = queue_add(e, j, t);
     if (r == -2)
         return ENG_NO_MEMORY;
     binlog_put(e, j);
+    policy_fanout(e, t, j);
     return r < 0 ? ENG_BURIED : ENG_OK;
 }
 
@@ -198,6 +321,7 @@ EngineResult engine_release(Engine *e, Worker *by, uint64_t id, uint32_t pri,
         r = ENG_BURIED;
     }
     binlog_state(e, j);
+    came_back(e, id);
     return r;
 }
 
@@ -212,6 +336,7 @@ EngineResult engine_bury(Engine *e, Worker *by, uint64_t id, uint32_t pri)
     j->ext->buries++;
     queue_bury(e, j);
     binlog_state(e, j);
+    came_back(e, id);
     return ENG_OK;
 }
 
@@ -227,7 +352,7 @@ EngineResult engine_touch(Engine *e, Worker *by, uint64_t id)
 
 EngineResult engine_reserve_job(Engine *e, Worker *by, uint64_t id, Job **out)
 {
-    Job *j = job_table_find(&e->jobs, id);
+    Job *j = engine_find(e, id);
     int was_ready;
 
     *out = j;
@@ -245,7 +370,7 @@ EngineResult engine_reserve_job(Engine *e, Worker *by, uint64_t id, Job **out)
 
 EngineResult engine_kick_job(Engine *e, uint64_t id)
 {
-    Job *j = job_table_find(&e->jobs, id);
+    Job *j = engine_find(e, id);
 
     if (!j || (j->state != JOB_BURIED && j->state != JOB_DELAYED))
         return ENG_NOT_FOUND;
@@ -287,7 +412,11 @@ EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs)
 
 Tube *engine_tube(Engine *e, const char *name, size_t len)
 {
-    return tubes_get(&e->tubes, name, len);
+    Tube *t = tubes_get(&e->tubes, name, len);
+
+    if (t)
+        policy_named(e, t);
+    return t;
 }
 
 Tube *engine_tube_find(const Engine *e, const char *name, size_t len)
@@ -328,13 +457,23 @@ void worker_init(Engine *e, Worker *w, const WorkerOps *ops)
 
 void worker_release_all(Engine *e, Worker *w)
 {
-    queue_release_all(e, w);
+    List *n;
+
+    while ((n = list_first(&w->reserved))) {
+        Job *j = job_of_link(n);
+        uint64_t id = j->id;
+
+        queue_detach(e, j);
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
+        came_back(e, id);
+    }
 }
 
 void worker_fini(Engine *e, Worker *w)
 {
     worker_cancel(e, w);
-    queue_release_all(e, w);
+    worker_release_all(e, w);
     watch_clear(e, w);
     if (w->watch != &w->watch0)
         tb_free(w->watch);

@@ -39,6 +39,7 @@ typedef enum EngineResult {
     ENG_BURIED,         /* put/release: a heap could not grow, job buried */
     ENG_NOT_FOUND,
     ENG_NO_MEMORY,      /* nothing changed */
+    ENG_FULL,           /* the tube is at its limit and cannot discard */
 } EngineResult;
 
 int engine_init(Engine *e, const Config *cfg, EvLoop *loop);
@@ -60,7 +61,17 @@ uint64_t engine_ticket(Engine *e);
 
 /* ---- jobs ---------------------------------------------------------------- */
 
-Job *engine_find(const Engine *e, uint64_t id);
+/* The job with this id; a job past its expiry is expired first (so it is
+ * not found, or found where move_expired_to put it). */
+Job *engine_find(Engine *e, uint64_t id);
+/* The job a peek-ready / -delayed / -buried of t shows, never an expired one. */
+Job *engine_peek(Engine *e, Tube *t, JobState state);
+/* Expire every job whose time has come (before counting jobs). */
+void engine_expire_all(Engine *e);
+/* The largest body tube t takes (its max_item_size, at most -z). */
+uint32_t engine_max_body(const Engine *e, const Tube *t);
+/* The config file in force changed: every tube takes its new policy. */
+void engine_reload(Engine *e);
 
 /* A new job with the next id (taken even if the put then fails, as
  * beanstalkd does) and room for a body of body_size bytes that the caller
@@ -69,8 +80,9 @@ Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
                     uint32_t ttr);
 /* Free a job that engine_put() never took. */
 void engine_job_drop(Engine *e, Job *j);
-/* Add a filled job to tube t: ENG_OK (ready or delayed), ENG_BURIED (a heap
- * could not grow), ENG_NO_MEMORY (not taken: the caller drops it). */
+/* Add a filled job to tube t (making room by its limits, copying it to its
+ * fanout children): ENG_OK (ready or delayed), ENG_BURIED (a heap could
+ * not grow), ENG_FULL or ENG_NO_MEMORY (not taken: the caller drops it). */
 EngineResult engine_put(Engine *e, Job *j, Tube *t);
 
 /* Worker operations. `by` is the worker acting; a job reserved by another

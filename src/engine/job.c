@@ -139,3 +139,17 @@ void job_set_heap_pos(void *x, size_t pos)
 {
     ((Job *)x)->heap_pos = (uint32_t)pos;
 }
+
+int job_expiry_less(const void *a, const void *b)
+{
+    const Job *x = a, *y = b;
+
+    if (x->ext->expires != y->ext->expires)
+        return x->ext->expires < y->ext->expires;
+    return x->id < y->id;
+}
+
+void job_set_exp_pos(void *x, size_t pos)
+{
+    ((Job *)x)->ext->exp_pos = (uint32_t)pos;
+}

@@ -43,6 +43,11 @@ typedef struct JobExt {
     int64_t deadline;    /* monotonic ns: end of delay or of TTR */
     uint32_t delay;      /* seconds, as last given by put or release */
     uint32_t reserves, timeouts, releases, buries, kicks;
+    uint32_t exp_pos;    /* in its tube's expiry heap, when expires != 0 */
+    int64_t entered;     /* monotonic ns it entered its tube; 0: created */
+    int64_t exptime;     /* monotonic ns of an expiry the client set; 0: none */
+    int64_t expires;     /* its key in the tube's expiry heap; 0: not there */
+    int64_t ready_since; /* monotonic ns it last became ready; 0: created */
 } JobExt;
 
 struct Job {
@@ -114,5 +119,8 @@ void job_table_insert_all(Hash *table, Job *const *jobs, size_t n);
 int job_ready_less(const void *a, const void *b);
 int job_deadline_less(const void *a, const void *b);
 void job_set_heap_pos(void *x, size_t pos);
+/* The expiry heap's: by (expires, id), position in JobExt.exp_pos. */
+int job_expiry_less(const void *a, const void *b);
+void job_set_exp_pos(void *x, size_t pos);
 
 #endif

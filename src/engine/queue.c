@@ -7,7 +7,7 @@
 
 /* Keep t in the server's list of tubes with something to hand out iff it
  * has ready jobs and is not paused: a wide worker looks only there. */
-static void ready_update(Engine *e, Tube *t)
+void queue_ready_update(Engine *e, Tube *t)
 {
     int want = t->ready.len > 0 && !tube_paused(t);
 
@@ -39,7 +39,7 @@ void queue_detach(Engine *e, Job *j)
     case JOB_READY:
         heap_remove(&t->ready, j->heap_pos);
         count_ready(e, j, -1);
-        ready_update(e, t);
+        queue_ready_update(e, t);
         break;
     case JOB_DELAYED:
         heap_remove(&t->delay, j->heap_pos);
@@ -52,6 +52,7 @@ void queue_detach(Engine *e, Job *j)
         j->ext->owner = NULL;
         e->jobs_ct.reserved--;
         t->reserved_ct--;
+        t->reserved_bytes -= j->body_size;
         break;
     case JOB_BURIED:
         list_remove(&j->ext->link);
@@ -95,9 +96,11 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
         return enqueue_delayed(e, j, delay);
     if (heap_insert(&t->ready, j) < 0)
         return -1;
+    if (j->ext)
+        j->ext->ready_since = e->now;
     j->state = JOB_READY;
     count_ready(e, j, 1);
-    ready_update(e, t);
+    queue_ready_update(e, t);
     e->on_ready(e, t);
     return 0;
 }
@@ -131,11 +134,70 @@ void queue_job_free(Engine *e, Job *j)
     job_free(j);
 }
 
+int64_t queue_expiry_of(const Job *j)
+{
+    const JobExt *x = job_ext_view(j);
+    int64_t entered = x->entered ? x->entered : j->created, exp = x->exptime;
+    uint64_t age = j->tube->pol.max_age_ms;
+
+    if (age) {
+        int64_t at = entered + (int64_t)age * NS_PER_MSEC;
+        if (!exp || at < exp)
+            exp = at;
+    }
+    return exp;
+}
+
+int queue_expiry_update(Engine *e, Job *j)
+{
+    Heap *h = &j->tube->expiry;
+    int64_t exp = queue_expiry_of(j);
+    JobExt *x = j->ext;
+
+    if (!exp) {
+        if (x && x->expires) {
+            heap_remove(h, x->exp_pos);
+            x->expires = 0;
+        }
+        return 0;
+    }
+    if (!x && !(x = job_ext_get(j)))
+        return -1;
+    if (x->expires) {
+        x->expires = exp;
+        heap_fix(h, x->exp_pos);
+        return 0;
+    }
+    x->expires = exp;
+    if (heap_insert(h, j) < 0) {
+        x->expires = 0;
+        return -1;
+    }
+    return tube_timer_update(&e->tubes, j->tube);
+}
+
+void queue_expiry_remove(Engine *e, Job *j)
+{
+    if (j->ext && j->ext->expires) {
+        heap_remove(&j->tube->expiry, j->ext->exp_pos);
+        j->ext->expires = 0;
+        tube_timer_update(&e->tubes, j->tube); /* removal: cannot fail */
+    }
+}
+
 int queue_add(Engine *e, Job *j, Tube *t)
 {
     j->tube = t;
     tube_ref(t);
     job_table_insert(&e->jobs, j);
+    t->cur_bytes += j->body_size;
+    if (queue_expiry_update(e, j) < 0) {
+        t->cur_bytes -= j->body_size;
+        job_table_remove(&e->jobs, j);
+        j->tube = NULL;
+        tube_unref(&e->tubes, t);
+        return -2;
+    }
     if (queue_enqueue(e, j, job_ext_view(j)->delay) == 0) {
         t->total_jobs++;
         e->total_jobs++;
@@ -144,6 +206,8 @@ int queue_add(Engine *e, Job *j, Tube *t)
     /* No room in the heap: bury it, which needs its JobExt; without even
      * that, take it back out whole. */
     if (!job_ext_get(j)) {
+        queue_expiry_remove(e, j);
+        t->cur_bytes -= j->body_size;
         job_table_remove(&e->jobs, j);
         j->tube = NULL;
         tube_unref(&e->tubes, t);
@@ -160,6 +224,8 @@ void queue_delete(Engine *e, Job *j)
     Tube *t = j->tube;
 
     queue_detach(e, j);
+    queue_expiry_remove(e, j);
+    t->cur_bytes -= j->body_size;
     job_table_remove(&e->jobs, j);
     queue_job_free(e, j);
     tube_unref(&e->tubes, t);
@@ -182,6 +248,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
     list_insert_tail(&w->reserved, &x->link);
     e->jobs_ct.reserved++;
     j->tube->reserved_ct++;
+    j->tube->reserved_bytes += j->body_size;
     return 0;
 }
 
@@ -223,13 +290,21 @@ int queue_pause(Engine *e, Tube *t, uint32_t secs)
         return -1;
     }
     t->cmd_pause++;
-    ready_update(e, t);
+    queue_ready_update(e, t);
     if (!t->pause)
         e->on_ready(e, t);
     return 0;
 }
 
 int queue_restore(Engine *e, Job *j)
+{
+    j->tube->cur_bytes += j->body_size;
+    if (queue_expiry_update(e, j) < 0)
+        return -1;
+    return queue_place(e, j);
+}
+
+int queue_place(Engine *e, Job *j)
 {
     if (j->state == JOB_BURIED) {
         queue_bury(e, j);
@@ -240,61 +315,6 @@ int queue_restore(Engine *e, Job *j)
     return queue_enqueue(e, j, 0);
 }
 
-void queue_release_all(Engine *e, Worker *w)
-{
-    List *n;
-
-    while ((n = list_first(&w->reserved))) {
-        Job *j = job_of_link(n);
-        queue_detach(e, j);
-        if (queue_enqueue(e, j, 0) < 0)
-            queue_bury(e, j);
-    }
-}
-
-/* Delays ending and pauses ending, tube by tube, earliest first. */
-static void tick_tubes(Engine *e)
-{
-    Tube *t;
-
-    while ((t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
-        Job *j;
-
-        tube_ref(t); /* promoting its last job must not free it under us */
-        while ((j = heap_top(&t->delay)) && j->ext->deadline <= e->now) {
-            queue_detach(e, j);
-            if (queue_enqueue(e, j, 0) < 0)
-                queue_bury(e, j);
-        }
-        if (t->pause && t->unpause_at <= e->now) {
-            t->pause = 0;
-            ready_update(e, t);
-            e->on_ready(e, t);
-        }
-        tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
-        tube_unref(&e->tubes, t);
-    }
-}
-
-/* TTRs running out: the job goes back to ready and counts a timeout. */
-static void tick_ttrs(Engine *e)
-{
-    Job *j;
-
-    while ((j = heap_top(&e->ttr)) && j->ext->deadline <= e->now) {
-        queue_detach(e, j);
-        j->ext->timeouts++;
-        e->job_timeouts++;
-        if (queue_enqueue(e, j, 0) < 0)
-            queue_bury(e, j);
-    }
-}
-
-void queue_tick(Engine *e)
-{
-    tick_tubes(e);
-    tick_ttrs(e);
-}
 
 int64_t queue_next_due(const Engine *e)
 {

@@ -26,6 +26,14 @@ void queue_job_free(Engine *e, Job *j);
  * ready or delayed. Returns 0, or -1 if it had to be buried instead. */
 int queue_add(Engine *e, Job *j, Tube *t);
 
+/* When j expires (monotonic ns), 0 for never: the earlier of the expiry a
+ * client set and its tube's max_age after it entered the tube. */
+int64_t queue_expiry_of(const Job *j);
+/* Put j in its tube's expiry heap at queue_expiry_of(j), move it there,
+ * or take it out; -1 (nothing changed) when out of memory. */
+int queue_expiry_update(Engine *e, Job *j);
+void queue_expiry_remove(Engine *e, Job *j);
+
 /* Take a job out of whatever holds it now (its state stays as it was). */
 void queue_detach(Engine *e, Job *j);
 
@@ -53,12 +61,13 @@ int queue_pause(Engine *e, Tube *t, uint32_t secs);
 
 /* Place a replayed job by its state and deadline; -1 out of memory. */
 int queue_restore(Engine *e, Job *j);
+/* Place a detached job by its state and deadline; -1 out of memory. */
+int queue_place(Engine *e, Job *j);
 
-/* Give back every job w has reserved (its connection is going away). */
-void queue_release_all(Engine *e, Worker *w);
 
-/* Run every timer that is due at e->now. */
-void queue_tick(Engine *e);
+/* Keep t in the engine's list of tubes with something to hand out iff it
+ * has ready jobs and is not paused. */
+void queue_ready_update(Engine *e, Tube *t);
 /* Monotonic ns of the next job or tube timer, INT64_MAX if none. */
 int64_t queue_next_due(const Engine *e);
 

@@ -39,6 +39,8 @@ int tubes_init(TubeSet *ts)
 {
     ts->list = NULL;
     ts->len = ts->cap = 0;
+    ts->on_create = ts->on_destroy = NULL;
+    ts->hook_arg = NULL;
     heap_init(&ts->timers, timer_less, timer_setpos);
     return hash_init(&ts->by_name, tube_node_hash);
 }
@@ -47,6 +49,7 @@ static void tube_destroy(Tube *t)
 {
     heap_free(&t->ready);
     heap_free(&t->delay);
+    heap_free(&t->expiry);
     tb_free(t);
 }
 
@@ -113,13 +116,18 @@ Tube *tubes_get(TubeSet *ts, const char *name, size_t len)
     t->name_len = (uint8_t)len;
     heap_init(&t->ready, job_ready_less, job_set_heap_pos);
     heap_init(&t->delay, job_deadline_less, job_set_heap_pos);
+    heap_init(&t->expiry, job_expiry_less, job_set_exp_pos);
     list_init(&t->buried);
+    list_init(&t->children);
+    list_init(&t->child_link);
     list_init(&t->waiting);
     list_init(&t->ready_link);
     t->timer_at = INT64_MAX;
     t->list_pos = ts->len;
     ts->list[ts->len++] = t;
     hash_insert(&ts->by_name, &t->hnode);
+    if (ts->on_create)
+        ts->on_create(ts->hook_arg, t);
     return t;
 }
 
@@ -127,6 +135,8 @@ void tube_unref(TubeSet *ts, Tube *t)
 {
     if (--t->refs > 0)
         return;
+    if (ts->on_destroy)
+        ts->on_destroy(ts->hook_arg, t);
     if (t->timer_at != INT64_MAX)
         heap_remove(&ts->timers, t->timer_pos);
     hash_remove(&ts->by_name, &t->hnode);
@@ -145,6 +155,8 @@ static int64_t tube_due(const Tube *t)
         due = j->ext->deadline;
     if (t->pause && t->unpause_at < due)
         due = t->unpause_at;
+    if ((j = heap_top(&t->expiry)) && j->ext->expires < due)
+        due = j->ext->expires;
     return due;
 }
 

@@ -11,8 +11,8 @@
  * The TubeSet finds tubes by name in O(1), keeps them in an array for
  * list-tubes (creation order, a removed tube's slot taken by the last one,
  * as beanstalkd orders them), and keeps a timer heap of the tubes that have
- * something due: their earliest delayed job or the end of a pause. So the
- * server never scans all tubes on a tick.
+ * something due: their earliest delayed job, the end of a pause, or the
+ * earliest expiry. So the server never scans all tubes on a tick.
  */
 #ifndef TUBED_TUBE_H
 #define TUBED_TUBE_H
@@ -23,6 +23,7 @@
 #include "hash.h"
 #include "heap.h"
 #include "list.h"
+#include "conf.h"
 #include "names.h"
 
 typedef struct Tube Tube;
@@ -33,8 +34,18 @@ struct Tube {
     List buried;         /* Job.link, oldest first */
     List waiting;        /* Watch.wait_link, first come first served */
     List ready_link;     /* server's list of tubes with jobs to hand out */
+    Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
+    TubePolicy pol;      /* its keys from the config file (policy.c) */
+    List children;       /* fanout: its children's child_link, when a parent */
+    List child_link;     /* in the parent's children, when a linked child */
+    Tube *parent;        /* the fanout parent it is linked to, or NULL */
+    uint8_t registered;  /* a fanout child: the engine holds a reference */
+    uint8_t parent_len;  /* length of "P" in "P+CHILD"; 0: no '+' */
     uint64_t refs;
     uint64_t urgent_ct, reserved_ct, buried_ct;
+    uint64_t cur_bytes;      /* body bytes of its jobs, every state */
+    uint64_t reserved_bytes; /* ... of its reserved jobs */
+    uint64_t total_expired, total_discarded, total_timeouts;
     uint64_t total_jobs, cmd_delete, cmd_pause;
     uint32_t using_ct, watching_ct, waiting_ct;
     int64_t pause;       /* ns; 0 when not paused */
@@ -51,6 +62,11 @@ typedef struct TubeSet {
     Tube **list;
     size_t len, cap;
     Heap timers;         /* Tube*, by timer_at */
+    /* Called when a tube is created and just before one is freed, so
+     * the engine can give it its policy and (un)link fanout parents. */
+    void (*on_create)(void *arg, Tube *t);
+    void (*on_destroy)(void *arg, Tube *t);
+    void *hook_arg;
 } TubeSet;
 
 int tubes_init(TubeSet *ts);

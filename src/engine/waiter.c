@@ -1,26 +1,39 @@
 #include "waiter.h"
 
+#include "policy.h"
 #include "queue.h"
 #include "watch.h"
 
-static Job *better(Job *best, const Tube *t)
+/* The next job t hands out: never one past its expiry (expired here, on
+ * the way, so a worker never gets one even between two sweeps). */
+static Job *ready_top(Engine *e, Tube *t)
 {
-    Job *j = heap_top(&t->ready);
+    Job *j;
+
+    while ((j = heap_top(&t->ready)) && policy_check(e, j))
+        ;
+    return j;
+}
+
+static Job *better(Engine *e, Job *best, Tube *t)
+{
+    Job *j = ready_top(e, t);
 
     return j && (!best || job_ready_less(j, best)) ? j : best;
 }
 
-Job *waiter_find(const Engine *e, const Worker *w)
+Job *waiter_find(Engine *e, const Worker *w)
 {
     Job *best = NULL;
 
     /* A wide worker looks at whichever is shorter: its watch list or the
      * tubes that have something to hand out. */
     if (watch_is_wide(w) && e->nready_tubes < w->nwatch) {
-        for (List *n = e->ready_tubes.next; n != &e->ready_tubes; n = n->next) {
+        for (List *n = e->ready_tubes.next; n != &e->ready_tubes;) {
             Tube *t = container_of(n, Tube, ready_link);
+            n = n->next; /* expiring may take t out of the list */
             if (watch_find(w, t) >= 0)
-                best = better(best, t);
+                best = better(e, best, t);
         }
         return best;
     }
@@ -28,7 +41,7 @@ Job *waiter_find(const Engine *e, const Worker *w)
         Tube *t = w->watch[i].tube;
 
         if (!tube_paused(t))
-            best = better(best, t);
+            best = better(e, best, t);
     }
     return best;
 }
@@ -168,12 +181,16 @@ void waiter_serve(Engine *e, Tube *t)
 
     if (tube_paused(t))
         return;
-    while (t->ready.len && (w = next_waiter(e, t))) {
-        Job *j = heap_top(&t->ready);
+    tube_ref(t); /* expiring its last job must not free it under us */
+    while ((w = next_waiter(e, t))) {
+        Job *j = ready_top(e, t);
 
+        if (!j)
+            break;
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }
+    tube_unref(&e->tubes, t);
 }
 
 uint32_t engine_tube_waiting(const Engine *e, const Tube *t)

@@ -39,6 +39,6 @@ void worker_cancel(Engine *e, Worker *w);
 uint32_t engine_tube_waiting(const Engine *e, const Tube *t);
 
 /* The best ready job across w's watched, unpaused tubes, or NULL. */
-Job *waiter_find(const Engine *e, const Worker *w);
+Job *waiter_find(Engine *e, const Worker *w);
 
 #endif

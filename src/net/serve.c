@@ -179,6 +179,9 @@ static void handle_signal(Server *s, int signo)
         s->draining = 0;
         sd_notify("STATUS=serving");
         break;
+    case SIGHUP:
+        server_reload(s, NULL, 0);
+        break;
     case SIGTERM:
     case SIGINT:
         log_info("%s: shutting down", signo == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -204,7 +207,7 @@ static void on_signal(EvSource *src, uint32_t events)
  * to one, and the suite runs under valgrind.) */
 static int open_signals(Server *s)
 {
-    static const int sigs[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
+    static const int sigs[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
     struct sigaction sa;
     int p[2];
 
@@ -222,6 +225,32 @@ static int open_signals(Server *s)
             return -1;
     s->sig.handler = on_signal;
     return ev_add(&s->loop, &s->sig, p[0], EPOLLIN);
+}
+
+/* ---- reload ----------------------------------------------------------- */
+
+int server_reload(Server *s, char *err, size_t errlen)
+{
+    char buf[512], note[256] = "";
+    ConfFile *next;
+
+    if (!err) {
+        err = buf;
+        errlen = sizeof buf;
+    }
+    if (!s->cfg.config_path) {
+        log_info("reload: no --config file; nothing to reload");
+        return 0;
+    }
+    if (opts_reload(&s->cfg, &next, err, errlen) < 0) {
+        log_err("reload: %s; the old configuration stays in force", err);
+        return -1;
+    }
+    opts_reload_apply(&s->cfg, next, note, sizeof note);
+    log_verbosity = s->cfg.verbosity;
+    engine_reload(&s->eng);
+    log_info("reloaded %s%s%s", s->cfg.config_path, note[0] ? ": " : "", note);
+    return 0;
 }
 
 /* ---- life cycle ------------------------------------------------------- */

@@ -4,7 +4,8 @@
  * Contract: server_init() builds an empty server (engine included) from a
  * Config and opens the signal pipe; server_listen() adds listening sockets
  * for one front-end's Proto; server_run() loops until SIGTERM/SIGINT and
- * returns 0 (-1 if epoll fails); server_free() closes every connection,
+ * returns 0 (-1 if epoll fails); SIGHUP reloads the config file
+ * (server_reload); server_free() closes every connection,
  * syncs and closes the binlog, and frees everything. server.h describes
  * one loop iteration.
  */
@@ -20,6 +21,9 @@ int server_init(Server *s, const Config *cfg);
  * if there are any, else on cfg's address and port. -1 (logged) on error. */
 int server_listen(Server *s, const Proto *p);
 int server_run(Server *s);
+/* Read the config file again (SIGHUP, memcache reload) and put it in
+ * force: 0, or -1 with "FILE:LINE: what" in err (logged; the old one stays). */
+int server_reload(Server *s, char *err, size_t errlen);
 void server_free(Server *s);
 
 #endif

@@ -7,8 +7,8 @@
  * as socketpairs (conn_new() on one end, the harness is the client on the
  * other), and plays a script taken from the input. After every step it
  * runs one iteration of the server loop exactly as server_run() does
- * (binlog_commit, conn_flush_all, free dead, ev_poll(0), reserve_tick,
- * queue_tick, binlog_tick) with a virtual clock, reads the replies of the
+ * (engine_commit, conn_flush_all, free dead, ev_poll(0), engine_tick)
+ * with a virtual clock, reads the replies of the
  * clients that read, checks that they are well-formed protocol replies,
  * and recounts every server counter (fuzz_util.h). At the end the clock
  * jumps a day ahead, everything is drained, and server_free() must leave

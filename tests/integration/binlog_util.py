@@ -4,10 +4,12 @@ Not a test file itself (the runner only loads test_*.py).  Everything here
 follows the binlog specification:
 
     file DIR/binlog.N, N decimal from 1;
-    16-byte header: b"TUBEDLOG", u32 version = 1, u32 CRC32C(first 12 bytes);
+    16-byte header: b"TUBEDLOG", u32 version (2; files of version 1 still
+    replay), u32 CRC32C(first 12 bytes);
     records: u32 payload length, u32 CRC32C(payload), payload;
     a payload length of 0 ends the data (files are preallocated with zeros);
-    the payload's first byte is its type: J (job), S (state), D (delete).
+    the payload's first byte is its type: J (job), K (job with its tube-entry
+    time and a client's expiry), S (state), D (delete).
 """
 
 import os
@@ -22,10 +24,11 @@ import harness
 from harness import TestFailure, check, eq, fail, unq
 
 MAGIC = b"TUBEDLOG"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
 HEADER_SIZE = 16
 REC_HDR = 8
-RECORD_TYPES = (b"J", b"S", b"D")
+RECORD_TYPES = (b"J", b"K", b"S", b"D")
 FILE_RE = re.compile(r"binlog\.([1-9][0-9]*)\Z")
 
 # ------------------------------------------------------------------ CRC32C
@@ -132,8 +135,8 @@ def parse_file(path, check_crc=True):
     magic, version, hcrc = struct.unpack_from("<8sII", data, 0)
     if magic != MAGIC:
         p.errors.append("%s: bad magic %r" % (p.name, magic))
-    if version != VERSION:
-        p.errors.append("%s: version %d, expected %d" % (p.name, version, VERSION))
+    if version not in VERSIONS:
+        p.errors.append("%s: version %d, expected one of %s" % (p.name, version, VERSIONS))
     if hcrc != crc32c(data[:12]):
         p.errors.append("%s: header CRC %08x, expected %08x"
                         % (p.name, hcrc, crc32c(data[:12])))
@@ -197,7 +200,7 @@ def find_body(files, body):
     out = []
     for n, p in files:
         for r in p.records:
-            if r.type == b"J" and body in r.payload:
+            if r.type in (b"J", b"K") and body in r.payload:
                 out.append((n, p, r))
     return out
 

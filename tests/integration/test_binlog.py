@@ -568,7 +568,7 @@ def test_file_format(binary):
             with open(p.path, "rb") as f:
                 head = f.read(HEADER_SIZE)
             eq(head[:8], MAGIC, "%s magic" % p.name)
-            eq(head[8:12], b"\x01\0\0\0", "%s version (u32 LE 1)" % p.name)
+            eq(head[8:12], b"\x02\0\0\0", "%s version (u32 LE 2)" % p.name)
             eq(int.from_bytes(head[12:16], "little"), crc32c(head[:12]),
                "%s header CRC32C" % p.name)
         types = [r.type for _, p in files for r in p.records]

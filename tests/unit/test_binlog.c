@@ -22,6 +22,7 @@
 
 #include "binlog.h"
 #include "bsconn.h"
+#include "engine.h"
 #include "blcodec.h"
 #include "clock.h"
 #include "conn.h"
@@ -681,7 +682,7 @@ START_TEST(replay_delay_passed_becomes_ready)
      * ready. */
     ck_assert(j->state == JOB_READY || j->ext->deadline <= s->eng.now);
     s->eng.now = clock_mono();
-    queue_tick(&s->eng);
+    engine_tick(&s->eng);
     ck_assert_int_eq(j->state, JOB_READY);
     close_srv(s);
 }

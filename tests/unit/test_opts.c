@@ -1,4 +1,6 @@
-/* Unit tests for opts.c: beanstalkd-style flags plus tubed's long options. */
+/* Unit tests for opts.c: beanstalkd-style flags plus tubed's long options,
+ * and the config file merged under them (--config, --check-config,
+ * reload). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@ typedef struct Run {
 
 static void run_free(Run *r)
 {
+    opts_free(&r->cfg);
     for (int i = 0; i < r->argc; i++)
         free(r->argv[i]);
     free(r->out);
@@ -542,6 +545,384 @@ START_TEST(error_message_truncated_safely)
 }
 END_TEST
 
+/* ---- the config file ----------------------------------------------------- */
+
+static char conf_dir[64];
+static char conf_path[128];
+
+static void conf_setup(void)
+{
+    strcpy(conf_dir, "/tmp/tubed-unit-opts-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(conf_dir));
+    snprintf(conf_path, sizeof conf_path, "%s/tubed.conf", conf_dir);
+}
+
+static void conf_teardown(void)
+{
+    unlink(conf_path);
+    rmdir(conf_dir);
+}
+
+static void write_conf(const char *text)
+{
+    FILE *f = fopen(conf_path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Every server key, none at its default. */
+static const char all_keys[] =
+    "listen = 127.0.0.2\nport = 11301\nmax_job_size = 1K\nuser = filer\n"
+    "binlog_dir = /file/binlog\nfsync_ms = 9\nno_fsync = true\nbinlog_file_size = 1M\n"
+    "verbose = 3\nmax_connections = 40\nstall_timeout = 2m\njob_memory = 2G\n"
+    "recover = true\nmemcache_port = 22133\nmetrics_port = 9100\nallow_shutdown = true\n"
+    "[tube emails]\nmax_items = 5\n";
+
+START_TEST(config_file_values)
+{
+    Run r;
+    TubePolicy p;
+
+    write_conf(all_keys);
+    RUN(&r, "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_str_eq(r.cfg.config_path, conf_path);
+    ck_assert_ptr_nonnull(r.cfg.conf);
+    ck_assert_str_eq(r.cfg.listen_addr, "127.0.0.2");
+    ck_assert_int_eq(r.cfg.port, 11301);
+    ck_assert_int_eq(r.cfg.addr_given, 1);
+    ck_assert_uint_eq(r.cfg.max_job_size, 1024);
+    ck_assert_str_eq(r.cfg.user, "filer");
+    ck_assert_str_eq(r.cfg.binlog_dir, "/file/binlog");
+    ck_assert_uint_eq(r.cfg.fsync_ms, 9);
+    ck_assert_int_eq(r.cfg.fsync_never, 1);
+    ck_assert_uint_eq(r.cfg.binlog_size, 1048576);
+    ck_assert_int_eq(r.cfg.verbosity, 3);
+    ck_assert_uint_eq(r.cfg.max_connections, 40);
+    ck_assert_uint_eq(r.cfg.stall_timeout, 120);
+    ck_assert_uint_eq(r.cfg.job_memory, 2147483648ULL);
+    ck_assert_int_eq(r.cfg.recover, 1);
+    ck_assert_int_eq(r.cfg.memcache_port, 22133);
+    ck_assert_int_eq(r.cfg.metrics_port, 9100);
+    ck_assert_int_eq(r.cfg.allow_shutdown, 1);
+    ck_assert_uint_eq(r.cfg.cli_set, 0);
+    ck_assert_uint_eq(r.outlen, 0);
+    /* The strings are the Config's own copies, not the file's. */
+    ck_assert_ptr_ne(r.cfg.listen_addr, r.cfg.conf->server.listen);
+    ck_assert_ptr_ne(r.cfg.binlog_dir, r.cfg.conf->server.binlog_dir);
+    conf_policy(r.cfg.conf, "emails", 6, r.cfg.max_job_size, &p);
+    ck_assert_uint_eq(p.max_items, 5);
+    run_free(&r);
+
+    /* An empty file changes nothing. */
+    write_conf("# nothing\n");
+    RUN(&r, "--config=" "/dev/null");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    check_defaults(&r.cfg);
+    run_free(&r);
+}
+END_TEST
+
+/* The command line wins key by key, wherever --config stands. */
+START_TEST(config_command_line_wins)
+{
+    Run r;
+
+    write_conf(all_keys);
+    RUN(&r, "-p", "9", "-l", "10.0.0.1", "-z", "100", "-u", "nobody", "-b", "/cli", "-f", "7",
+        "-s", "2048", "-V", "--max-connections=3", "--config", conf_path, "--stall-timeout",
+        "5", "--job-memory=77", "--memcache-port", "1", "--metrics-port=2");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 9);
+    ck_assert_str_eq(r.cfg.listen_addr, "10.0.0.1");
+    ck_assert_uint_eq(r.cfg.max_job_size, 100);
+    ck_assert_str_eq(r.cfg.user, "nobody");
+    ck_assert_str_eq(r.cfg.binlog_dir, "/cli");
+    ck_assert_uint_eq(r.cfg.fsync_ms, 7);
+    ck_assert_uint_eq(r.cfg.binlog_size, 2048);
+    ck_assert_int_eq(r.cfg.verbosity, 1);          /* -V replaces verbose = 3 */
+    ck_assert_uint_eq(r.cfg.max_connections, 3);
+    ck_assert_uint_eq(r.cfg.stall_timeout, 5);
+    ck_assert_uint_eq(r.cfg.job_memory, 77);
+    ck_assert_int_eq(r.cfg.memcache_port, 1);
+    ck_assert_int_eq(r.cfg.metrics_port, 2);
+    /* Keys the command line did not give still come from the file. */
+    ck_assert_int_eq(r.cfg.fsync_never, 1);
+    ck_assert_int_eq(r.cfg.recover, 1);
+    ck_assert_int_eq(r.cfg.allow_shutdown, 1);
+    ck_assert_uint_eq(r.cfg.cli_set,
+                      CONF_BIT(SK_PORT) | CONF_BIT(SK_LISTEN) | CONF_BIT(SK_MAX_JOB_SIZE) |
+                      CONF_BIT(SK_USER) | CONF_BIT(SK_BINLOG_DIR) | CONF_BIT(SK_FSYNC_MS) |
+                      CONF_BIT(SK_BINLOG_FILE_SIZE) | CONF_BIT(SK_VERBOSE) |
+                      CONF_BIT(SK_MAX_CONNECTIONS) | CONF_BIT(SK_STALL_TIMEOUT) |
+                      CONF_BIT(SK_JOB_MEMORY) | CONF_BIT(SK_MEMCACHE_PORT) |
+                      CONF_BIT(SK_METRICS_PORT));
+    run_free(&r);
+
+    /* One key from each side. */
+    write_conf("port = 5\nlisten = 127.0.0.9\nno_fsync = false\nrecover = false\n");
+    RUN(&r, "--config", conf_path, "-p", "6", "-F", "--recover");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 6);
+    ck_assert_str_eq(r.cfg.listen_addr, "127.0.0.9");
+    ck_assert_int_eq(r.cfg.fsync_never, 1);
+    ck_assert_int_eq(r.cfg.recover, 1);
+    run_free(&r);
+
+    /* The last --config wins, as for every flag. */
+    RUN(&r, "--config", "/nonexistent/tubed.conf", "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 5);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(config_bad_file)
+{
+    char want[256];
+    Run r;
+
+    write_conf("port = 1\n[tube a]\nbogus = 2\n");
+    RUN(&r, "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    snprintf(want, sizeof want, "%s:3: unknown key 'bogus'", conf_path);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_ptr_null(r.cfg.conf);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+
+    RUN(&r, "--config", "/nonexistent/tubed.conf");
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    ck_assert_str_eq(r.err, "/nonexistent/tubed.conf: cannot read: No such file or directory");
+    run_free(&r);
+
+    /* A flag error is still a flag error (usage follows), even with a
+     * bad file: the file is read only once the flags are good. */
+    RUN(&r, "--config", conf_path, "-p", "x");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "--config");
+    expect_error(&r, "--config");
+    ck_assert_ptr_nonnull(strstr(r.err, "requires an argument"));
+    run_free(&r);
+}
+END_TEST
+
+/* Read-behind needs a binlog, from the command line or the file. */
+START_TEST(config_validated_after_merge)
+{
+    char want[256];
+    Run r;
+
+    write_conf("\nmax_memory_size = 1M\n");
+    RUN(&r, "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    snprintf(want, sizeof want,
+             "%s:2: max_memory_size needs a binlog: give -b DIR or binlog_dir", conf_path);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_ptr_null(r.cfg.conf);
+    ck_assert_ptr_null(r.cfg.file_strings);
+    run_free(&r);
+
+    RUN(&r, "--config", conf_path, "-b", "/var/lib/tubed");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    run_free(&r);
+
+    write_conf("binlog_dir = /var/lib/tubed\nmax_memory_size = 1M\n");
+    RUN(&r, "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    run_free(&r);
+
+    write_conf("binlog_dir = /b\nmax_memory_size = 1M\n[tube cache]\njournal = false\n");
+    RUN(&r, "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    snprintf(want, sizeof want, "%s:4: max_memory_size (line 2) and journal = false (line 4) "
+             "both apply to [tube cache]: read-behind keeps bodies in the binlog", conf_path);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(check_config)
+{
+    char want[256];
+    Run r;
+
+    write_conf(all_keys);
+    RUN(&r, "--config", conf_path, "--check-config");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    snprintf(want, sizeof want, "%s: ok\n", conf_path);
+    ck_assert_str_eq(r.out, want);
+    ck_assert_ptr_null(r.cfg.conf);     /* nothing left to free */
+    run_free(&r);
+
+    /* Flags are checked too, and order does not matter. */
+    RUN(&r, "--check-config", "-p", "99999", "--config", conf_path);
+    expect_error(&r, "-p");
+    run_free(&r);
+
+    write_conf("max_items = 1\nmax_items = 2\n");
+    RUN(&r, "--check-config", "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    snprintf(want, sizeof want, "%s:2: duplicate key max_items (first set at line 1)",
+             conf_path);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_uint_eq(r.outlen, 0);
+    run_free(&r);
+
+    /* The merged configuration is what is checked. */
+    write_conf("max_memory_size = 1M\n");
+    RUN(&r, "--check-config", "--config", conf_path);
+    ck_assert_int_eq(r.rc, OPTS_CONFIG_ERROR);
+    run_free(&r);
+    RUN(&r, "--check-config", "--config", conf_path, "-b", "/b");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    run_free(&r);
+
+    RUN(&r, "--check-config");
+    expect_error(&r, "--check-config needs --config FILE");
+    run_free(&r);
+    RUN(&r, "--check-config=1");
+    expect_error(&r, "--check-config");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(listener_ports)
+{
+    Run r;
+
+    RUN(&r, "--memcache-port", "22133", "--metrics-port=9100");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.memcache_port, 22133);
+    ck_assert_int_eq(r.cfg.metrics_port, 9100);
+    ck_assert_int_eq(r.cfg.port, 11300);
+    ck_assert_int_eq(r.cfg.addr_given, 0);
+    run_free(&r);
+
+    RUN(&r, "--metrics-port", "0");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.metrics_port, 0);
+    run_free(&r);
+
+    RUN(&r, "--memcache-port", "65536");
+    expect_error(&r, "--memcache-port");
+    run_free(&r);
+    RUN(&r, "--metrics-port=x");
+    expect_error(&r, "--metrics-port");
+    run_free(&r);
+    RUN(&r, "--memcache-port");
+    expect_error(&r, "requires an argument");
+    run_free(&r);
+    /* Defaults: both off, no shutdown, no file. */
+    RUN(&r, "-V");
+    ck_assert_int_eq(r.cfg.memcache_port, 0);
+    ck_assert_int_eq(r.cfg.metrics_port, 0);
+    ck_assert_int_eq(r.cfg.allow_shutdown, 0);
+    ck_assert_ptr_null(r.cfg.config_path);
+    ck_assert_ptr_null(r.cfg.conf);
+    run_free(&r);
+}
+END_TEST
+
+/* -c keeps beanstalkd's meaning: an obsolete flag with no argument. */
+START_TEST(c_is_not_config)
+{
+    Run r;
+
+    write_conf("port = 5\n");
+    RUN(&r, "-c", conf_path);
+    expect_error(&r, "unexpected argument");
+    run_free(&r);
+    RUN(&r, "-c", "--config", conf_path, "-cn");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 5);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(usage_lists_new_options)
+{
+    Run r;
+
+    RUN(&r, "-h");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_ptr_nonnull(strstr(r.out, "--config FILE"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--check-config"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--memcache-port PORT"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--metrics-port PORT"));
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(reload)
+{
+    char err[256], note[128], want[256];
+    ConfFile *next = (ConfFile *)&next;
+    TubePolicy p;
+    Run r;
+
+    write_conf("listen = 127.0.0.1\nport = 11301\nmax_connections = 10\nstall_timeout = 5\n"
+               "job_memory = 1M\n[tube x]\npriority = 1\n");
+    RUN(&r, "--config", conf_path, "--max-connections", "99");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.stall_timeout, 5);
+
+    /* stall_timeout and job_memory dropped: back to their defaults;
+     * max_connections is the command line's; port needs a restart. */
+    write_conf("listen = 127.0.0.1\nport = 11302\nmax_connections = 20\nverbose = 2\n"
+               "allow_shutdown = true\nuser = other\n[tube x]\npriority = 3\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(next);
+    opts_reload_apply(&r.cfg, next, note, sizeof note);
+    ck_assert_ptr_eq(r.cfg.conf, next);
+    ck_assert_str_eq(note, "port, user");
+    ck_assert_int_eq(r.cfg.port, 11301);
+    ck_assert_ptr_null(r.cfg.user);
+    ck_assert_uint_eq(r.cfg.max_connections, 99);
+    ck_assert_uint_eq(r.cfg.stall_timeout, 30);
+    ck_assert_uint_eq(r.cfg.job_memory, 0);
+    ck_assert_int_eq(r.cfg.verbosity, 2);
+    ck_assert_int_eq(r.cfg.allow_shutdown, 1);
+    ck_assert_str_eq(r.cfg.listen_addr, "127.0.0.1"); /* still readable: owned copy */
+    conf_policy(r.cfg.conf, "x", 1, r.cfg.max_job_size, &p);
+    ck_assert_uint_eq(p.priority, 3);
+
+    /* A bad file: refused, nothing changes. */
+    write_conf("max_connections = 1\n[tube x]\nport = 1\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), -1);
+    ck_assert_ptr_null(next);
+    snprintf(want, sizeof want, "%s:3: port is a server setting: allowed only at the top "
+             "level, before the first [tube] section", conf_path);
+    ck_assert_str_eq(err, want);
+    ck_assert_uint_eq(r.cfg.verbosity, 2);
+
+    /* Checked against the running binlog (none here). */
+    write_conf("binlog_dir = /b\nmax_memory_size = 1M\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), -1);
+    snprintf(want, sizeof want,
+             "%s:2: max_memory_size needs a binlog: give -b DIR or binlog_dir", conf_path);
+    ck_assert_str_eq(err, want);
+
+    /* The file gone: refused too. */
+    unlink(conf_path);
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), -1);
+    run_free(&r);
+
+    /* Without --config: nothing to read, nothing changes. */
+    RUN(&r, "-V");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
+    ck_assert_ptr_null(next);
+    opts_reload_apply(&r.cfg, next, note, sizeof note);
+    ck_assert_str_eq(note, "");
+    ck_assert_int_eq(r.cfg.verbosity, 1);
+    ck_assert_ptr_null(r.cfg.conf);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *opts_suite(void)
 {
     Suite *s = suite_create("opts");
@@ -562,6 +943,19 @@ static Suite *opts_suite(void)
     tcase_add_test(tc, max_connections);
     tcase_add_test(tc, version_and_help);
     tcase_add_test(tc, error_message_truncated_safely);
+    suite_add_tcase(s, tc);
+
+    tc = unit_tcase("config");
+    tcase_add_checked_fixture(tc, conf_setup, conf_teardown);
+    tcase_add_test(tc, config_file_values);
+    tcase_add_test(tc, config_command_line_wins);
+    tcase_add_test(tc, config_bad_file);
+    tcase_add_test(tc, config_validated_after_merge);
+    tcase_add_test(tc, check_config);
+    tcase_add_test(tc, listener_ports);
+    tcase_add_test(tc, c_is_not_config);
+    tcase_add_test(tc, usage_lists_new_options);
+    tcase_add_test(tc, reload);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -81,6 +81,7 @@ static void reply_result(BsConn *b, EngineResult r, const char *ok)
         conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         break;
     case ENG_NO_MEMORY:
+    case ENG_FULL: /* the protocol's "try again later" */
         conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
         break;
     }
@@ -93,7 +94,8 @@ static void do_put(BsConn *b, const Cmd *cmd)
     Engine *e = eng(b);
     Job *j;
 
-    if (cmd->bytes > b->conn.srv->cfg.max_job_size) {
+    /* The tube's max_item_size, which is -z unless the config says less. */
+    if (cmd->bytes > engine_max_body(e, b->use)) {
         bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_JOB_TOO_BIG);
         return;
     }
@@ -129,7 +131,7 @@ void cmd_put_body_done(BsConn *b)
         return;
     }
     r = engine_put(e, j, b->use);
-    if (r == ENG_NO_MEMORY) {
+    if (r == ENG_NO_MEMORY || r == ENG_FULL) {
         engine_job_drop(e, j);
         conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
         return;
@@ -307,19 +309,17 @@ static void do_peek(BsConn *b, const Cmd *cmd)
 
 static void do_peek_ready(BsConn *b, const Cmd *cmd)
 {
-    reply_found(b, heap_top(&b->use->ready));
+    reply_found(b, engine_peek(eng(b), b->use, JOB_READY));
 }
 
 static void do_peek_delayed(BsConn *b, const Cmd *cmd)
 {
-    reply_found(b, heap_top(&b->use->delay));
+    reply_found(b, engine_peek(eng(b), b->use, JOB_DELAYED));
 }
 
 static void do_peek_buried(BsConn *b, const Cmd *cmd)
 {
-    List *n = list_first(&b->use->buried);
-
-    reply_found(b, n ? job_of_link(n) : NULL);
+    reply_found(b, engine_peek(eng(b), b->use, JOB_BURIED));
 }
 
 static void do_kick(BsConn *b, const Cmd *cmd)
@@ -343,6 +343,7 @@ static void do_stats(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
+    engine_expire_all(eng(b)); /* an expired job is never counted */
     stats_server(bs_front(conn(b)), &d);
     reply_doc(b, &d);
 }
@@ -366,6 +367,11 @@ static void do_stats_tube(BsConn *b, const Cmd *cmd)
     Buf d = {0};
 
     if (!t) {
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+        return;
+    }
+    engine_expire_all(eng(b)); /* an expired job is never counted */
+    if (!(t = engine_tube_find(eng(b), cmd->name, cmd->name_len))) {
         conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         return;
     }

@@ -1,0 +1,479 @@
+#include "policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "binlog.h"
+#include "clock.h"
+#include "log.h"
+#include "queue.h"
+
+/* ---- resolving ---------------------------------------------------------- */
+
+static void resolve(const Engine *e, Tube *t)
+{
+    conf_policy(e->cfg->conf, t->name, t->name_len, e->cfg->max_job_size, &t->pol);
+}
+
+static Tube *find_parent(const Engine *e, const Tube *t)
+{
+    return t->parent_len ? tubes_find(&e->tubes, t->name, t->parent_len) : NULL;
+}
+
+/* Link a registered child to its parent tube if that exists, else keep it
+ * among the orphans until the parent is created. */
+static void link_child(Engine *e, Tube *c)
+{
+    Tube *p = find_parent(e, c);
+
+    list_remove(&c->child_link);
+    c->parent = p;
+    list_insert_tail(p ? &p->children : &e->orphans, &c->child_link);
+}
+
+static void on_create(void *arg, Tube *t)
+{
+    Engine *e = arg;
+    const char *plus = memchr(t->name, '+', t->name_len);
+
+    resolve(e, t);
+    t->parent_len = plus && plus > t->name ? (uint8_t)(plus - t->name) : 0;
+    /* A new tube may be the parent of children registered before it. */
+    for (List *n = e->orphans.next; n != &e->orphans;) {
+        Tube *c = container_of(n, Tube, child_link);
+        n = n->next;
+        if (c->parent_len == t->name_len && !memcmp(c->name, t->name, t->name_len))
+            link_child(e, c);
+    }
+}
+
+static void on_destroy(void *arg, Tube *t)
+{
+    Engine *e = arg;
+    List *n;
+
+    /* Its children stay registered, waiting for a parent of that name. */
+    while ((n = list_first(&t->children))) {
+        Tube *c = container_of(n, Tube, child_link);
+        list_remove(n);
+        c->parent = NULL;
+        list_insert_tail(&e->orphans, &c->child_link);
+    }
+    list_remove(&t->child_link);
+}
+
+void policy_init(Engine *e)
+{
+    list_init(&e->orphans);
+    e->tubes.on_create = on_create;
+    e->tubes.on_destroy = on_destroy;
+    e->tubes.hook_arg = e;
+}
+
+/* ---- limits ------------------------------------------------------------- */
+
+uint32_t policy_max_body(const Engine *e, const Tube *t)
+{
+    return t->pol.max_item_size < e->cfg->max_job_size ? t->pol.max_item_size
+                                                        : e->cfg->max_job_size;
+}
+
+static uint64_t jobs_in(const Tube *t)
+{
+    return t->ready.len + t->delay.len + t->reserved_ct + t->buried_ct;
+}
+
+static int fits(const Tube *t, uint64_t jobs, uint64_t bytes, uint32_t n)
+{
+    return (!t->pol.max_items || jobs + 1 <= t->pol.max_items) &&
+           (!t->pol.max_size || bytes + n <= t->pol.max_size);
+}
+
+static Job *min_id(Heap *h)
+{
+    Job *best = NULL;
+
+    for (size_t i = 0; i < h->len; i++) {
+        Job *j = h->items[i];
+        if (!best || j->id < best->id)
+            best = j;
+    }
+    return best;
+}
+
+/* The job a full tube gives up first: its oldest ready job, else its oldest
+ * delayed one, else its oldest buried one. A scan of that state's jobs:
+ * discarding is for tubes that are full anyway, and a full tube's scan is
+ * bounded by its max_items. */
+static Job *oldest(Tube *t)
+{
+    Job *j = min_id(&t->ready);
+
+    if (!j)
+        j = min_id(&t->delay);
+    if (!j) {
+        for (List *n = t->buried.next; n != &t->buried; n = n->next) {
+            Job *b = job_of_link(n);
+            if (!j || b->id < j->id)
+                j = b;
+        }
+    }
+    return j;
+}
+
+int policy_make_room(Engine *e, Tube *t, uint32_t n)
+{
+    if (fits(t, jobs_in(t), t->cur_bytes, n))
+        return 0;
+    /* Reserved jobs are never discarded: if the rest cannot make room,
+     * nothing is deleted. */
+    if (!t->pol.discard_old_when_full || !fits(t, t->reserved_ct, t->reserved_bytes, n))
+        return -1;
+    tube_ref(t); /* discarding its last job must not free it */
+    while (!fits(t, jobs_in(t), t->cur_bytes, n)) {
+        Job *j = oldest(t);
+        t->total_discarded++;
+        binlog_delete(e, j);
+        queue_delete(e, j);
+    }
+    tube_unref(&e->tubes, t);
+    return 0;
+}
+
+/* ---- moving ------------------------------------------------------------- */
+
+int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
+{
+    Tube *src = j->tube;
+    JobExt *x;
+    int64_t entered;
+    int was = j->state, ok;
+
+    if (was == JOB_RESERVED || !(x = job_ext_get(j)))
+        return -1;
+    if (dst != src && policy_make_room(e, dst, j->body_size) < 0)
+        return -1;
+    /* Everything that can fail first: heap room, and log room for the
+     * record the job will have (in dst, its clock restarted). */
+    entered = x->entered;
+    j->tube = dst;
+    x->entered = e->now;
+    ok = heap_reserve(&dst->ready, dst->ready.len + 1) == 0 &&
+         heap_reserve(&dst->delay, dst->delay.len + 1) == 0 &&
+         heap_reserve(&dst->expiry, dst->expiry.len + 1) == 0 &&
+         binlog_reserve_put(e, j) == 0;
+    j->tube = src;
+    x->entered = entered;
+    if (!ok)
+        return -1;
+    binlog_leave(e, j, dst->pol.journal);
+    queue_detach(e, j);
+    queue_expiry_remove(e, j);
+    src->cur_bytes -= j->body_size;
+    tube_ref(dst);
+    j->tube = dst;
+    dst->cur_bytes += j->body_size;
+    x->entered = e->now;
+    if (to_ready || was == JOB_READY) {
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
+    } else if (queue_place(e, j) < 0) {
+        queue_bury(e, j);
+    }
+    queue_expiry_update(e, j); /* room was reserved */
+    binlog_put(e, j);
+    tube_unref(&e->tubes, src);
+    return 0;
+}
+
+/* ---- expiry ------------------------------------------------------------- */
+
+static void retry_later(Engine *e, Job *j)
+{
+    j->ext->expires = e->now + NS_PER_SEC;
+    heap_fix(&j->tube->expiry, j->ext->exp_pos);
+    tube_timer_update(&e->tubes, j->tube);
+}
+
+/* Move an expired job to its tube's move_expired_to: 0, or -1 if it could
+ * not go (the target is full and cannot discard, or out of memory). */
+static int move_expired(Engine *e, Job *j)
+{
+    const char *to = j->tube->pol.move_expired_to;
+    Tube *dst = tubes_get(&e->tubes, to, strlen(to));
+
+    if (!dst)
+        return -1;
+    if (!dst->refs && !dst->registered && dst != j->tube) {
+        /* Created just now: it will hold the job, or go again. */
+        tube_ref(dst);
+        if (policy_move(e, j, dst, 1) < 0) {
+            tube_unref(&e->tubes, dst);
+            return -1;
+        }
+        tube_unref(&e->tubes, dst);
+        return 0;
+    }
+    return policy_move(e, j, dst, 1);
+}
+
+static void expire_now(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+
+    if (t->pol.move_expired_to[0]) {
+        if (move_expired(e, j) == 0) {
+            t->total_expired++;
+            return;
+        }
+        /* The dead-letter tube is full: the job stays where it was and
+         * is tried again in a second. */
+        log_warn("tube %s: cannot move expired job %llu to %s (full); retrying",
+                 t->name, (unsigned long long)j->id, t->pol.move_expired_to);
+        if (j->ext && j->ext->expires)
+            retry_later(e, j);
+        return;
+    }
+    t->total_expired++;
+    binlog_delete(e, j);
+    queue_delete(e, j);
+}
+
+int policy_check(Engine *e, Job *j)
+{
+    int64_t exp;
+
+    if (j->state == JOB_RESERVED)
+        return 0;
+    exp = queue_expiry_of(j);
+    if (!exp || exp > e->now)
+        return 0;
+    if (j->ext && j->ext->expires > e->now)
+        return 0; /* a move that failed waits for its retry */
+    expire_now(e, j);
+    return 1;
+}
+
+uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget)
+{
+    uint64_t n = 0;
+    Job *j;
+
+    tube_ref(t);
+    while (n < budget && (j = heap_top(&t->expiry)) && j->ext->expires <= e->now) {
+        n++;
+        if (j->state == JOB_RESERVED) {
+            /* It expires when it comes back (engine.c checks then). */
+            queue_expiry_remove(e, j);
+            continue;
+        }
+        expire_now(e, j);
+    }
+    tube_unref(&e->tubes, t);
+    return n;
+}
+
+void policy_expire_all(Engine *e)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        const Job *j = heap_top(&t->expiry);
+
+        if (j && j->ext->expires <= e->now) {
+            size_t before = e->tubes.len;
+            policy_expire_due(e, t, UINT64_MAX);
+            if (e->tubes.len < before)
+                i = (size_t)-1; /* the list changed under us: start again */
+        }
+    }
+}
+
+/* ---- reload ------------------------------------------------------------- */
+
+static void rekey(Engine *e, Tube *t)
+{
+    Job **jobs;
+    size_t n = 0, cap = t->ready.len + t->delay.len + t->buried_ct + t->reserved_ct;
+
+    if (!t->pol.max_age_ms && !t->expiry.len)
+        return;
+    /* Every job of the tube may gain, lose or change its expiry. */
+    jobs = tb_malloc((cap + 1) * sizeof *jobs);
+    if (!jobs) {
+        log_warn("tube %s: out of memory applying max_age at reload", t->name);
+        return;
+    }
+    for (size_t i = 0; i < t->ready.len; i++)
+        jobs[n++] = t->ready.items[i];
+    for (size_t i = 0; i < t->delay.len; i++)
+        jobs[n++] = t->delay.items[i];
+    for (List *l = t->buried.next; l != &t->buried; l = l->next)
+        jobs[n++] = job_of_link(l);
+    for (size_t i = 0; i < e->ttr.len && n < cap; i++)
+        if (((Job *)e->ttr.items[i])->tube == t)
+            jobs[n++] = e->ttr.items[i];
+    for (size_t i = 0; i < n; i++)
+        if (queue_expiry_update(e, jobs[i]) < 0)
+            log_warn("tube %s: out of memory applying max_age at reload", t->name);
+    tb_free(jobs);
+}
+
+void policy_reload(Engine *e)
+{
+    int children_changed = 0;
+
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        uint64_t age = t->pol.max_age_ms;
+
+        resolve(e, t);
+        if (age != t->pol.max_age_ms)
+            rekey(e, t);
+    }
+    /* Children of a parent whose fanout is now off are let go. */
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        TubePolicy pp;
+
+        if (!t->registered)
+            continue;
+        conf_policy(e->cfg->conf, t->name, t->parent_len, e->cfg->max_job_size, &pp);
+        if (!pp.fanout) {
+            policy_unregister(e, t);
+            children_changed = 1;
+            i = (size_t)-1; /* the tube may be gone: start again */
+        }
+    }
+    (void)children_changed;
+}
+
+/* ---- fanout ------------------------------------------------------------- */
+
+static void save_children(Engine *e);
+
+void policy_named(Engine *e, Tube *t)
+{
+    TubePolicy pp;
+
+    if (t->registered || !t->parent_len)
+        return;
+    conf_policy(e->cfg->conf, t->name, t->parent_len, e->cfg->max_job_size, &pp);
+    if (!pp.fanout)
+        return;
+    t->registered = 1;
+    tube_ref(t);
+    link_child(e, t);
+    save_children(e);
+}
+
+void policy_unregister(Engine *e, Tube *t)
+{
+    if (!t->registered)
+        return;
+    t->registered = 0;
+    list_remove(&t->child_link);
+    t->parent = NULL;
+    save_children(e);
+    tube_unref(&e->tubes, t);
+}
+
+void policy_fanout(Engine *e, Tube *t, const Job *j)
+{
+    if (!t->pol.fanout)
+        return;
+    for (List *n = t->children.next; n != &t->children; n = n->next) {
+        Tube *c = container_of(n, Tube, child_link);
+        const JobExt *x = job_ext_view(j);
+        Job *copy;
+
+        if (policy_make_room(e, c, j->body_size) < 0) {
+            c->total_discarded++;
+            continue;
+        }
+        copy = queue_job_new(e, e->next_id++, j->body_size, 0);
+        if (!copy || (x->delay && !job_ext_get(copy))) {
+            queue_job_free(e, copy);
+            c->total_discarded++;
+            continue;
+        }
+        memcpy(copy->body, j->body, j->body_size);
+        copy->pri = j->pri;
+        copy->ttr = j->ttr;
+        copy->created = e->now;
+        if (x->delay)
+            copy->ext->delay = x->delay;
+        copy->tube = c;
+        if (binlog_reserve_put(e, copy) < 0 || queue_add(e, copy, c) == -2) {
+            queue_job_free(e, copy);
+            c->total_discarded++;
+            continue;
+        }
+        binlog_put(e, copy);
+    }
+}
+
+/* DIR/fanout: one registered child per line, replaced whole (written
+ * aside, synced, renamed) whenever the set changes, which is rare. */
+static void save_children(Engine *e)
+{
+    Binlog *b = &e->binlog;
+    char tmp[4096], path[4096];
+    FILE *f;
+    int ok;
+
+    if (!b->enabled)
+        return;
+    snprintf(path, sizeof path, "%s/fanout", b->dir);
+    snprintf(tmp, sizeof tmp, "%s/fanout.tmp", b->dir);
+    f = fopen(tmp, "w");
+    if (!f) {
+        log_err("fanout: cannot write %s: %s", tmp, strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < e->tubes.len; i++)
+        if (e->tubes.list[i]->registered)
+            fprintf(f, "%s\n", e->tubes.list[i]->name);
+    ok = fflush(f) == 0 && (e->cfg->fsync_never || fsync(fileno(f)) == 0);
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) < 0) {
+        log_err("fanout: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return;
+    }
+    if (!e->cfg->fsync_never)
+        fsync(b->dirfd);
+}
+
+int policy_load_children(Engine *e, char *err, size_t errlen)
+{
+    char path[4096], line[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/fanout", e->binlog.dir);
+    f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? 0 : (snprintf(err, errlen, "cannot read %s: %s", path,
+                                               strerror(errno)), -1);
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\n");
+        Tube *t;
+
+        if (!tube_name_valid(line, len))
+            continue; /* not ours: ignored, rewritten at the next change */
+        t = tubes_get(&e->tubes, line, len);
+        if (!t) {
+            fclose(f);
+            snprintf(err, errlen, "out of memory reading %s", path);
+            return -1;
+        }
+        t->registered = 1;
+        tube_ref(t);
+        link_child(e, t);
+    }
+    fclose(f);
+    return 0;
+}
