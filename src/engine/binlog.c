@@ -197,6 +197,7 @@ static void set_unhealthy(Engine *e, const char *why)
 {
     if (bl(e)->healthy)
         log_err("binlog: unhealthy (%s): durable commands fail until it recovers", why);
+    snprintf(bl(e)->last_error, sizeof bl(e)->last_error, "%s", why);
     bl(e)->healthy = 0;
 }
 
@@ -388,6 +389,37 @@ void binlog_leave(Engine *e, Job *j, int to_journaled)
     /* The record binlog_put() writes next replaces this one at replay. */
     unpin(bl(e), j);
     bl(e)->reserved -= DEL;
+}
+
+int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep,
+                 uint32_t nkeep)
+{
+    BlRecord r = {.type = BL_FLUSH, .id = max_id, .tube = t->name,
+                  .tube_len = t->name_len, .nkeep = nkeep};
+    char *ids;
+
+    if (!bl(e)->enabled || !t->pol.journal)
+        return 0;
+    if (reserve(e, bl_record_size(&r), bl(e)->reserved) < 0)
+        return -1;
+    ids = tb_malloc((size_t)nkeep * 8 + 1);
+    if (!ids)
+        return -1;
+    for (uint32_t i = 0; i < nkeep; i++)
+        for (int k = 0; k < 8; k++)
+            ids[i * 8 + (uint32_t)k] = (char)(keep[i] >> (8 * k));
+    r.keep = ids;
+    append(e, &r);
+    tb_free(ids);
+    return 0;
+}
+
+void binlog_unpin(Engine *e, Job *j)
+{
+    if (!bl(e)->enabled || !j->file)
+        return;
+    bl(e)->reserved -= DEL;
+    unpin(bl(e), j);
 }
 
 void binlog_delete(Engine *e, Job *j)
@@ -601,6 +633,8 @@ static uint64_t compact(Engine *e)
         return 0;
     m.index = b->files[0].index;
     hash_each(&e->jobs, move_job, &m);
+    if (b->records_migrated != before)
+        b->compactions++;
     return b->records_migrated - before;
 }
 

@@ -31,6 +31,7 @@ size_t bl_record_size(const BlRecord *r)
     case BL_JOB: return BL_JOB_FIXED + r->tube_len + (size_t)r->body_size;
     case BL_JOBX: return BL_JOB_FIXED + BL_JOBX_EXTRA + r->tube_len + (size_t)r->body_size;
     case BL_STATE: return BL_STATE_SIZE;
+    case BL_FLUSH: return BL_FLUSH_FIXED + r->tube_len + (size_t)r->nkeep * 8;
     default: return BL_DELETE_SIZE;
     }
 }
@@ -82,6 +83,12 @@ void bl_encode(const BlRecord *r, char *out)
         p += r->tube_len;
         put32(p, r->body_size);
         memcpy(p + 4, r->body, r->body_size);
+    } else if (r->type == BL_FLUSH) {
+        *p++ = (char)r->tube_len;
+        memcpy(p, r->tube, r->tube_len);
+        p += r->tube_len;
+        put32(p, r->nkeep);
+        memcpy(p + 4, r->keep, (size_t)r->nkeep * 8);
     } else if (r->type == BL_STATE) {
         put32(p, r->pri);
         put32(p + 4, r->delay);
@@ -141,6 +148,20 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         r->deadline_wall = (int64_t)get64(p + 9);
         get_counters(p + 17, r);
         return state_valid(r->state) ? 0 : -1;
+    case BL_FLUSH: {
+        size_t fixed = BL_FLUSH_FIXED - BL_REC_HEAD;
+        if (len < fixed)
+            return -1;
+        r->tube_len = (uint8_t)*p++;
+        r->tube = p;
+        if ((size_t)len < fixed + r->tube_len)
+            return -1;
+        r->nkeep = get32(p + r->tube_len);
+        r->keep = p + r->tube_len + 4;
+        if ((size_t)len != fixed + r->tube_len + (size_t)r->nkeep * 8)
+            return -1;
+        return tube_name_valid(r->tube, r->tube_len) ? 0 : -1;
+    }
     case BL_JOB:
     case BL_JOBX: {
         size_t fixed = BL_JOB_FIXED - BL_REC_HEAD + (r->type == BL_JOBX ? BL_JOBX_EXTRA : 0);
@@ -198,4 +219,9 @@ long bl_decode(const char *p, size_t n, BlRecord *r)
     if (decode_payload(p + BL_REC_HEAD, len, r) < 0)
         return BL_CORRUPT;
     return (long)(BL_REC_HEAD + len);
+}
+
+uint64_t bl_flush_keep(const BlRecord *r, uint32_t i)
+{
+    return get64(r->keep + (size_t)i * 8);
 }

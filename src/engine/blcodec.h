@@ -27,13 +27,17 @@
 /* BL_JOBX is BL_JOB with two more times after created: when the job
  * entered its tube (a move restarts that clock) and the expiry a client
  * set, for jobs that have either. */
-enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D' };
+/* BL_FLUSH (version 2): flush-tube. Every job of the tube with an id up to
+ * `id` is deleted, but for the `nkeep` ids listed (the reserved ones,
+ * which stay with their workers). */
+enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 'F' };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */
 #define BL_JOB_FIXED (BL_REC_HEAD + 63)
 #define BL_JOBX_EXTRA 16
 #define BL_STATE_SIZE (BL_REC_HEAD + 46)
 #define BL_DELETE_SIZE (BL_REC_HEAD + 9)
+#define BL_FLUSH_FIXED (BL_REC_HEAD + 14)
 
 typedef struct BlRecord {
     uint8_t type;
@@ -49,7 +53,12 @@ typedef struct BlRecord {
     uint8_t tube_len;
     const char *body;             /* BL_JOB only */
     uint32_t body_size;
+    uint32_t nkeep;               /* BL_FLUSH: ids kept, 8 bytes each at keep */
+    const char *keep;
 } BlRecord;
+
+/* The i-th kept id of a BL_FLUSH record. */
+uint64_t bl_flush_keep(const BlRecord *r, uint32_t i);
 
 /* Result of bl_decode() besides a positive record length. */
 enum { BL_END = 0, BL_TORN = -1, BL_CORRUPT = -2 };

@@ -54,6 +54,8 @@ typedef struct Binlog {
     int64_t last_recover_try;
     uint64_t replayed_jobs;
     int damaged;           /* --recover dropped something at replay */
+    char last_error[128];  /* why it last turned unhealthy; "" if never */
+    uint64_t compactions;  /* files whose live jobs were moved forward */
     struct Engine *eng;
     Syncer syncer;         /* fsync off the loop */
     EvSource sync_ev;      /* its eventfd */

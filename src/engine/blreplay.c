@@ -177,6 +177,34 @@ static int out_of_memory(Replay *rp)
     return -1;
 }
 
+static int kept(const BlRecord *r, uint64_t id)
+{
+    for (uint32_t i = 0; i < r->nkeep; i++)
+        if (bl_flush_keep(r, i) == id)
+            return 1;
+    return 0;
+}
+
+/* flush-tube: every job of the tube made before it, but the reserved ones
+ * it lists, is gone. Linear in the live jobs: flushes are rare. */
+static void replay_flush(Replay *rp, const BlRecord *r)
+{
+    Tube *t = tubes_find(&rp->e->tubes, r->tube, r->tube_len);
+
+    if (!t)
+        return;
+    hash_pending(rp); /* forget_job() takes jobs out of the table */
+    tube_ref(t); /* forgetting its last job must not free it here */
+    for (size_t i = 0; i < rp->norder; i++) {
+        Job *j = rp->order[i];
+        if (j && j->tube == t && j->id <= r->id && !kept(r, j->id))
+            forget_job(rp, j);
+    }
+    if (rp->last_tube == t && t->refs == 1)
+        rp->last_tube = NULL;
+    tube_unref(&rp->e->tubes, t);
+}
+
 /* 0, or -1 when the server cannot go on (out of memory). */
 static int apply(Replay *rp, const BlRecord *r, uint32_t index)
 {
@@ -186,6 +214,10 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
 
     if (r->id > rp->max_id)
         rp->max_id = r->id;
+    if (r->type == BL_FLUSH) {
+        replay_flush(rp, r);
+        return 0;
+    }
     if (r->type == BL_DELETE) {
         if (j)
             forget_job(rp, j);

@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -406,6 +407,182 @@ uint32_t engine_kick(Engine *e, Tube *t, uint32_t n)
 EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs)
 {
     return queue_pause(e, t, secs) < 0 ? ENG_NO_MEMORY : ENG_OK;
+}
+
+/* ---- the operator's commands ------------------------------------------ */
+
+/* The ids of t's reserved jobs (they survive a flush). */
+static uint64_t *reserved_ids(Engine *e, const Tube *t, uint32_t *n)
+{
+    uint64_t *ids = tb_malloc((t->reserved_ct + 1) * sizeof *ids);
+
+    *n = 0;
+    if (!ids)
+        return NULL;
+    for (size_t i = 0; i < e->ttr.len && *n < t->reserved_ct; i++) {
+        const Job *j = e->ttr.items[i];
+        if (j->tube == t)
+            ids[(*n)++] = j->id;
+    }
+    return ids;
+}
+
+static void flush_job(Engine *e, Job *j)
+{
+    binlog_unpin(e, j); /* the one flush record covers it */
+    queue_delete(e, j);
+}
+
+int64_t engine_flush_tube(Engine *e, Tube *t)
+{
+    uint64_t n = 0, *keep;
+    uint32_t nkeep;
+    List *l;
+
+    if (!(keep = reserved_ids(e, t, &nkeep)))
+        return -1;
+    if (binlog_flush(e, t, e->next_id - 1, keep, nkeep) < 0) {
+        tb_free(keep);
+        return -1;
+    }
+    tb_free(keep);
+    tube_ref(t); /* deleting its last job must not free it here */
+    /* From the ends of the heaps: each removal is then O(1). */
+    while (t->delay.len || t->ready.len) {
+        Heap *h = t->delay.len ? &t->delay : &t->ready;
+        flush_job(e, h->items[h->len - 1]);
+        n++;
+    }
+    while ((l = list_first(&t->buried))) {
+        flush_job(e, job_of_link(l));
+        n++;
+    }
+    tube_unref(&e->tubes, t);
+    return (int64_t)n;
+}
+
+EngineResult engine_move_job(Engine *e, uint64_t id, Tube *dst)
+{
+    Job *j = engine_find(e, id);
+
+    if (!j || j->state == JOB_RESERVED)
+        return ENG_NOT_FOUND;
+    if (j->tube == dst)
+        return ENG_OK;
+    return policy_move(e, j, dst, 0) < 0 ? ENG_FULL : ENG_OK;
+}
+
+/* Keep the `count` smallest ids >= from seen so far, in a max-heap. */
+typedef struct {
+    uint64_t *ids;
+    uint32_t n, count;
+    uint64_t from;
+} Page;
+
+static void page_sift(Page *p, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < p->n && p->ids[l] > p->ids[m])
+            m = l;
+        if (r < p->n && p->ids[r] > p->ids[m])
+            m = r;
+        if (m == i)
+            return;
+        uint64_t x = p->ids[i];
+        p->ids[i] = p->ids[m];
+        p->ids[m] = x;
+        i = m;
+    }
+}
+
+static void page_offer(Page *p, uint64_t id)
+{
+    if (id < p->from)
+        return;
+    if (p->n < p->count) {
+        uint32_t i = p->n++;
+        p->ids[i] = id;
+        while (i && p->ids[(i - 1) / 2] < p->ids[i]) { /* sift up */
+            uint64_t x = p->ids[i];
+            p->ids[i] = p->ids[(i - 1) / 2];
+            p->ids[(i - 1) / 2] = x;
+            i = (i - 1) / 2;
+        }
+    } else if (id < p->ids[0]) {
+        p->ids[0] = id;
+        page_sift(p, 0);
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static void offer_heap(Engine *e, Page *p, const Heap *h, const Tube *t)
+{
+    for (size_t i = 0; i < h->len; i++) {
+        const Job *j = h->items[i];
+        if (!t || j->tube == t)
+            if (!queue_expiry_of(j) || queue_expiry_of(j) > e->now || j->state == JOB_RESERVED)
+                page_offer(p, j->id);
+    }
+}
+
+uint32_t engine_list_jobs(Engine *e, Tube *t, int state, uint64_t from,
+                          uint32_t count, uint64_t *out)
+{
+    Page p = {out, 0, count, from};
+
+    /* A scan of the jobs of the state asked for, no more: a page of a rare
+     * state is cheap even in a huge tube. Expired jobs are not listed (a
+     * listing changes nothing, so they are not expired here either). */
+    if (state < 0 || state == JOB_READY)
+        offer_heap(e, &p, &t->ready, NULL);
+    if (state < 0 || state == JOB_DELAYED)
+        offer_heap(e, &p, &t->delay, NULL);
+    if ((state < 0 || state == JOB_RESERVED) && t->reserved_ct)
+        offer_heap(e, &p, &e->ttr, t);
+    if (state < 0 || state == JOB_BURIED) {
+        for (List *n = t->buried.next; n != &t->buried; n = n->next) {
+            const Job *j = job_of_link(n);
+            if (!queue_expiry_of(j) || queue_expiry_of(j) > e->now)
+                page_offer(&p, j->id);
+        }
+    }
+    qsort(out, p.n, sizeof *out, cmp_u64);
+    return p.n;
+}
+
+uint64_t engine_oldest_ready_age(const Engine *e, const Tube *t)
+{
+    const Job *j = heap_top(&t->ready);
+    const JobExt *x;
+    int64_t since;
+
+    if (!j)
+        return 0;
+    x = job_ext_view(j);
+    since = x->ready_since ? x->ready_since : x->entered ? x->entered : j->created;
+    return e->now > since ? (uint64_t)((e->now - since) / NS_PER_SEC) : 0;
+}
+
+uint64_t engine_pinning_job(const Engine *e)
+{
+    const Binlog *b = &e->binlog;
+    uint32_t oldest;
+
+    if (!b->enabled || b->nfiles < 2 || !b->files[0].live_jobs)
+        return 0;
+    oldest = b->files[0].index;
+    for (size_t i = 0; i < e->jobs.nbuckets; i++)
+        for (const HashNode *n = e->jobs.buckets[i]; n; n = n->next)
+            if (container_of(n, Job, hnode)->file == oldest)
+                return container_of(n, Job, hnode)->id;
+    return 0;
 }
 
 /* ---- tubes ------------------------------------------------------------ */

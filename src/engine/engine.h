@@ -99,6 +99,24 @@ EngineResult engine_kick_job(Engine *e, uint64_t id);
 uint32_t engine_kick(Engine *e, Tube *t, uint32_t n);
 EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs);
 
+/* ---- the operator's commands --------------------------------------------- */
+
+/* Delete every ready, delayed and buried job of t (reserved ones stay with
+ * their workers), journaled as one record: how many, or -1 (nothing done)
+ * when the binlog has no room or memory is short. */
+int64_t engine_flush_tube(Engine *e, Tube *t);
+/* Move a ready, delayed or buried job to dst (policy_move): ENG_OK,
+ * ENG_NOT_FOUND (no such job, or reserved), ENG_FULL. */
+EngineResult engine_move_job(Engine *e, uint64_t id, Tube *dst);
+/* Up to count (out has room for them) ids >= from of t's jobs in state
+ * (JobState, or -1 for all), ascending. Changes nothing. */
+uint32_t engine_list_jobs(Engine *e, Tube *t, int state, uint64_t from,
+                          uint32_t count, uint64_t *out);
+/* Whole seconds since t's next ready job last became ready; 0 if none. */
+uint64_t engine_oldest_ready_age(const Engine *e, const Tube *t);
+/* The id of a job whose record keeps the oldest binlog file, 0 if none. */
+uint64_t engine_pinning_job(const Engine *e);
+
 /* ---- tubes --------------------------------------------------------------- */
 
 /* Find or create (no reference taken); NULL when out of memory. */

@@ -624,6 +624,11 @@ START_TEST(cmd_names)
         {CMD_LIST_TUBES, "list-tubes"},
         {CMD_QUIT, "quit"},
         {CMD_PAUSE_TUBE, "pause-tube"},
+        {CMD_STATS_TUBES, "stats-tubes"},
+        {CMD_STATS_BINLOG, "stats-binlog"},
+        {CMD_FLUSH_TUBE, "flush-tube"},
+        {CMD_LIST_JOBS, "list-jobs"},
+        {CMD_MOVE_JOB, "move-job"},
     };
 
     ck_assert_uint_eq(sizeof want / sizeof want[0], CMD_COUNT);
@@ -658,6 +663,9 @@ START_TEST(names_round_trip)
         [CMD_WATCH] = " t",
         [CMD_IGNORE] = " t",
         [CMD_PAUSE_TUBE] = " t 1",
+        [CMD_FLUSH_TUBE] = " t",
+        [CMD_LIST_JOBS] = " t all 1 10",
+        [CMD_MOVE_JOB] = " 1 t",
     };
     char line[64];
     Cmd c;
@@ -672,12 +680,66 @@ START_TEST(names_round_trip)
 }
 END_TEST
 
+/* tubed's extensions: every well-formed shape, and the malformed ones
+ * answer BAD_FORMAT (extensions.md §2). */
+START_TEST(extension_forms)
+{
+    static const struct {
+        const char *line;
+        ParseResult r;
+    } cases[] = {
+        {"flush-tube q", PARSE_OK},
+        {"flush-tube", PARSE_UNKNOWN},   /* the word needs its space */
+        {"flush-tube -q", PARSE_BAD_FORMAT},
+        {"flush-tube q ", PARSE_BAD_FORMAT},
+        {"stats-tubes", PARSE_OK},
+        {"stats-tubes x", PARSE_BAD_FORMAT},
+        {"stats-binlog", PARSE_OK},
+        {"stats-binlogs", PARSE_BAD_FORMAT},
+        {"list-jobs q ready 0 1", PARSE_OK},
+        {"list-jobs q delayed 5 1000", PARSE_OK},
+        {"list-jobs q reserved 1 7", PARSE_OK},
+        {"list-jobs q buried 1 7", PARSE_OK},
+        {"list-jobs q all 18446744073709551615 1", PARSE_OK},
+        {"list-jobs q all 1 0", PARSE_BAD_FORMAT},
+        {"list-jobs q all 1 1001", PARSE_BAD_FORMAT},
+        {"list-jobs q every 1 1", PARSE_BAD_FORMAT},
+        {"list-jobs q readyx 1 1", PARSE_BAD_FORMAT},
+        {"list-jobs q all 1", PARSE_BAD_FORMAT},
+        {"list-jobs q all 1 1 1", PARSE_BAD_FORMAT},
+        {"list-jobs -q all 1 1", PARSE_BAD_FORMAT},
+        {"list-jobs q all -1 1", PARSE_BAD_FORMAT},
+        {"move-job 1 q", PARSE_OK},
+        {"move-job 1 q+x", PARSE_OK},
+        {"move-job x q", PARSE_BAD_FORMAT},
+        {"move-job 1", PARSE_BAD_FORMAT},
+        {"move-job 1 -q", PARSE_BAD_FORMAT},
+        {"move-job 1 q r", PARSE_BAD_FORMAT},
+    };
+    Cmd c;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(parse_command(cases[i].line, strlen(cases[i].line), &c) == cases[i].r,
+                      "%s", cases[i].line);
+    ck_assert_int_eq(parse_command("list-jobs q buried 42 9", 23, &c), PARSE_OK);
+    ck_assert_int_eq(c.state, 3);
+    ck_assert_uint_eq(c.id, 42);
+    ck_assert_uint_eq(c.count, 9);
+    ck_assert_int_eq(parse_command("list-jobs q all 0 1", 19, &c), PARSE_OK);
+    ck_assert_int_eq(c.state, -1);
+    ck_assert_int_eq(parse_command("move-job 7 dlq", 14, &c), PARSE_OK);
+    ck_assert_uint_eq(c.id, 7);
+    ck_assert_uint_eq(c.name_len, 3);
+}
+END_TEST
+
 static Suite *parse_suite(void)
 {
     Suite *s = suite_create("parse");
     TCase *tc = unit_tcase("valid");
 
     tcase_add_test(tc, valid_put);
+    tcase_add_test(tc, extension_forms);
     tcase_add_test(tc, valid_id_commands);
     tcase_add_test(tc, valid_count_commands);
     tcase_add_test(tc, valid_release_bury);

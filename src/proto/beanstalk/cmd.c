@@ -416,6 +416,82 @@ static void do_pause_tube(BsConn *b, const Cmd *cmd)
     reply_result(b, engine_pause(eng(b), t, cmd->delay), "PAUSED\r\n");
 }
 
+/* ---- tubed's extensions (extensions.md §2) --------------------------- */
+
+static void do_flush_tube(BsConn *b, const Cmd *cmd)
+{
+    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
+    int64_t n;
+
+    if (!t) {
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+        return;
+    }
+    n = engine_flush_tube(eng(b), t);
+    if (n < 0) {
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    hold(b);
+    conn_replyf(conn(b), "FLUSHED %lld\r\n", (long long)n);
+}
+
+static void do_stats_tubes(BsConn *b, const Cmd *cmd)
+{
+    Buf d = {0};
+
+    engine_expire_all(eng(b)); /* an expired job is never counted */
+    stats_tubes(eng(b), &d);
+    reply_doc(b, &d);
+}
+
+static void do_stats_binlog(BsConn *b, const Cmd *cmd)
+{
+    Buf d = {0};
+
+    stats_binlog(eng(b), &d);
+    reply_doc(b, &d);
+}
+
+static void do_list_jobs(BsConn *b, const Cmd *cmd)
+{
+    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
+    uint64_t ids[1000];
+    uint32_t n;
+    Buf d = {0};
+
+    if (!t) {
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+        return;
+    }
+    n = engine_list_jobs(eng(b), t, cmd->state, cmd->id, cmd->count, ids);
+    buf_append(&d, "---\n", 4);
+    for (uint32_t i = 0; i < n; i++)
+        buf_printf(&d, "- %llu\n", (unsigned long long)ids[i]);
+    reply_doc(b, &d);
+}
+
+static void do_move_job(BsConn *b, const Cmd *cmd)
+{
+    Engine *e = eng(b);
+    Job *j = engine_find(e, cmd->id);
+    Tube *dst;
+    EngineResult r;
+
+    if (!j || j->state == JOB_RESERVED) {
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+        return;
+    }
+    if (!(dst = tube_for(b, cmd)))
+        return;
+    engine_tube_ref(dst); /* held over the move: made for a failed one, it goes */
+    r = engine_move_job(e, cmd->id, dst);
+    engine_tube_unref(e, dst);
+    if (r == ENG_OK)
+        hold(b);
+    reply_result(b, r, "MOVED\r\n");
+}
+
 static const Handler handlers[CMD_COUNT] = {
     [CMD_PUT] = do_put,
     [CMD_PEEK] = do_peek,
@@ -442,6 +518,11 @@ static const Handler handlers[CMD_COUNT] = {
     [CMD_LIST_TUBES] = do_list_tubes,
     [CMD_QUIT] = do_quit,
     [CMD_PAUSE_TUBE] = do_pause_tube,
+    [CMD_STATS_TUBES] = do_stats_tubes,
+    [CMD_STATS_BINLOG] = do_stats_binlog,
+    [CMD_FLUSH_TUBE] = do_flush_tube,
+    [CMD_LIST_JOBS] = do_list_jobs,
+    [CMD_MOVE_JOB] = do_move_job,
 };
 
 void cmd_line(BsConn *b, const char *line, size_t len)

@@ -5,7 +5,33 @@
 #include "numparse.h"
 
 enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_PUT, ARG_RELEASE, ARG_BURY,
-                ARG_TUBE, ARG_PAUSE };
+                ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE };
+
+/* list-jobs' state words, with the JobState each names (-1: all). */
+static const struct {
+    const char *word;
+    int state;
+} list_states[] = {
+    {"ready", 0}, {"reserved", 1}, {"delayed", 2}, {"buried", 3}, {"all", -1},
+};
+
+static int next_state(const char **p, const char *end, int *state)
+{
+    const char *q = *p;
+
+    while (q < end && *q == ' ')
+        q++;
+    for (size_t i = 0; i < sizeof list_states / sizeof list_states[0]; i++) {
+        size_t n = strlen(list_states[i].word);
+        if ((size_t)(end - q) >= n && !memcmp(q, list_states[i].word, n) &&
+            (q + n == end || q[n] == ' ')) {
+            *state = list_states[i].state;
+            *p = q + n;
+            return 0;
+        }
+    }
+    return -1;
+}
 
 static const struct {
     const char *word;
@@ -126,6 +152,24 @@ static int parse_args(int shape, Args *a, Cmd *cmd)
     case ARG_TUBE:
         /* The whole rest of the line is the name: "use  x" and "use x "
          * are malformed, as in beanstalkd. */
+        if (!tube_name_valid(a->p, (size_t)(a->end - a->p)))
+            return -1;
+        cmd->name = a->p;
+        cmd->name_len = (size_t)(a->end - a->p);
+        a->p = a->end;
+        return 0;
+    case ARG_LIST:
+        /* list-jobs <tube> <state> <from-id> <count>, count 1..1000 */
+        if (next_name(a, cmd) < 0 || !tube_name_valid(cmd->name, cmd->name_len) ||
+            a->p == a->end || *a->p != ' ' || next_state(&a->p, a->end, &cmd->state) < 0 ||
+            next_u64(a, &cmd->id) < 0 || next_u32(a, &cmd->count) < 0)
+            return -1;
+        return cmd->count >= 1 && cmd->count <= 1000 ? 0 : -1;
+    case ARG_MOVE:
+        /* move-job <id> <tube>: the rest of the line is the name */
+        if (next_u64(a, &cmd->id) < 0 || a->p == a->end || *a->p != ' ')
+            return -1;
+        a->p++;
         if (!tube_name_valid(a->p, (size_t)(a->end - a->p)))
             return -1;
         cmd->name = a->p;

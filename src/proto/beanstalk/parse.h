@@ -26,7 +26,10 @@
  * word that starts with a shorter one comes first. A word without a trailing
  * space is matched as a prefix, as beanstalkd does, so "statsx" is a
  * malformed stats (BAD_FORMAT), not an unknown command; "pause-tube" has no
- * space for the same reason (beanstalkd reads "pause-tubex 5" as tube x). */
+ * space for the same reason (beanstalkd reads "pause-tubex 5" as tube x).
+ * The last rows and stats-tubes / stats-binlog are tubed's extensions
+ * (doc/protocol.md); they come before "stats", which would match them as
+ * a prefix. */
 #define TUBED_COMMANDS(X)                                   \
     X(PUT, "put ", ARG_PUT)                                 \
     X(PEEK, "peek ", ARG_ID)                                \
@@ -44,6 +47,8 @@
     X(TOUCH, "touch ", ARG_ID)                              \
     X(STATS_JOB, "stats-job ", ARG_ID)                      \
     X(STATS_TUBE, "stats-tube ", ARG_TUBE)                  \
+    X(STATS_TUBES, "stats-tubes", ARG_NONE)                 \
+    X(STATS_BINLOG, "stats-binlog", ARG_NONE)               \
     X(STATS, "stats", ARG_NONE)                             \
     X(USE, "use ", ARG_TUBE)                                \
     X(WATCH, "watch ", ARG_TUBE)                            \
@@ -52,7 +57,10 @@
     X(LIST_TUBE_USED, "list-tube-used", ARG_NONE)           \
     X(LIST_TUBES, "list-tubes", ARG_NONE)                   \
     X(QUIT, "quit", ARG_NONE)                               \
-    X(PAUSE_TUBE, "pause-tube", ARG_PAUSE)
+    X(PAUSE_TUBE, "pause-tube", ARG_PAUSE)                  \
+    X(FLUSH_TUBE, "flush-tube ", ARG_TUBE)                  \
+    X(LIST_JOBS, "list-jobs ", ARG_LIST)                    \
+    X(MOVE_JOB, "move-job ", ARG_MOVE)
 
 typedef enum CmdType {
 #define X(e, w, a) CMD_##e,
@@ -74,8 +82,10 @@ typedef struct Cmd {
     uint32_t delay;   /* seconds: put, release, pause-tube */
     uint32_t ttr;     /* seconds */
     uint32_t bytes;   /* put body size */
-    uint32_t count;   /* kick bound, reserve-with-timeout seconds */
+    uint32_t count;   /* kick bound, reserve-with-timeout seconds, list-jobs count */
+    int state;        /* list-jobs: a JobState, or -1 for "all" */
     const char *name; /* tube name, not NUL-terminated */
+    /* id: also list-jobs' from-id and move-job's job */
     size_t name_len;
     /* Set with PARSE_BAD_FORMAT when beanstalkd still counts the command
      * in its stats: a put whose four numbers parsed but junk followed

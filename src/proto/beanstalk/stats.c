@@ -1,5 +1,8 @@
 #include "stats.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -138,32 +141,117 @@ void stats_server(const Beanstalk *f, Buf *b)
                (unsigned long long)s->cfg.job_memory);
 }
 
-void stats_tube(const Engine *e, const Tube *t, Buf *b)
+/* The keys and values of stats-tube, each line after `indent`. */
+static void tube_lines(const Engine *e, const Tube *t, Buf *b, const char *indent)
 {
     int64_t left = tube_paused(t) ? t->unpause_at - e->now : 0;
 
-    buf_printf(b, "---\nname: ");
+    buf_printf(b, "%sname: ", indent);
     quoted(b, t->name);
-    buf_printf(b, "current-jobs-urgent: %llu\n"
-               "current-jobs-ready: %zu\n"
-               "current-jobs-reserved: %llu\n"
-               "current-jobs-delayed: %zu\n"
-               "current-jobs-buried: %llu\n"
-               "total-jobs: %llu\n"
-               "current-using: %u\n"
-               "current-watching: %u\n"
-               "current-waiting: %u\n"
-               "cmd-delete: %llu\n"
-               "cmd-pause-tube: %llu\n"
-               "pause: %lld\n"
-               "pause-time-left: %lld\n",
-               (unsigned long long)t->urgent_ct, t->ready.len,
-               (unsigned long long)t->reserved_ct, t->delay.len,
-               (unsigned long long)t->buried_ct,
-               (unsigned long long)t->total_jobs, t->using_ct, t->watching_ct,
-               engine_tube_waiting(e, t), (unsigned long long)t->cmd_delete,
-               (unsigned long long)t->cmd_pause, secs(t->pause),
-               secs(left > 0 ? left : 0));
+    buf_printf(b, "%scurrent-jobs-urgent: %llu\n"
+               "%scurrent-jobs-ready: %zu\n"
+               "%scurrent-jobs-reserved: %llu\n"
+               "%scurrent-jobs-delayed: %zu\n"
+               "%scurrent-jobs-buried: %llu\n"
+               "%stotal-jobs: %llu\n"
+               "%scurrent-using: %u\n"
+               "%scurrent-watching: %u\n"
+               "%scurrent-waiting: %u\n"
+               "%scmd-delete: %llu\n"
+               "%scmd-pause-tube: %llu\n"
+               "%spause: %lld\n"
+               "%spause-time-left: %lld\n",
+               indent, (unsigned long long)t->urgent_ct, indent, t->ready.len,
+               indent, (unsigned long long)t->reserved_ct, indent, t->delay.len,
+               indent, (unsigned long long)t->buried_ct,
+               indent, (unsigned long long)t->total_jobs, indent, t->using_ct,
+               indent, t->watching_ct, indent, engine_tube_waiting(e, t),
+               indent, (unsigned long long)t->cmd_delete,
+               indent, (unsigned long long)t->cmd_pause, indent, secs(t->pause),
+               indent, secs(left > 0 ? left : 0));
+}
+
+void stats_tube(const Engine *e, const Tube *t, Buf *b)
+{
+    buf_append(b, "---\n", 4);
+    tube_lines(e, t, b, "");
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
+    int c = memcmp(x->name, y->name, x->name_len < y->name_len ? x->name_len : y->name_len);
+
+    return c ? c : (int)x->name_len - (int)y->name_len;
+}
+
+void stats_tubes(const Engine *e, Buf *b)
+{
+    size_t n = e->tubes.len;
+    const Tube **v = malloc((n + 1) * sizeof *v);
+
+    if (!v) {
+        b->oom = 1;
+        return;
+    }
+    memcpy(v, e->tubes.list, n * sizeof *v);
+    qsort(v, n, sizeof *v, by_name);
+    buf_append(b, "---\n", 4);
+    for (size_t i = 0; i < n; i++) {
+        const Tube *t = v[i];
+        buf_printf(b, "\"%s\":\n", t->name);
+        tube_lines(e, t, b, "  ");
+        buf_printf(b, "  current-bytes: %llu\n"
+                   "  total-expired: %llu\n"
+                   "  total-discarded: %llu\n"
+                   "  total-timeouts: %llu\n"
+                   "  oldest-ready-age: %llu\n",
+                   (unsigned long long)t->cur_bytes, (unsigned long long)t->total_expired,
+                   (unsigned long long)t->total_discarded,
+                   (unsigned long long)t->total_timeouts,
+                   (unsigned long long)engine_oldest_ready_age(e, t));
+    }
+    free(v);
+}
+
+static const char *fsync_mode(const Config *cfg, char *buf, size_t n)
+{
+    if (cfg->fsync_never)
+        return "never";
+    if (cfg->fsync_ms == 0)
+        return "strict";
+    snprintf(buf, n, "every-%llums", (unsigned long long)cfg->fsync_ms);
+    return buf;
+}
+
+void stats_binlog(const Engine *e, Buf *b)
+{
+    const Binlog *bl = &e->binlog;
+    char mode[48];
+    int64_t ago = bl->enabled ? (e->now - bl->last_sync) / NS_PER_MSEC : 0;
+
+    buf_printf(b, "---\nenabled: %s\nhealthy: %s\n", bl->enabled ? "true" : "false",
+               !bl->enabled || bl->healthy ? "true" : "false");
+    key_quoted(b, "last-error", bl->last_error);
+    buf_printf(b, "files: %zu\n"
+               "bytes-on-disk: %llu\n"
+               "live-bytes: %llu\n"
+               "oldest-file: %u\n"
+               "oldest-file-pinned-by: %llu\n"
+               "records-written: %llu\n"
+               "records-migrated: %llu\n"
+               "compactions: %llu\n",
+               bl->nfiles + bl->nspares, (unsigned long long)bl->disk_bytes,
+               (unsigned long long)bl->live_bytes, bl->nfiles ? bl->files[0].index : 0,
+               (unsigned long long)engine_pinning_job(e),
+               (unsigned long long)bl->records_written,
+               (unsigned long long)bl->records_migrated,
+               (unsigned long long)bl->compactions);
+    key_quoted(b, "fsync-mode", fsync_mode(e->cfg, mode, sizeof mode));
+    buf_printf(b, "last-fsync-ms-ago: %lld\n"
+               "spilled-jobs: 0\n"
+               "spilled-bytes: 0\n",
+               (long long)(ago > 0 ? ago : 0));
 }
 
 void stats_job(const Engine *e, const Job *j, Buf *b)

@@ -1,6 +1,6 @@
 /*
- * stats.h — the YAML documents of stats, stats-tube, stats-job, list-tubes
- * and list-tubes-watched.
+ * stats.h — the YAML documents of stats, stats-tube, stats-job, list-tubes,
+ * list-tubes-watched, and tubed's stats-tubes and stats-binlog.
  *
  * Contract: each function appends the document body (starting "---\n",
  * lines ending "\n") to a Buf, in beanstalkd's key order and number
@@ -19,5 +19,9 @@ void stats_tube(const Engine *e, const Tube *t, Buf *b);
 void stats_job(const Engine *e, const Job *j, Buf *b);
 void stats_list_tubes(const Engine *e, Buf *b);
 void stats_list_watched(const Worker *w, Buf *b);
+/* Extensions (extensions.md §2): every tube in name order, its stats-tube
+ * keys indented under "<name>": and then tubed's own; the binlog's health. */
+void stats_tubes(const Engine *e, Buf *b);
+void stats_binlog(const Engine *e, Buf *b);
 
 #endif
