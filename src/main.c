@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     if (server_init(&srv, &cfg) < 0)
         return 1;
     beanstalk_init(&beanstalk, &srv);
-    if (server_listen(&srv, &beanstalk.proto) < 0)
+    if (server_listen(&srv, &beanstalk.proto, NULL, cfg.port) < 0)
         return 1;
     if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
         log_err("cannot drop privileges: %s", err);

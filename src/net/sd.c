@@ -13,9 +13,31 @@
 
 #include "numparse.h"
 
-int sd_listen_fds(void)
+/* The i-th name of a colon-separated LISTEN_FDNAMES into out ("" when
+ * there is none). */
+static void fd_name(const char *names, int i, char *out, size_t outlen)
+{
+    const char *p = names;
+
+    out[0] = '\0';
+    for (; p && i > 0; i--) {
+        p = strchr(p, ':');
+        if (p)
+            p++;
+    }
+    if (p) {
+        size_t n = strcspn(p, ":");
+        if (n >= outlen)
+            n = outlen - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+}
+
+int sd_listen_fds(char names[][SD_NAME_MAX], int max)
 {
     const char *pid_s = getenv("LISTEN_PID"), *fds_s = getenv("LISTEN_FDS");
+    const char *names_s = getenv("LISTEN_FDNAMES");
     uint64_t pid, n;
 
     if (!pid_s || !fds_s)
@@ -25,6 +47,8 @@ int sd_listen_fds(void)
         errno = EINVAL;
         return -1;
     }
+    for (int i = 0; i < max; i++)
+        fd_name(names_s, i, names[i], SD_NAME_MAX);
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");

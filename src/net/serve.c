@@ -120,28 +120,61 @@ static int add_listener(Server *s, int fd, const Proto *p)
     return 0;
 }
 
-int server_listen(Server *s, const Proto *p)
+/* Socket activation hands over every socket at once: read them once,
+ * each with its name, and let each front-end take its own. */
+static int inherited(Server *s)
+{
+    if (!s->sd_read) {
+        s->sd_read = 1;
+        s->sd_n = sd_listen_fds(s->sd_names, SERVER_MAX_LISTENERS);
+        if (s->sd_n < 0) {
+            log_err("socket activation: bad LISTEN_FDS/LISTEN_PID: %s", strerror(errno));
+            return -1;
+        }
+        if (s->sd_n > SERVER_MAX_LISTENERS) {
+            log_err("socket activation: %d sockets, at most %d", s->sd_n,
+                    SERVER_MAX_LISTENERS);
+            return -1;
+        }
+    }
+    return s->sd_n;
+}
+
+/* The inherited sockets a listener of this name takes: exactly its name,
+ * or for the beanstalk listener (name NULL) every socket not named for
+ * another front-end. */
+static int takes(const char *have, const char *want)
+{
+    if (want)
+        return strcmp(have, want) == 0;
+    return strcmp(have, "memcache") != 0 && strcmp(have, "metrics") != 0;
+}
+
+int server_listen(Server *s, const Proto *p, const char *name, int port)
 {
     char err[256];
-    int n = sd_listen_fds(), fd;
+    int n = inherited(s), fd, adopted = 0;
 
-    if (n < 0) {
-        log_err("socket activation: bad LISTEN_FDS/LISTEN_PID: %s", strerror(errno));
+    if (n < 0)
         return -1;
+    for (int i = 0; i < n; i++) {
+        if (!takes(s->sd_names[i], name))
+            continue;
+        if (add_listener(s, SD_LISTEN_FDS_START + i, p) < 0)
+            return -1;
+        adopted++;
     }
-    if (n > 0) {
-        if (s->cfg.addr_given)
+    if (adopted) {
+        if (s->cfg.addr_given && !name)
             log_warn("socket activation: -l/-p ignored, using %d inherited socket%s",
-                     n, n == 1 ? "" : "s");
-        for (int i = 0; i < n; i++)
-            if (add_listener(s, SD_LISTEN_FDS_START + i, p) < 0)
-                return -1;
+                     adopted, adopted == 1 ? "" : "s");
         return 0;
     }
-    fd = net_listen(s->cfg.listen_addr, s->cfg.port, err, sizeof err);
-
+    if (n > 0 && !name)
+        return 0; /* every inherited socket is named for another listener */
+    fd = net_listen(s->cfg.listen_addr, port, err, sizeof err);
     if (fd < 0) {
-        log_err("cannot listen: %s", err);
+        log_err("cannot listen for %s: %s", p->name, err);
         return -1;
     }
     return add_listener(s, fd, p);

@@ -18,8 +18,10 @@
 
 int server_init(Server *s, const Config *cfg);
 /* Listen for protocol p: on the inherited sockets of socket activation
- * if there are any, else on cfg's address and port. -1 (logged) on error. */
-int server_listen(Server *s, const Proto *p);
+ * named `name` (NULL: the beanstalk listener, which takes every socket not
+ * named "memcache" or "metrics"), else on cfg's address and this port.
+ * -1 (logged) on error. */
+int server_listen(Server *s, const Proto *p, const char *name, int port);
 int server_run(Server *s);
 /* Read the config file again (SIGHUP, memcache reload) and put it in
  * force: 0, or -1 with "FILE:LINE: what" in err (logged; the old one stays). */

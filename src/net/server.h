@@ -27,6 +27,7 @@
 #include "event.h"
 #include "list.h"
 #include "opts.h"
+#include "sd.h"
 
 #define SERVER_MAX_LISTENERS 8
 #define SCRATCH_SIZE 65536
@@ -56,6 +57,8 @@ struct Server {
     char *scratch;          /* shared read buffer, SCRATCH_SIZE bytes */
     Listener listeners[SERVER_MAX_LISTENERS];
     int nlisteners;
+    int sd_read, sd_n;      /* socket activation: read yet, how many */
+    char sd_names[SERVER_MAX_LISTENERS][SD_NAME_MAX];
     EvSource sig;           /* read end of the signal self-pipe */
     int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
