@@ -300,6 +300,17 @@ int binlog_reserve_state(Engine *e)
     return reserve(e, BL_STATE_SIZE, bl(e)->reserved);
 }
 
+/* The record just placed (b->lsn) belongs to a sync_journal tube: its
+ * acknowledgement waits for an fsync whatever -f says. */
+static void must_sync(Binlog *b, const Tube *t)
+{
+    if (!t->pol.sync_journal)
+        return;
+    if (!b->must_sync_from)
+        b->must_sync_from = b->lsn;
+    b->must_sync_last = b->lsn;
+}
+
 static int append_failed(Binlog *b)
 {
     if (!b->lost_from)
@@ -364,6 +375,7 @@ void binlog_put(Engine *e, Job *j)
     job_record(e, j, &r, BL_JOB);
     if (append(e, &r) < 0)
         return;
+    must_sync(bl(e), j->tube);
     pin(bl(e), j);
     bl(e)->reserved += DEL;
 }
@@ -375,7 +387,8 @@ void binlog_state(Engine *e, Job *j)
     if (!bl(e)->enabled || !j->file)
         return;
     job_record(e, j, &r, BL_STATE);
-    append(e, &r);
+    if (append(e, &r) == 0)
+        must_sync(bl(e), j->tube);
 }
 
 void binlog_leave(Engine *e, Job *j, int to_journaled)
@@ -409,7 +422,8 @@ int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep
         for (int k = 0; k < 8; k++)
             ids[i * 8 + (uint32_t)k] = (char)(keep[i] >> (8 * k));
     r.keep = ids;
-    append(e, &r);
+    if (append(e, &r) == 0)
+        must_sync(bl(e), t);
     tb_free(ids);
     return 0;
 }
@@ -429,7 +443,8 @@ void binlog_delete(Engine *e, Job *j)
     if (!bl(e)->enabled || !j->file)
         return;
     bl(e)->reserved -= DEL;
-    append(e, &r);
+    if (append(e, &r) == 0)
+        must_sync(bl(e), j->tube);
     unpin(bl(e), j);
 }
 
@@ -494,6 +509,8 @@ static void sync_ended(Engine *e, int err)
         report_lost(e, b->durable_lsn + 1);
         return;
     }
+    if (b->must_sync_from && b->must_sync_from <= b->sync_target)
+        b->must_sync_from = b->must_sync_last > b->sync_target ? b->sync_target + 1 : 0;
     report_durable(e, b->sync_target);
 }
 
@@ -527,6 +544,8 @@ static void on_synced(EvSource *src, uint32_t events)
     sync_ended(e, err);
     if (b->healthy)
         sync_if_needed(e);
+    if (b->healthy && !strict(e) && b->must_sync_from && b->written_lsn >= b->must_sync_from)
+        start_sync(e);
 }
 
 void binlog_commit(Engine *e)
@@ -544,10 +563,16 @@ void binlog_commit(Engine *e)
         report_lost(e, b->written_lsn + 1);
         return;
     }
-    if (!strict(e))
-        report_durable(e, b->written_lsn);
-    else
+    if (strict(e)) {
         sync_if_needed(e);
+    } else if (b->must_sync_from) {
+        /* A sync_journal tube's records are durable only once synced; the
+         * others of this write are too, but not past the first of those. */
+        report_durable(e, b->must_sync_from - 1);
+        start_sync(e); /* when one runs already, its end starts this one */
+    } else {
+        report_durable(e, b->written_lsn);
+    }
 }
 
 void binlog_settle(Engine *e)

@@ -240,7 +240,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
     if (!x || heap_reserve(&e->ttr, e->ttr.len + 1) < 0)
         return -1;
     queue_detach(e, j);
-    x->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    x->deadline = w->no_ttr ? INT64_MAX : e->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_insert(&e->ttr, j); /* cannot fail now */
     j->state = JOB_RESERVED;
     x->owner = w;

@@ -58,6 +58,8 @@ struct Worker {
     WatchSlot *wset;        /* index of a wide watch list, else NULL */
     uint32_t wset_cap;
     uint8_t waiting;
+    uint8_t no_ttr;         /* its reservations never time out (memcache
+                               /open: kestrel has no TTR by default) */
     List wide_link;         /* engine's wide_waiters, when wide and waiting */
     uint64_t wait_seq;      /* order of waiting, first come first served */
     List reserved;          /* JobExt.link of jobs this worker reserved */
