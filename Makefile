@@ -1,6 +1,6 @@
 # tubed — build, test, install.
 #
-#   make            build build/tubed and build/tubed-bench
+#   make            build build/tubed, build/tubed-bench and build/tubed-cli
 #   make run        build and start tubed on 127.0.0.1:11300
 #   make check      include-graph check + unit tests (check) + integration tests
 #                   + the same suite under AddressSanitizer/UBSan
@@ -56,10 +56,10 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 # Debian packages the build and the tests need (the server itself needs
 # only libc at run time).
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
-        libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind
+        libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind tmux
 
 .PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
-all: $(BUILD)/tubed $(BUILD)/tubed-bench
+all: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
 
 $(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h)
 	@mkdir -p $(dir $@)
@@ -107,7 +107,7 @@ unit: $(UNIT_BIN)
 
 # The suite (every tests/integration/test_*.py), the differential test
 # against Debian's beanstalkd, and a real client library.
-integration: $(BUILD)/tubed $(BUILD)/tubed-bench
+integration: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
 	python3 tests/integration/run.py --bin $(BUILD)/tubed
 	python3 tests/integration/differential.py --bin $(BUILD)/tubed
 	python3 tests/integration/client_test.py --bin $(BUILD)/tubed
@@ -152,10 +152,16 @@ bench: all
 deb:
 	bash pkg/deb.sh
 
-install: $(BUILD)/tubed $(BUILD)/tubed-bench
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
-	install -m 0755 $(BUILD)/tubed $(BUILD)/tubed-bench $(DESTDIR)$(BINDIR)/
+# Debian packaging passes SYSCONFDIR=/etc (pkg/deb.sh).
+SYSCONFDIR ?= $(PREFIX)/etc
+install: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(SYSCONFDIR)/tubed
+	install -m 0755 $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli $(DESTDIR)$(BINDIR)/
 	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	# The example config: every line commented out, so the defaults are
+	# beanstalkd's. An operator's own file is never overwritten.
+	[ -e $(DESTDIR)$(SYSCONFDIR)/tubed/tubed.conf ] || \
+	    install -m 0644 pkg/tubed.conf $(DESTDIR)$(SYSCONFDIR)/tubed/tubed.conf
 
 clean:
 	rm -rf build

@@ -45,14 +45,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # (MAKEFLAGS may carry SAN=1 BUILD=build/asan) still builds a plain package.
 make -s -j"$jobs" BUILD="$objs" SAN= OPT= CFLAGS="$CFLAGS" LDFLAGS="$LDFLAGS" all
 make -s BUILD="$objs" SAN= OPT= CFLAGS="$CFLAGS" LDFLAGS="$LDFLAGS" \
-    install DESTDIR="$stage" PREFIX=/usr
+    install DESTDIR="$stage" PREFIX=/usr SYSCONFDIR=/etc
 
-for b in tubed tubed-bench; do
+for b in tubed tubed-bench tubed-cli; do
     [ -x "$stage/usr/bin/$b" ] || die "make install did not install /usr/bin/$b"
     strip --strip-unneeded --remove-section=.comment --remove-section=.note \
         "$stage/usr/bin/$b"
 done
-for m in tubed tubed-bench; do
+for m in tubed tubed-bench tubed-cli; do
     [ -f "$stage/usr/share/man/man1/$m.1" ] || die "make install did not install man/$m.1"
 done
 gzip -9nf "$stage"/usr/share/man/man1/*.1
@@ -63,7 +63,11 @@ gzip -9nf "$stage"/usr/share/man/man1/*.1
 unitdir=$stage/lib/systemd/system
 install -d "$unitdir" "$stage/etc/default" "$stage/usr/share/doc/tubed"
 install -m 0644 pkg/systemd/tubed.service pkg/systemd/tubed.socket "$unitdir/"
+for u in pkg/systemd/tubed-*.socket; do
+    [ -e "$u" ] && install -m 0644 "$u" "$unitdir/"
+done
 install -m 0644 pkg/default/tubed "$stage/etc/default/tubed"
+[ -f "$stage/etc/tubed/tubed.conf" ] || die "make install did not install /etc/tubed/tubed.conf"
 doc=$stage/usr/share/doc/tubed
 install -m 0644 pkg/debian/copyright "$doc/copyright"
 gzip -9n <pkg/debian/changelog >"$doc/changelog.gz"
@@ -84,7 +88,8 @@ done
 mkdir -p "$work/shlibs/debian"
 printf 'Source: tubed\n\nPackage: tubed\nArchitecture: any\n' >"$work/shlibs/debian/control"
 depends=$(cd "$work/shlibs" &&
-          dpkg-shlibdeps -O -e"$stage/usr/bin/tubed" -e"$stage/usr/bin/tubed-bench" 2>/dev/null |
+          dpkg-shlibdeps -O -e"$stage/usr/bin/tubed" -e"$stage/usr/bin/tubed-bench" \
+              -e"$stage/usr/bin/tubed-cli" 2>/dev/null |
           sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
 

@@ -1148,7 +1148,10 @@ def test_systemd_units_content(binary):
     check(m is not None, "pkg/default/tubed does not set TUBED_OPTS")
     opts = shlex.split(shlex.split(m.group(1))[0]) if m.group(1).strip() else []
     with TempDir() as d:
-        opts = [os.path.join(d, "state") if o == "/var/lib/tubed" else o for o in opts]
+        # The shipped config file stands in for /etc/tubed/tubed.conf.
+        where = {"/var/lib/tubed": os.path.join(d, "state"),
+                 "/etc/tubed/tubed.conf": os.path.join(REPO, "pkg", "tubed.conf")}
+        opts = [where.get(o, o) for o in opts]
         srv = Server(binary, opts).start()
         try:
             srv.client().put(b"default flags")

@@ -1,0 +1,126 @@
+/* cmd_change.c — commands that change jobs in bulk or move them: kick,
+ * flush, move. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jsonout.h"
+#include "numparse.h"
+
+/* Print "{"<key>":n}" or the sentence. */
+static Status report(const Cli *cli, const char *key, unsigned long long n,
+                     const char *sentence, Err *e)
+{
+    Buf b = {0};
+    Status st;
+
+    if (cli->json)
+        buf_printf(&b, "{\"%s\":%llu}\n", key, n);
+    else
+        buf_printf(&b, "%s\n", sentence);
+    st = out_flush(&b, e);
+    buf_free(&b);
+    return st;
+}
+
+/* kick's bound: a count, or "all" (the protocol's largest bound). */
+static Status kick_bound(int nargs, char **args, uint32_t *n, Err *e)
+{
+    *n = 1;
+    if (nargs < 2)
+        return ST_OK;
+    if (strcmp(args[1], "all") == 0) {
+        *n = UINT32_MAX;
+        return ST_OK;
+    }
+    if (parse_u32(args[1], strlen(args[1]), n) < 0)
+        return err_set(e, ST_USAGE, "kick: N must be a number below 2^32 or "
+                       "'all', not '%s'", args[1]);
+    return ST_OK;
+}
+
+Status cmd_kick(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    char line[300];
+    uint32_t bound;
+    uint64_t n;
+    Reply r;
+    Status st;
+
+    if (check_tube_name(args[0], e) != ST_OK || kick_bound(nargs, args, &bound, e))
+        return ST_USAGE;
+    if ((st = need_tube(c, args[0], e)) != ST_OK ||
+        (st = use_tube(c, args[0], e)) != ST_OK)
+        return st;
+    if (client_cmd(c, &r, e, "kick %lu", (unsigned long)bound) != ST_OK)
+        return e->code;
+    if (reply_num(&r, "KICKED", &n) == 0) {
+        snprintf(line, sizeof line, "kicked %llu %s in tube '%s'",
+                 (unsigned long long)n, plural(n, "job", "jobs"), args[0]);
+        st = report(cli, "kicked", n, line, e);
+    } else {
+        st = reply_unexpected(&r, "kick", e);
+    }
+    reply_free(&r);
+    return st;
+}
+
+Status cmd_flush(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    char line[300];
+    uint64_t n;
+    Reply r;
+    Status st;
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    if (client_cmd(c, &r, e, "flush-tube %s", args[0]) != ST_OK)
+        return e->code;
+    if (reply_num(&r, "FLUSHED", &n) == 0) {
+        snprintf(line, sizeof line, "flushed %llu %s from tube '%s'",
+                 (unsigned long long)n, plural(n, "job", "jobs"), args[0]);
+        st = report(cli, "flushed", n, line, e);
+    } else if (reply_is(&r, "UNKNOWN_COMMAND")) {
+        st = no_ext(e, "flush", "flush-tube");
+    } else if (reply_is(&r, "NOT_FOUND")) {
+        st = err_set(e, ST_NOT_FOUND, "no tube '%s'", args[0]);
+    } else {
+        st = reply_unexpected(&r, "flush-tube", e);
+    }
+    reply_free(&r);
+    return st;
+}
+
+Status cmd_move(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    char line[300];
+    uint64_t id;
+    Reply r;
+    Status st;
+
+    if (parse_u64_str(args[0], &id) < 0)
+        return err_set(e, ST_USAGE, "move: '%s' is not a job id", args[0]);
+    if (check_tube_name(args[1], e) != ST_OK)
+        return ST_USAGE;
+    if (client_cmd(c, &r, e, "move-job %llu %s", (unsigned long long)id,
+                   args[1]) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "MOVED") && strcmp(r.line, "MOVED") == 0) {
+        snprintf(line, sizeof line, "moved job %llu to tube '%s'",
+                 (unsigned long long)id, args[1]);
+        st = report(cli, "moved", id, line, e);
+    } else if (reply_is(&r, "UNKNOWN_COMMAND")) {
+        st = no_ext(e, "move", "move-job");
+    } else if (reply_is(&r, "NOT_FOUND")) {
+        st = err_set(e, ST_NOT_FOUND, "no job %llu that can move (it does not "
+                     "exist, or a worker has it reserved)", (unsigned long long)id);
+    } else if (reply_is(&r, "OUT_OF_MEMORY")) {
+        st = err_set(e, ST_SERVER, "cannot move job %llu: tube '%s' is full",
+                     (unsigned long long)id, args[1]);
+    } else {
+        st = reply_unexpected(&r, "move-job", e);
+    }
+    reply_free(&r);
+    return st;
+}

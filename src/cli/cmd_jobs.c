@@ -1,0 +1,320 @@
+/* cmd_jobs.c — commands about jobs: peek, list, put. */
+#include "commands.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jsonout.h"
+#include "numparse.h"
+#include "table.h"
+
+/* ---------------------------------------------------------------- peek */
+
+static int is_state(const char *s, const char *const *states)
+{
+    for (; *states; states++)
+        if (strcmp(s, *states) == 0)
+            return 1;
+    return 0;
+}
+
+/* The body for a person on a terminal: text as is, any other byte as
+ * \xHH, so a job cannot drive the terminal with escape sequences. */
+static void body_for_terminal(Buf *b, const char *s, size_t n, int color)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char u = (unsigned char)s[i];
+        size_t k = 1;
+        while (i + k < n && k < 4 && ((unsigned char)s[i + k] & 0xc0) == 0x80)
+            k++;
+        if (u >= 0x80 && utf8_valid(s + i, k)) {
+            buf_append(b, s + i, k);
+            i += k - 1;
+        } else if ((u >= 0x20 && u < 0x7f) || u == '\n' || u == '\t') {
+            buf_append(b, s + i, 1);
+        } else {
+            buf_printf(b, "%s\\x%02x%s", color ? style_sgr(STY_DIM) : "", u,
+                       color ? "\x1b[0m" : "");
+        }
+    }
+}
+
+static void peek_human(const Cli *cli, Buf *b, const Dict *stats,
+                       const Reply *found)
+{
+    size_t w = dict_text(b, stats, cli->color, strlen("body"));
+
+    buf_printf(b, "%s%-*s%s%zu %s\n", cli->color ? style_sgr(STY_KEY) : "",
+               (int)w, "body", cli->color ? "\x1b[0m  " : "  ", found->body_len,
+               plural(found->body_len, "byte", "bytes"));
+    if (isatty(STDOUT_FILENO))
+        body_for_terminal(b, found->body, found->body_len, cli->color);
+    else
+        buf_append(b, found->body, found->body_len);
+    if (found->body_len && found->body[found->body_len - 1] != '\n')
+        buf_append(b, "\n", 1);
+}
+
+static void peek_json(Buf *b, uint64_t id, const Dict *stats, const Reply *found)
+{
+    static const char *const strings[] = {"tube", "state", NULL};
+
+    buf_printf(b, "{\"id\":%llu,", (unsigned long long)id);
+    if (stats->n) {
+        buf_append(b, "\"stats\":", 8);
+        json_dict(b, stats, strings);
+        buf_append(b, ",", 1);
+    }
+    json_bytes_member(b, "body", found->body, found->body_len);
+    buf_append(b, "}\n", 2);
+}
+
+/* stats-job of the peeked job; empty if it went away in between. */
+static Status job_stats(Client *c, uint64_t id, Dict *d, Err *e)
+{
+    Reply r;
+    char why[160];
+    Status st = ST_OK;
+
+    if (client_cmd(c, &r, e, "stats-job %llu", (unsigned long long)id) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "OK") && r.body &&
+        yaml_dict(r.body, r.body_len, d, why, sizeof why) < 0)
+        st = err_set(e, ST_SERVER, "stats-job: cannot read the reply: %s", why);
+    else if (!reply_is(&r, "OK") && !reply_is(&r, "NOT_FOUND"))
+        st = reply_unexpected(&r, "stats-job", e);
+    reply_free(&r);
+    return st;
+}
+
+static Status peek_found(const Cli *cli, Client *c, const Reply *found, Err *e)
+{
+    uint64_t id;
+    const char *sp = strchr(found->line, ' ');
+    Dict d = {0};
+    Buf b = {0};
+    Status st;
+
+    if (parse_u64(sp + 1, (size_t)(strrchr(found->line, ' ') - sp - 1), &id) < 0)
+        return err_set(e, ST_SERVER, "peek: bad reply '%s'", found->line);
+    if (cli->raw) {
+        buf_append(&b, found->body, found->body_len);
+    } else {
+        if ((st = job_stats(c, id, &d, e)) != ST_OK)
+            return st;
+        if (cli->json)
+            peek_json(&b, id, &d, found);
+        else
+            peek_human(cli, &b, &d, found);
+    }
+    st = out_flush(&b, e);
+    buf_free(&b);
+    dict_free(&d);
+    return st;
+}
+
+Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const states[] = {"ready", "delayed", "buried", NULL};
+    const char *state = nargs > 1 ? args[1] : "ready";
+    Reply r;
+    Status st;
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    if (!is_state(state, states))
+        return err_set(e, ST_USAGE, "peek: state must be ready, delayed or "
+                       "buried, not '%s'", state);
+    if ((st = need_tube(c, args[0], e)) != ST_OK ||
+        (st = use_tube(c, args[0], e)) != ST_OK)
+        return st;
+    if (client_cmd(c, &r, e, "peek-%s", state) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "NOT_FOUND"))
+        st = err_set(e, ST_NOT_FOUND, "no %s job in tube '%s'", state, args[0]);
+    else if (!reply_is(&r, "FOUND") || !r.body)
+        st = reply_unexpected(&r, "peek", e);
+    else
+        st = peek_found(cli, c, &r, e);
+    reply_free(&r);
+    return st;
+}
+
+/* ---------------------------------------------------------------- list */
+
+/* The most ids list-jobs gives in one page. */
+#define PAGE 1000
+
+/* Print one page's ids; *last is the highest, *n how many. Ids must grow:
+ * a server that repeats itself would otherwise make us page forever. */
+static Status list_page(const Cli *cli, const StrList *ids, uint64_t from,
+                        uint64_t *last, int first, Err *e)
+{
+    Buf b = {0};
+    uint64_t id, prev = 0;
+    Status st;
+
+    for (size_t i = 0; i < ids->n; i++) {
+        if (parse_u64_str(ids->items[i], &id) < 0 || id < from ||
+            (i && id <= prev)) {
+            buf_free(&b);
+            return err_set(e, ST_SERVER, "list-jobs: bad or unordered job id "
+                           "'%s' in the reply", ids->items[i]);
+        }
+        if (cli->json)
+            buf_printf(&b, "%s%llu", first && i == 0 ? "" : ",",
+                       (unsigned long long)id);
+        else
+            buf_printf(&b, "%llu\n", (unsigned long long)id);
+        prev = id;
+    }
+    *last = prev;
+    st = out_flush(&b, e);
+    buf_free(&b);
+    return st;
+}
+
+/* One list-jobs request: ST_OK with the ids, or why not. */
+static Status list_request(Client *c, char **args, uint64_t from, StrList *ids,
+                           Err *e)
+{
+    Reply r;
+    char why[160];
+    Status st = ST_OK;
+
+    if (client_cmd(c, &r, e, "list-jobs %s %s %llu %d", args[0], args[1],
+                   (unsigned long long)from, PAGE) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "UNKNOWN_COMMAND"))
+        st = no_ext(e, "list", "list-jobs");
+    else if (reply_is(&r, "NOT_FOUND"))
+        st = err_set(e, ST_NOT_FOUND, "no tube '%s'", args[0]);
+    else if (!reply_is(&r, "OK") || !r.body)
+        st = reply_unexpected(&r, "list-jobs", e);
+    else if (yaml_list(r.body, r.body_len, ids, why, sizeof why) < 0)
+        st = err_set(e, ST_SERVER, "list-jobs: cannot read the reply: %s", why);
+    reply_free(&r);
+    return st;
+}
+
+Status cmd_list(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const states[] = {"ready", "delayed", "reserved",
+                                         "buried", "all", NULL};
+    uint64_t from = 0, last = 0;
+    StrList ids;
+    Status st;
+    int first = 1;
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    if (!is_state(args[1], states))
+        return err_set(e, ST_USAGE, "list: state must be ready, delayed, "
+                       "reserved, buried or all, not '%s'", args[1]);
+    /* Page until an empty page: a short page does not promise the end. */
+    for (;;) {
+        if ((st = list_request(c, args, from, &ids, e)) != ST_OK)
+            return st;
+        if (cli->json && first)
+            fputs("[", stdout); /* only once the server has said yes */
+        if (ids.n == 0)
+            break;
+        st = list_page(cli, &ids, from, &last, first, e);
+        strlist_free(&ids);
+        if (st != ST_OK)
+            return st;
+        first = 0;
+        if (last == UINT64_MAX)
+            break;
+        from = last + 1;
+    }
+    if (cli->json)
+        fputs("]\n", stdout);
+    return ST_OK;
+}
+
+/* ----------------------------------------------------------------- put */
+
+static Status read_body(const char *path, Buf *body, Err *e)
+{
+    FILE *f = stdin;
+    char chunk[65536];
+    size_t n;
+
+    if (path && strcmp(path, "-") != 0 && !(f = fopen(path, "rb")))
+        return err_set(e, ST_LOCAL, "cannot open %s: %s", path, strerror(errno));
+    if (f == stdin && isatty(STDIN_FILENO))
+        fprintf(stderr, "tubed-cli: reading the job body from the terminal; "
+                "end it with Ctrl-D\n");
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(body, chunk, n);
+    if (ferror(f) || body->oom) {
+        err_set(e, ST_LOCAL, "cannot read %s: %s", f == stdin ? "stdin" : path,
+                body->oom ? "out of memory" : strerror(errno));
+        if (f != stdin)
+            fclose(f);
+        return ST_LOCAL;
+    }
+    if (f != stdin)
+        fclose(f);
+    return ST_OK;
+}
+
+static Status put_reply(const Cli *cli, const Reply *r, const char *tube, Err *e)
+{
+    uint64_t id;
+    Buf b = {0};
+    Status st;
+
+    if (reply_num(r, "BURIED", &id) == 0)
+        return err_set(e, ST_SERVER, "job %llu was put but buried: the server "
+                       "is out of memory", (unsigned long long)id);
+    if (reply_num(r, "INSERTED", &id) < 0)
+        return reply_unexpected(r, "put", e);
+    if (cli->json) {
+        buf_printf(&b, "{\"id\":%llu,\"tube\":", (unsigned long long)id);
+        json_cstr(&b, tube);
+        buf_append(&b, "}\n", 2);
+    } else {
+        buf_printf(&b, "%llu\n", (unsigned long long)id);
+    }
+    st = out_flush(&b, e);
+    buf_free(&b);
+    return st;
+}
+
+Status cmd_put(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    Buf req = {0};
+    Reply r;
+    Status st;
+    size_t head;
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    if ((st = read_body(nargs > 1 ? args[1] : NULL, &req, e)) != ST_OK)
+        goto out;
+    if ((st = use_tube(c, args[0], e)) != ST_OK)
+        goto out;
+    head = req.len;
+    buf_printf(&req, "put %lu %lu %lu %zu\r\n", cli->pri, cli->delay, cli->ttr,
+               head);
+    buf_append(&req, "\r\n", 2);
+    if (req.oom) {
+        st = err_set(e, ST_LOCAL, "out of memory");
+        goto out;
+    }
+    /* The command line goes first: send it, then the body and its CRLF. */
+    if ((st = client_send(c, req.data + head, req.len - head - 2, e)) != ST_OK ||
+        (st = client_send(c, req.data, head, e)) != ST_OK ||
+        (st = client_send(c, "\r\n", 2, e)) != ST_OK ||
+        (st = client_read(c, &r, e)) != ST_OK)
+        goto out;
+    st = put_reply(cli, &r, args[0], e);
+    reply_free(&r);
+out:
+    buf_free(&req);
+    return st;
+}

@@ -1,0 +1,49 @@
+/*
+ * main.c — tubed-cli: a command-line client for people, for tubed and
+ * beanstalkd. Parse the command line, connect, run one command, and turn
+ * its Status into the exit status (cli.h, man/tubed-cli.1).
+ */
+#include <stdio.h>
+
+#include "alloc.h"
+#include "args.h"
+#include "cli.h"
+#include "client.h"
+#include "commands.h"
+
+int main(int argc, char **argv)
+{
+    Cli cli;
+    Client c = {.fd = -1};
+    Err e = {ST_OK, ""};
+    char **pos = NULL;
+    int npos, r;
+    const Command *cmd;
+
+    r = args_parse(&cli, argc, argv, &pos, &npos, &e);
+    if (r < 0) {
+        tb_free(pos);
+        return fflush(stdout) == 0 ? ST_OK : ST_LOCAL;
+    }
+    if (r != ST_OK) {
+        cli_warn("%s", e.msg);
+        if (r == ST_USAGE)
+            fprintf(stderr, "Try 'tubed-cli --help'.\n");
+        tb_free(pos);
+        return r;
+    }
+    cmd = command_find(pos[0]);
+    r = client_open(&c, cli.host, cli.port, cli.timeout_ms, &e);
+    if (r == ST_OK)
+        r = cmd->fn(&cli, &c, pos + 1, npos - 1, &e);
+    client_close(&c);
+    tb_free(pos);
+    if (fflush(stdout) != 0 && r == ST_OK)
+        r = err_set(&e, ST_LOCAL, "cannot write to standard output");
+    if (r != ST_OK) {
+        cli_warn("%s", e.msg);
+        if (r == ST_USAGE)
+            fprintf(stderr, "Try 'tubed-cli --help'.\n");
+    }
+    return r;
+}

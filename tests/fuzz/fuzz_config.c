@@ -1,0 +1,217 @@
+/*
+ * fuzz_config.c — conf_parse() (src/config/conf.h) on arbitrary bytes, then
+ * conf_validate() and conf_policy() on what it accepted.
+ *
+ * Checks: a refused file leaves no ConfFile and one error line,
+ * "f.conf:LINE: what" in printable ASCII with LINE inside the input; the
+ * same bytes give the same answer twice; sections are legal names, sorted
+ * and unique; conf_policy() for the sections' names, names just longer or
+ * shorter, and a few fixed ones equals a brute-force model of the
+ * precedence rule (exact, longest prefix setting the key, top, default)
+ * and keeps every documented bound. The bytes are then parsed again with
+ * the N-th allocation failing (N from byte 0): the result must be the
+ * same answer or "f.conf: out of memory", with nothing leaked.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "conf.h"
+#include "names.h"
+
+#define CHECK(cond, ...)                                          \
+    do {                                                          \
+        if (!(cond)) {                                            \
+            fprintf(stderr, "\nFUZZ CHECK FAILED: " __VA_ARGS__); \
+            fprintf(stderr, "\n");                                \
+            abort();                                              \
+        }                                                         \
+    } while (0)
+
+#define PATH "f.conf"
+#define MAX_NAMES 48 /* sections whose names are resolved, per input */
+
+static void check_error(const char *err, const char *buf, size_t size)
+{
+    unsigned long lines = 1, line = 0;
+    const char *p = err + strlen(PATH);
+
+    for (size_t i = 0; i < size; i++)
+        lines += buf[i] == '\n';
+    CHECK(!strncmp(err, PATH ":", strlen(PATH) + 1), "error without the path: %s", err);
+    for (const char *c = err; *c; c++)
+        CHECK(*c >= 0x20 && *c < 0x7f, "unprintable byte 0x%02x in error", (unsigned char)*c);
+    if (!strcmp(p, ": out of memory"))
+        return;
+    CHECK(sscanf(p, ":%lu: ", &line) == 1, "error without a line: %s", err);
+    CHECK(line >= 1 && line <= lines, "line %lu outside 1..%lu: %s", line, lines, err);
+}
+
+static void copy_key(TubePolicy *dst, const TubePolicy *src, int k)
+{
+    switch (k) {
+    case TK_MAX_ITEMS: dst->max_items = src->max_items; break;
+    case TK_MAX_SIZE: dst->max_size = src->max_size; break;
+    case TK_MAX_ITEM_SIZE: dst->max_item_size = src->max_item_size; break;
+    case TK_DISCARD_OLD_WHEN_FULL: dst->discard_old_when_full = src->discard_old_when_full; break;
+    case TK_MAX_AGE: dst->max_age_ms = src->max_age_ms; break;
+    case TK_MOVE_EXPIRED_TO:
+        memcpy(dst->move_expired_to, src->move_expired_to, sizeof dst->move_expired_to);
+        break;
+    case TK_MAX_TIMEOUTS: dst->max_timeouts = src->max_timeouts; break;
+    case TK_FANOUT: dst->fanout = src->fanout; break;
+    case TK_JOURNAL: dst->journal = src->journal; break;
+    case TK_SYNC_JOURNAL: dst->sync_journal = src->sync_journal; break;
+    case TK_PRIORITY: dst->priority = src->priority; break;
+    case TK_TTR: dst->ttr_ms = src->ttr_ms; break;
+    case TK_MAX_MEMORY_SIZE: dst->max_memory_size = src->max_memory_size; break;
+    }
+    dst->set |= CONF_BIT(k);
+}
+
+/* The precedence rule by linear scans over every section's own keys. */
+static void model(const ConfFile *cf, const char *name, size_t len, uint32_t mjs,
+                  TubePolicy *out)
+{
+    conf_policy(NULL, name, len, mjs, out);
+    for (int k = 0; k < TK_COUNT; k++) {
+        const ConfSection *from = NULL;
+        for (size_t i = 0; i < cf->n_exact && !from; i++)
+            if (cf->exact[i].len == len && !memcmp(cf->exact[i].name, name, len) &&
+                (cf->exact[i].own.set & CONF_BIT(k)))
+                from = &cf->exact[i];
+        for (size_t i = 0; i < cf->n_prefix && (!from || from->is_prefix); i++) {
+            const ConfSection *s = &cf->prefix[i];
+            if (s->len <= len && !memcmp(s->name, name, s->len) && (s->own.set & CONF_BIT(k)) &&
+                (!from || s->len > from->len))
+                from = s;
+        }
+        if (!from && (cf->top.own.set & CONF_BIT(k)))
+            from = &cf->top;
+        if (from)
+            copy_key(out, &from->own, k);
+    }
+    if (out->max_item_size > mjs)
+        out->max_item_size = mjs;
+}
+
+static void check_policy(const ConfFile *cf, const char *name, size_t len, uint32_t mjs)
+{
+    TubePolicy got, want, again;
+
+    conf_policy(cf, name, len, mjs, &got);
+    memset(&want, 0, sizeof want);
+    model(cf, name, len, mjs, &want);
+    CHECK(got.set == want.set, "'%.*s': set %#x, model %#x", (int)len, name, got.set, want.set);
+#define SAME(f) CHECK(got.f == want.f, "'%.*s': " #f " differs from the model", (int)len, name)
+    SAME(max_items); SAME(max_size); SAME(max_item_size); SAME(discard_old_when_full);
+    SAME(max_age_ms); SAME(max_timeouts); SAME(fanout); SAME(journal); SAME(sync_journal);
+    SAME(priority); SAME(ttr_ms); SAME(max_memory_size);
+#undef SAME
+    CHECK(!strcmp(got.move_expired_to, want.move_expired_to), "move_expired_to differs");
+    CHECK(got.set < CONF_BIT(TK_COUNT), "stray bits in set");
+    CHECK(got.ttr_ms >= 1000 && got.ttr_ms % 1000 == 0, "ttr %llu ms",
+          (unsigned long long)got.ttr_ms);
+    CHECK(got.max_age_ms <= CONF_MAX_DURATION_MS, "max_age beyond the limit");
+    CHECK(got.max_item_size <= mjs, "max_item_size above -z");
+    CHECK(!got.move_expired_to[0] ||
+          tube_name_valid(got.move_expired_to, strlen(got.move_expired_to)),
+          "illegal move_expired_to");
+    /* Deterministic, every byte written: memcmp-comparable. */
+    memset(&again, 0xa5, sizeof again);
+    conf_policy(cf, name, len, mjs, &again);
+    CHECK(!memcmp(&got, &again, sizeof got), "conf_policy not byte-for-byte repeatable");
+}
+
+static void check_sections(const ConfSection *s, size_t n, int is_prefix)
+{
+    for (size_t i = 0; i < n; i++) {
+        CHECK(s[i].is_prefix == is_prefix, "section in the wrong array");
+        CHECK(tube_name_valid(s[i].name, s[i].len), "illegal section name");
+        CHECK(s[i].name[s[i].len] == '\0', "section name not terminated");
+        CHECK(s[i].line >= 1, "section without a line");
+        if (i > 0) {
+            size_t m = s[i].len < s[i - 1].len ? s[i].len : s[i - 1].len;
+            int c = memcmp(s[i - 1].name, s[i].name, m);
+            CHECK(c < 0 || (c == 0 && s[i - 1].len < s[i].len), "sections not sorted/unique");
+        }
+    }
+}
+
+static void resolve_some(const ConfFile *cf)
+{
+    static const char *const fixed[] = {"default", "a", "emails", "reports-daily", "x+y",
+                                        "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"};
+    char name[MAX_TUBE_NAME + 2];
+
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        check_policy(cf, fixed[i], strlen(fixed[i]), 65535);
+        check_policy(cf, fixed[i], strlen(fixed[i]), 1073741824);
+    }
+    for (size_t a = 0; a < 2; a++) {
+        const ConfSection *s = a ? cf->prefix : cf->exact;
+        size_t n = a ? cf->n_prefix : cf->n_exact;
+        for (size_t i = 0; i < n && i < MAX_NAMES; i++) {
+            memcpy(name, s[i].name, s[i].len);
+            check_policy(cf, name, s[i].len, 65535);
+            check_policy(cf, name, s[i].len - 1, 65535); /* one shorter (maybe empty) */
+            name[s[i].len] = 'z';
+            check_policy(cf, name, s[i].len + 1, 65535); /* one longer */
+            name[s[i].len] = '+';
+            check_policy(cf, name, s[i].len + 1, 100);
+        }
+    }
+}
+
+static void check_file(const ConfFile *cf, const char *buf, size_t size)
+{
+    char err[512];
+
+    CHECK(!strcmp(cf->path, PATH), "path");
+    CHECK(cf->top.line == 0 && cf->top.len == 0, "top level is not a section");
+    check_sections(cf->exact, cf->n_exact, 0);
+    check_sections(cf->prefix, cf->n_prefix, 1);
+    CHECK(cf->server.set < CONF_BIT(SK_COUNT), "stray server bits");
+    resolve_some(cf);
+    if (conf_validate(cf, NULL, err, sizeof err) < 0)
+        check_error(err, buf, size);
+    if (conf_validate(cf, "/b", err, sizeof err) < 0)
+        CHECK(!strncmp(err, PATH ":", strlen(PATH) + 1) && strstr(err, "journal = false"),
+              "validate with a binlog: %s", err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* An exact-size copy, so ASan sees any read past the end. */
+    char *buf = malloc(size ? size : 1);
+    char err[512], err2[512];
+    ConfFile *cf = NULL, *cf2 = NULL;
+    int r, r2;
+
+    memcpy(buf, data, size);
+    r = conf_parse(PATH, buf, size, &cf, err, sizeof err);
+    CHECK(r == 0 || r == -1, "result %d", r);
+    CHECK((r == 0) == (cf != NULL), "result %d with cf %p", r, (void *)cf);
+    if (r < 0)
+        check_error(err, buf, size);
+    else
+        check_file(cf, buf, size);
+
+    /* Again, with the N-th allocation failing. */
+    alloc_fail_after(1 + (size ? data[0] % 16 : 0));
+    r2 = conf_parse(PATH, buf, size, &cf2, err2, sizeof err2);
+    alloc_fail_after(0);
+    if (r2 == 0) {
+        CHECK(r == 0, "parse succeeded only with an allocation failing");
+        conf_free(cf2);
+    } else {
+        CHECK(!cf2, "a failed parse left a ConfFile");
+        CHECK(!strcmp(err2, PATH ": out of memory") || (r < 0 && !strcmp(err, err2)),
+              "with an allocation failing: '%s', without: '%s'", err2, r < 0 ? err : "ok");
+    }
+    conf_free(cf);
+    free(buf);
+    return 0;
+}
