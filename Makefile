@@ -47,6 +47,8 @@ BENCH_SRC := $(wildcard src/bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:src/bench/%.c=$(BUILD)/obj/bench/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:src/cli/%.c=$(BUILD)/obj/cli/%.o)
+# Generated sources: the status page (status.html) as C, by embed.sh.
+GEN_OBJ   := $(BUILD)/obj/gen/status_page.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 
@@ -56,7 +58,8 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 # Debian packages the build and the tests need (the server itself needs
 # only libc at run time).
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
-        libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind tmux
+        libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
+        prometheus chromium tmux
 
 .PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
@@ -76,8 +79,17 @@ $(BUILD)/obj/%.o: src/%.c $(LIB_HDR)
 $(BUILD)/unit:
 	mkdir -p $@
 
+# The status page is carried in the binary (src/proto/http/status_page.h).
+$(BUILD)/gen/status_page.c: src/proto/http/status.html src/proto/http/embed.sh
+	@mkdir -p $(dir $@)
+	sh src/proto/http/embed.sh $< $@
+
+$(BUILD)/obj/gen/status_page.o: $(BUILD)/gen/status_page.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
 # Built aside and renamed, so a concurrent make never links a half archive.
-$(BUILD)/libtubed.a: $(LIB_OBJ)
+$(BUILD)/libtubed.a: $(LIB_OBJ) $(GEN_OBJ)
 	rm -f $@.tmp && ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 $(BUILD)/tubed: $(BUILD)/obj/main.o $(BUILD)/libtubed.a
@@ -148,6 +160,7 @@ fuzz:
 
 bench: all
 	bash tests/bench/run.sh
+	python3 tests/bench/policies.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 
 deb:
 	bash pkg/deb.sh

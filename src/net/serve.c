@@ -282,7 +282,10 @@ int server_reload(Server *s, char *err, size_t errlen)
     opts_reload_apply(&s->cfg, next, note, sizeof note);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
-    log_info("reloaded %s%s%s", s->cfg.config_path, note[0] ? ": " : "", note);
+    log_info("reloaded %s", s->cfg.config_path);
+    if (note[0])
+        log_warn("reload: %s changed in %s; that takes effect at the next restart",
+                 note, s->cfg.config_path);
     return 0;
 }
 
