@@ -59,6 +59,7 @@ struct Engine {
     uint64_t job_timeouts, total_jobs;
     uint64_t job_bytes;     /* memory of all jobs, bounded by --job-memory */
     EngineHooks hooks;
+    uint64_t trimmed_at;    /* tubes.freed when the heap was last trimmed */
     /* A tube has a job to hand out: waiter.c installs this, so the queue
      * layer below it can announce ready jobs without knowing who waits. */
     void (*on_ready)(struct Engine *e, Tube *t);

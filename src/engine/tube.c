@@ -41,6 +41,7 @@ int tubes_init(TubeSet *ts)
     ts->len = ts->cap = 0;
     ts->on_create = ts->on_destroy = NULL;
     ts->hook_arg = NULL;
+    ts->freed = 0;
     heap_init(&ts->timers, timer_less, timer_setpos);
     return hash_init(&ts->by_name, tube_node_hash);
 }
@@ -144,6 +145,7 @@ void tube_unref(TubeSet *ts, Tube *t)
     ts->list[t->list_pos]->list_pos = t->list_pos;
     list_shrink(ts);
     tube_destroy(t);
+    ts->freed++;
 }
 
 static int64_t tube_due(const Tube *t)

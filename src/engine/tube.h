@@ -67,6 +67,7 @@ typedef struct TubeSet {
     void (*on_create)(void *arg, Tube *t);
     void (*on_destroy)(void *arg, Tube *t);
     void *hook_arg;
+    uint64_t freed;      /* tubes freed so far (the engine trims the heap) */
 } TubeSet;
 
 int tubes_init(TubeSet *ts);

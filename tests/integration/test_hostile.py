@@ -644,6 +644,32 @@ def test_thousands_of_tubes_created_and_dropped(srv):
     eq(stat(srv, "current-tubes"), 1, "current-tubes at the end")
 
 
+@tubed_only("beanstalkd keeps the memory of its freed tubes")
+def test_tube_churn_gives_memory_back(srv):
+    # A client watches 5,000 new tubes and disconnects, three times over:
+    # the memory of the freed tubes goes back to the system, so the RSS
+    # ends within 1 MiB of where it started (or a quarter of the growth).
+    if sanitized(srv):
+        raise Skip("freed memory sits in AddressSanitizer's quarantine")
+    p = srv.client()
+    eq(stat(srv, "current-tubes"), 1, "current-tubes at the start")
+    start = rss_kib(srv)
+    peak = start
+    for k in range(3):
+        c = srv.client()
+        names = [b"churn-%d-%d" % (k, i) for i in range(5000)]
+        c.send(b"".join(b"watch %s\r\n" % n for n in names))
+        for i in range(5000):
+            eq(c.read_line(), b"WATCHING %d" % (i + 2), "watch %d" % i)
+        peak = max(peak, rss_kib(srv))
+        c.close()
+        srv.clients.remove(c)
+        wait_until(lambda: int(p.stats()["current-tubes"]) == 1, what="tubes freed")
+    wait_until(lambda: rss_kib(srv) - start < max(1024, (peak - start) / 4),
+               timeout=10, what="RSS back near the start (start %d KiB, peak %d KiB, now %d KiB)"
+               % (start, peak, rss_kib(srv)))
+
+
 @tubed_only("--job-memory is tubed's own flag")
 @server_args("--job-memory", "60000")
 def test_job_memory_budget(srv):
