@@ -2,8 +2,9 @@
 """Inputs for fuzz_conn that sweep allocation failure over a fixed session.
 
 One realistic session (two connections: a producer and a wide worker; puts,
-delays, reserve, release, bury, kick, touch, pause, stats, delete, quit) is
-written once per failure index N = 0..COUNT-1, with fuzz_conn's injection
+delays, reserve, release, bury, kick, touch, pause, stats, delete, quit,
+and tubed's operator commands: stats-tubes, list-jobs, move-job,
+flush-tube, stats-binlog) is written once per failure index N = 0..COUNT-1, with fuzz_conn's injection
 flag set, so the N-th allocation after the session starts fails. Variants
 run without a binlog and with `-b -f 0`. Every run must end with the
 server's counters consistent, well-formed replies and no leak (fuzz_conn
@@ -56,6 +57,12 @@ def session():
     s += write(0, b"delete 1\r\ndelete 2\r\ndelete 3\r\ndelete 4\r\n"
                   b"use t7\r\nput 0 0 1 2\r\nhi\r\n")
     s += write(1, b"ignore a\r\nreserve-with-timeout 0\r\nquit\r\n")
+    s += loops(2)
+    # The operator's commands on a few fresh jobs.
+    s += write(0, b"use ops\r\nput 0 0 60 2\r\nop\r\nput 0 5 60 2\r\nod\r\n"
+                  b"put 0 0 60 2\r\nob\r\nstats-tubes\r\nlist-jobs ops all 0 10\r\n"
+                  b"list-jobs ops delayed 0 1\r\nmove-job 7 moved\r\nmove-job 8 ops\r\n"
+                  b"stats-binlog\r\nflush-tube ops\r\nflush-tube moved\r\nstats-tubes\r\n")
     s += loops(2)
     return s
 
