@@ -203,6 +203,7 @@ static void set_unhealthy(Engine *e, const char *why)
 
 static void settle_inflight(Engine *e);
 static int strict(const Engine *e);
+static int append(Engine *e, const BlRecord *r);
 
 /* Switch to the next file: the first spare, or a new one. */
 static int open_next(Engine *e)
@@ -234,6 +235,11 @@ static int open_next(Engine *e)
     b->cur_fd = fd;
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
+    if (b->id_mark) {
+        /* The older file holding the mark may go: the new one carries it. */
+        BlRecord r = {.type = BL_DELETE, .id = b->id_mark};
+        append(e, &r);
+    }
     return 0;
 }
 
@@ -366,12 +372,34 @@ static void unpin(Binlog *b, Job *j)
     j->file = 0;
 }
 
+/* Ids of jobs that are never logged (journal = false) must not come back
+ * after a restart either: replay takes the next id from the highest id in
+ * any record. So such a put logs, once per ID_BLOCK ids and once per file,
+ * a delete record for an id not given out yet (a no-op at replay, but for
+ * the id). */
+#define ID_BLOCK 1024
+
+static void mark_id(Engine *e, uint64_t id)
+{
+    Binlog *b = bl(e);
+    BlRecord r = {.type = BL_DELETE, .id = id + ID_BLOCK};
+
+    if (id <= b->id_mark || reserve(e, DEL, b->reserved) < 0)
+        return;
+    if (append(e, &r) == 0)
+        b->id_mark = r.id;
+}
+
 void binlog_put(Engine *e, Job *j)
 {
     BlRecord r;
 
-    if (!bl(e)->enabled || !j->tube->pol.journal)
+    if (!bl(e)->enabled)
         return;
+    if (!j->tube->pol.journal) {
+        mark_id(e, j->id);
+        return;
+    }
     job_record(e, j, &r, BL_JOB);
     if (append(e, &r) < 0)
         return;
@@ -628,7 +656,7 @@ static void move_job(HashNode *n, void *arg)
     Job *j = container_of(n, Job, hnode);
     BlRecord r;
 
-    if (m->failed || j->file != m->index)
+    if (m->failed || j->file != m->index || job_dead(j))
         return;
     /* Moving must not eat the room kept for delete records. */
     if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) < 0) {
@@ -709,7 +737,7 @@ static void snapshot_job(HashNode *n, void *arg)
     Job *j = container_of(n, Job, hnode);
     BlRecord r;
 
-    if (m->failed)
+    if (m->failed || job_dead(j))
         return;
     job_record(m->e, j, &r, BL_JOB);
     if (append(m->e, &r) < 0) {

@@ -64,6 +64,7 @@ typedef struct Binlog {
     uint64_t durable_lsn;  /* ... and durable under the -f mode in force */
     uint64_t sync_target;  /* what the running sync makes durable */
     uint64_t lost_from;    /* a record that could not be placed; 0: none */
+    uint64_t id_mark;      /* ids up to it are safe from reuse (journal=false) */
     uint64_t must_sync_from, must_sync_last; /* sync_journal records not yet
                                               * synced: first, last; 0: none */
 } Binlog;

@@ -60,6 +60,14 @@ struct Engine {
     uint64_t job_bytes;     /* memory of all jobs, bounded by --job-memory */
     EngineHooks hooks;
     uint64_t trimmed_at;    /* tubes.freed when the heap was last trimmed */
+    /* flush-tube's graveyard: the heaps of jobs it took out at once, freed
+     * a batch per loop iteration (job_dead() tells their jobs). */
+    struct Grave {
+        void **items;
+        size_t len;
+    } *graves;
+    size_t ngraves, graves_cap;
+    uint64_t grave_jobs;    /* jobs in the graveyard */
     /* A tube has a job to hand out: waiter.c installs this, so the queue
      * layer below it can announce ready jobs without knowing who waits. */
     void (*on_ready)(struct Engine *e, Tube *t);

@@ -13,6 +13,8 @@
 #include "waiter.h"
 #include "watch.h"
 
+static uint64_t free_graves(Engine *e, uint64_t budget);
+
 /* ---- life cycle --------------------------------------------------------- */
 
 int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
@@ -53,6 +55,9 @@ void engine_reload(Engine *e)
  * afterwards. Linear in the jobs, so a stop with millions is quick. */
 static void free_jobs(Engine *e)
 {
+    free_graves(e, UINT64_MAX);
+    tb_free(e->graves);
+    e->graves = NULL;
     for (size_t b = 0; b < e->jobs.nbuckets; b++) {
         HashNode *n = e->jobs.buckets[b];
         while (n) {
@@ -93,6 +98,9 @@ static void came_back(Engine *e, uint64_t id)
         log_warn("job %llu: out of memory for its expiry", (unsigned long long)id);
     policy_check(e, j);
 }
+
+/* Flushed jobs freed per loop iteration (about a millisecond's work). */
+#define GRAVE_BATCH 10000
 
 /* Expiries handled per loop iteration: a million jobs expiring at once are
  * swept in batches, with other clients served between them. */
@@ -177,6 +185,7 @@ void engine_tick(Engine *e)
     tick_tubes(e);
     tick_ttrs(e);
     binlog_tick(e);
+    free_graves(e, GRAVE_BATCH);
     trim_heap(e);
 }
 
@@ -184,6 +193,8 @@ int64_t engine_next_due(const Engine *e)
 {
     int64_t due = queue_next_due(e), w = waiter_next_due(e), b = binlog_next_due(e);
 
+    if (e->ngraves)
+        return e->now; /* flushed jobs wait to be freed */
     if (w < due)
         due = w;
     return b < due ? b : due;
@@ -210,6 +221,8 @@ Job *engine_find(Engine *e, uint64_t id)
 {
     Job *j = job_table_find(&e->jobs, id);
 
+    if (j && job_dead(j))
+        return NULL;
     /* Past its time: expire it first (it may live on, moved). */
     if (j && policy_check(e, j))
         j = job_table_find(&e->jobs, id);
@@ -311,7 +324,7 @@ static EngineResult take_reserved(Engine *e, Worker *w, uint64_t id, Job **out)
 
 EngineResult engine_delete(Engine *e, Worker *by, uint64_t id)
 {
-    Job *j = job_table_find(&e->jobs, id);
+    Job *j = engine_find(e, id); /* an expired job is not there to delete */
 
     if (!j || (j->state == JOB_RESERVED && j->ext->owner != by))
         return ENG_NOT_FOUND;
@@ -401,21 +414,22 @@ EngineResult engine_kick_job(Engine *e, uint64_t id)
 uint32_t engine_kick(Engine *e, Tube *t, uint32_t n)
 {
     uint32_t k = 0;
+    int buried;
 
-    int buried = !list_empty(&t->buried);
-
-    /* Only buried jobs if there are any, else only delayed ones. Each kick
-     * is logged; kicking stops when the log has no room. */
+    /* Only buried jobs if there are any, else only delayed ones; never an
+     * expired one (engine_peek expires those on the way). Each kick is
+     * logged; kicking stops when the log has no room. */
+    tube_ref(t);
+    buried = engine_peek(e, t, JOB_BURIED) != NULL;
     while (k < n) {
-        List *first = list_first(&t->buried);
-        Job *j = buried ? (first ? job_of_link(first) : NULL)
-                        : heap_top(&t->delay);
+        Job *j = engine_peek(e, t, buried ? JOB_BURIED : JOB_DELAYED);
 
         if (!j || binlog_reserve_state(e) < 0 || queue_kick_job(e, j) < 0)
             break;
         binlog_state(e, j);
         k++;
     }
+    tube_unref(&e->tubes, t);
     return k;
 }
 
@@ -425,6 +439,18 @@ EngineResult engine_pause(Engine *e, Tube *t, uint32_t secs)
 }
 
 /* ---- the operator's commands ------------------------------------------ */
+
+static int bury_heap_room(Engine *e)
+{
+    size_t cap = e->graves_cap ? e->graves_cap * 2 : 4;
+    struct Grave *g = tb_realloc(e->graves, cap * sizeof *g);
+
+    if (!g)
+        return -1;
+    e->graves = g;
+    e->graves_cap = cap;
+    return 0;
+}
 
 /* The ids of t's reserved jobs (they survive a flush). */
 static uint64_t *reserved_ids(Engine *e, const Tube *t, uint32_t *n)
@@ -448,31 +474,78 @@ static void flush_job(Engine *e, Job *j)
     queue_delete(e, j);
 }
 
+/* Hand heap h's jobs to the graveyard in O(1): the heap starts afresh. */
+static int bury_heap(Engine *e, Heap *h)
+{
+    if (!h->len)
+        return 0;
+    if (e->ngraves == e->graves_cap && bury_heap_room(e) < 0)
+        return -1;
+    e->graves[e->ngraves++] = (struct Grave){h->items, h->len};
+    e->grave_jobs += h->len;
+    h->items = NULL;
+    h->len = h->cap = 0;
+    return 0;
+}
+
+/* Free up to budget jobs of the graveyard; how many it freed. */
+static uint64_t free_graves(Engine *e, uint64_t budget)
+{
+    uint64_t n = 0;
+
+    while (n < budget && e->ngraves) {
+        struct Grave *g = &e->graves[e->ngraves - 1];
+        while (n < budget && g->len) {
+            Job *j = g->items[--g->len];
+            Tube *t = j->tube;
+            binlog_unpin(e, j);
+            job_table_remove(&e->jobs, j);
+            queue_job_free(e, j);
+            tube_unref(&e->tubes, t);
+            e->grave_jobs--;
+            n++;
+        }
+        if (!g->len) {
+            tb_free(g->items);
+            e->ngraves--;
+        }
+    }
+    return n;
+}
+
 int64_t engine_flush_tube(Engine *e, Tube *t)
 {
-    uint64_t n = 0, *keep;
+    uint64_t n, *keep;
     uint32_t nkeep;
     List *l;
 
     if (!(keep = reserved_ids(e, t, &nkeep)))
         return -1;
-    if (binlog_flush(e, t, e->next_id - 1, keep, nkeep) < 0) {
+    /* Room first: two graveyard entries and the record, or nothing. */
+    if ((e->ngraves + 2 > e->graves_cap && bury_heap_room(e) < 0) ||
+        binlog_flush(e, t, e->next_id - 1, keep, nkeep) < 0) {
         tb_free(keep);
         return -1;
     }
-    tb_free(keep);
+    n = t->ready.len + t->delay.len + t->buried_ct;
     tube_ref(t); /* deleting its last job must not free it here */
-    /* From the ends of the heaps: each removal is then O(1). */
-    while (t->delay.len || t->ready.len) {
-        Heap *h = t->delay.len ? &t->delay : &t->ready;
-        flush_job(e, h->items[h->len - 1]);
-        n++;
-    }
-    while ((l = list_first(&t->buried))) {
+    while ((l = list_first(&t->buried)))
         flush_job(e, job_of_link(l));
-        n++;
-    }
+    /* Ready and delayed jobs leave at once, however many: their heaps go
+     * to the graveyard and the counters drop now; freeing them is spread
+     * over the next loop iterations, so other clients never wait for it. */
+    e->jobs_ct.ready -= t->ready.len;
+    e->jobs_ct.urgent -= t->urgent_ct;
+    e->jobs_ct.delayed -= t->delay.len;
+    t->urgent_ct = 0;
+    bury_heap(e, &t->ready);
+    bury_heap(e, &t->delay);
+    t->cur_bytes = t->reserved_bytes;
+    queue_ready_update(e, t);
+    queue_expiry_reset(e, t);
+    tube_timer_update(&e->tubes, t); /* its heaps are empty: never grows */
     tube_unref(&e->tubes, t);
+    tb_free(keep);
     return (int64_t)n;
 }
 
@@ -595,7 +668,8 @@ uint64_t engine_pinning_job(const Engine *e)
     oldest = b->files[0].index;
     for (size_t i = 0; i < e->jobs.nbuckets; i++)
         for (const HashNode *n = e->jobs.buckets[i]; n; n = n->next)
-            if (container_of(n, Job, hnode)->file == oldest)
+            if (container_of(n, Job, hnode)->file == oldest &&
+                !job_dead(container_of(n, Job, hnode)))
                 return container_of(n, Job, hnode)->id;
     return 0;
 }

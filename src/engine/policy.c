@@ -146,7 +146,8 @@ int policy_make_room(Engine *e, Tube *t, uint32_t n)
 
 /* ---- moving ------------------------------------------------------------- */
 
-int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
+/* policy_move() with dst held by the caller. */
+static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
 {
     Tube *src = j->tube;
     JobExt *x;
@@ -190,6 +191,18 @@ int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
     return 0;
 }
 
+int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
+{
+    int r;
+
+    /* Making room in dst may delete its last job, and a failed move may
+     * leave it unused: it lives until the move is over either way. */
+    tube_ref(dst);
+    r = move_held(e, j, dst, to_ready);
+    tube_unref(&e->tubes, dst);
+    return r;
+}
+
 /* ---- expiry ------------------------------------------------------------- */
 
 static void retry_later(Engine *e, Job *j)
@@ -205,20 +218,14 @@ static int move_expired(Engine *e, Job *j)
 {
     const char *to = j->tube->pol.move_expired_to;
     Tube *dst = tubes_get(&e->tubes, to, strlen(to));
+    int r;
 
     if (!dst)
         return -1;
-    if (!dst->refs && !dst->registered && dst != j->tube) {
-        /* Created just now: it will hold the job, or go again. */
-        tube_ref(dst);
-        if (policy_move(e, j, dst, 1) < 0) {
-            tube_unref(&e->tubes, dst);
-            return -1;
-        }
-        tube_unref(&e->tubes, dst);
-        return 0;
-    }
-    return policy_move(e, j, dst, 1);
+    tube_ref(dst); /* created just now, it must outlive a failed move */
+    r = policy_move(e, j, dst, 1);
+    tube_unref(&e->tubes, dst);
+    return r;
 }
 
 static void expire_now(Engine *e, Job *j)
@@ -390,7 +397,9 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         const JobExt *x = job_ext_view(j);
         Job *copy;
 
-        if (policy_make_room(e, c, j->body_size) < 0) {
+        /* A child follows its own keys: too big for it, or no room. */
+        if (j->body_size > policy_max_body(e, c) ||
+            policy_make_room(e, c, j->body_size) < 0) {
             c->total_discarded++;
             continue;
         }

@@ -328,3 +328,17 @@ int64_t queue_next_due(const Engine *e)
         due = j->ext->deadline;
     return due;
 }
+
+void queue_expiry_reset(Engine *e, Tube *t)
+{
+    heap_free(&t->expiry);
+    heap_init(&t->expiry, job_expiry_less, job_set_exp_pos);
+    /* Its reserved jobs keep their expiry: back into the fresh heap. */
+    for (size_t i = 0; i < e->ttr.len; i++) {
+        Job *j = e->ttr.items[i];
+        if (j->tube == t && j->ext->expires) {
+            j->ext->expires = 0;
+            queue_expiry_update(e, j);
+        }
+    }
+}

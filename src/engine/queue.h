@@ -33,6 +33,8 @@ int64_t queue_expiry_of(const Job *j);
  * or take it out; -1 (nothing changed) when out of memory. */
 int queue_expiry_update(Engine *e, Job *j);
 void queue_expiry_remove(Engine *e, Job *j);
+/* Empty t's expiry heap but for its reserved jobs (flush-tube). */
+void queue_expiry_reset(Engine *e, Tube *t);
 
 /* Take a job out of whatever holds it now (its state stays as it was). */
 void queue_detach(Engine *e, Job *j);

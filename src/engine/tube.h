@@ -22,6 +22,7 @@
 
 #include "hash.h"
 #include "heap.h"
+#include "job.h"
 #include "list.h"
 #include "conf.h"
 #include "names.h"
@@ -81,6 +82,17 @@ static inline void tube_ref(Tube *t) { t->refs++; }
 void tube_unref(TubeSet *ts, Tube *t);
 
 static inline int tube_paused(const Tube *t) { return t->pause != 0; }
+
+/* A ready or delayed job that flush-tube took out of its tube, waiting in
+ * the engine's graveyard to be freed: it is no longer in its tube's heap.
+ * Such a job is never found, listed, logged or counted again. */
+static inline int job_dead(const Job *j)
+{
+    const Heap *h = j->state == JOB_READY ? &j->tube->ready
+                  : j->state == JOB_DELAYED ? &j->tube->delay : NULL;
+
+    return h && !(j->heap_pos < h->len && h->items[j->heap_pos] == j);
+}
 
 /* Recompute t's due time and its place in the timer heap. Fails (-1, heap
  * unchanged) only when the tube must enter the heap and it cannot grow. */

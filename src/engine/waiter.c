@@ -187,6 +187,10 @@ void waiter_serve(Engine *e, Tube *t)
 
         if (!j)
             break;
+        /* Expiring on the way may have moved a job to a tube w also
+         * watches, and served w there: then it waits no more. */
+        if (!w->waiting)
+            continue;
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }

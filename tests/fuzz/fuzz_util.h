@@ -126,7 +126,7 @@ static inline void fz_free_dead(Server *s)
 
 typedef struct {
     const Server *s;
-    uint64_t ready, urgent, reserved, delayed, buried;
+    uint64_t ready, urgent, reserved, delayed, buried, dead;
     uint64_t *tube_jobs;     /* by list_pos */
     uint64_t *tube_ready, *tube_delayed, *tube_reserved, *tube_buried, *tube_urgent;
 } FzCount;
@@ -148,6 +148,11 @@ static void fz_count_job(HashNode *n, void *arg)
 
     FZ_CHECK(job_table_find(&c->s->eng.jobs, j->id) == j, "job %llu not found by id",
              (unsigned long long)j->id);
+    if (job_dead(j)) { /* flushed, in the graveyard: holds only its tube */
+        c->dead++;
+        c->tube_jobs[p]++;
+        return;
+    }
     c->tube_jobs[p]++;
     FZ_CHECK(j->state == JOB_READY || (j->ext && j->ext->job == j),
              "job %llu in state %d without its JobExt", (unsigned long long)j->id, j->state);
@@ -342,7 +347,10 @@ static inline void fz_check_server(const Server *s)
                      t->name, list_linked(&t->ready_link), t->ready.len, tube_paused(t));
         }
     }
-    FZ_CHECK(s->eng.jobs.len == c.ready + c.reserved + c.delayed + c.buried, "job table size");
+    FZ_CHECK(c.dead == s->eng.grave_jobs, "graveyard holds %llu, counted %llu dead",
+             (unsigned long long)s->eng.grave_jobs, (unsigned long long)c.dead);
+    FZ_CHECK(s->eng.jobs.len == c.ready + c.reserved + c.delayed + c.buried + c.dead,
+             "job table size");
     free(mem);
 }
 
