@@ -99,8 +99,9 @@ static void came_back(Engine *e, uint64_t id)
     policy_check(e, j);
 }
 
-/* Flushed jobs freed per loop iteration (about a millisecond's work). */
-#define GRAVE_BATCH 10000
+/* Flushed jobs freed per loop iteration (a few milliseconds' work at most:
+ * each free is a few cache misses). */
+#define GRAVE_BATCH 2000
 
 /* Expiries handled per loop iteration: a million jobs expiring at once are
  * swept in batches, with other clients served between them. */
@@ -482,6 +483,7 @@ static int bury_heap(Engine *e, Heap *h)
     if (e->ngraves == e->graves_cap && bury_heap_room(e) < 0)
         return -1;
     e->graves[e->ngraves++] = (struct Grave){h->items, h->len};
+    hash_hold_shrink(&e->jobs, 1); /* released when the graveyard is empty */
     e->grave_jobs += h->len;
     h->items = NULL;
     h->len = h->cap = 0;
@@ -507,7 +509,8 @@ static uint64_t free_graves(Engine *e, uint64_t budget)
         }
         if (!g->len) {
             tb_free(g->items);
-            e->ngraves--;
+            if (!--e->ngraves)
+                hash_hold_shrink(&e->jobs, 0);
         }
     }
     return n;
@@ -620,10 +623,52 @@ static void offer_heap(Engine *e, Page *p, const Heap *h, const Tube *t)
     }
 }
 
+static int listed(const Engine *e, const Job *j, const Tube *t, int state)
+{
+    int64_t exp;
+
+    if (j->tube != t || job_dead(j) || (state >= 0 && (int)j->state != state))
+        return 0;
+    exp = queue_expiry_of(j);
+    return j->state == JOB_RESERVED || !exp || exp > e->now;
+}
+
+/* Ids in ascending order straight from the job table: cheap when the tube
+ * holds many of the ids from `from` on (consecutive ids share cache lines
+ * of the table). Gives up (-1) after `budget` ids; else how many it found. */
+static long list_by_id(const Engine *e, const Tube *t, int state, uint64_t from,
+                       uint32_t count, uint64_t *out, uint64_t budget)
+{
+    uint32_t n = 0;
+
+    for (uint64_t id = from ? from : 1; id < e->next_id && n < count; id++) {
+        const Job *j;
+        if (!budget--)
+            return -1;
+        if ((j = job_table_find(&e->jobs, id)) && listed(e, j, t, state))
+            out[n++] = id;
+    }
+    return n;
+}
+
+/* Ids looked up before a page falls back to scanning the state's jobs. */
+#define LIST_BUDGET 65536
+
 uint32_t engine_list_jobs(Engine *e, Tube *t, int state, uint64_t from,
                           uint32_t count, uint64_t *out)
 {
     Page p = {out, 0, count, from};
+    size_t in_state = state == JOB_READY ? t->ready.len : state == JOB_DELAYED ? t->delay.len
+                    : state == JOB_BURIED ? t->buried_ct : state == JOB_RESERVED ? t->reserved_ct
+                    : t->ready.len + t->delay.len + t->buried_ct + t->reserved_ct;
+    long n;
+
+    /* A state with many jobs in this tube: walk the ids (each page is then
+     * about `count` lookups when the tube's ids are dense). A rare state,
+     * or ids spread thin among other tubes': scan that state's jobs. */
+    if (in_state > LIST_BUDGET / 4 &&
+        (n = list_by_id(e, t, state, from, count, out, LIST_BUDGET)) >= 0)
+        return (uint32_t)n;
 
     /* A scan of the jobs of the state asked for, no more: a page of a rare
      * state is cheap even in a huge tube. Expired jobs are not listed (a
@@ -635,8 +680,8 @@ uint32_t engine_list_jobs(Engine *e, Tube *t, int state, uint64_t from,
     if ((state < 0 || state == JOB_RESERVED) && t->reserved_ct)
         offer_heap(e, &p, &e->ttr, t);
     if (state < 0 || state == JOB_BURIED) {
-        for (List *n = t->buried.next; n != &t->buried; n = n->next) {
-            const Job *j = job_of_link(n);
+        for (List *l = t->buried.next; l != &t->buried; l = l->next) {
+            const Job *j = job_of_link(l);
             if (!queue_expiry_of(j) || queue_expiry_of(j) > e->now)
                 page_offer(&p, j->id);
         }

@@ -8,6 +8,7 @@ int hash_init(Hash *h, HashFn node_hash)
 {
     h->len = 0;
     h->load = 1;
+    h->shrink_held = 0;
     h->node_hash = node_hash;
     h->buckets = tb_calloc(HASH_MIN_BUCKETS, sizeof *h->buckets);
     h->nbuckets = h->buckets ? HASH_MIN_BUCKETS : 0;
@@ -125,12 +126,26 @@ int hash_remove(Hash *h, HashNode *n)
             *pp = n->next;
             n->next = NULL;
             h->len--;
-            if (h->nbuckets > HASH_MIN_BUCKETS && h->len < h->nbuckets * h->load / 4)
+            if (!h->shrink_held && h->nbuckets > HASH_MIN_BUCKETS &&
+                h->len < h->nbuckets * h->load / 4)
                 rehash(h, h->nbuckets / 2);
             return 0;
         }
     }
     return -1;
+}
+
+void hash_hold_shrink(Hash *h, int hold)
+{
+    size_t nb = h->nbuckets;
+
+    h->shrink_held = hold;
+    if (hold)
+        return;
+    while (nb > HASH_MIN_BUCKETS && h->len < nb * h->load / 4)
+        nb /= 2;
+    if (nb != h->nbuckets)
+        rehash(h, nb);
 }
 
 void hash_each(const Hash *h, void (*fn)(HashNode *n, void *arg), void *arg)

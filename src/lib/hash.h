@@ -29,6 +29,7 @@ typedef struct Hash {
     size_t len;
     size_t load;     /* average chain length that makes the array grow */
     HashFn node_hash;
+    int shrink_held; /* hash_hold_shrink(): removals do not shrink it */
 } Hash;
 
 /* Allocates the first bucket array; -1 if that fails (startup only). */
@@ -51,6 +52,11 @@ void hash_insert(Hash *h, HashNode *n);
 HashNode *hash_find(const Hash *h, uint64_t hv, HashEq eq, const void *key);
 /* Unlink n; returns 0 if it was found, -1 if it is not in the table. */
 int hash_remove(Hash *h, HashNode *n);
+/* While held, removals never shrink the array: removing most of a big
+ * table then costs no rehash at each halving, and releasing the hold
+ * shrinks it once, straight to its size (a mass delete spread over many
+ * loop iterations stays free of long pauses). */
+void hash_hold_shrink(Hash *h, int hold);
 
 /* Call fn on every element; fn must not modify the table. */
 void hash_each(const Hash *h, void (*fn)(HashNode *n, void *arg), void *arg);
