@@ -8,20 +8,33 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "bsconn.h"
 #include "engine.h"
+#include "http.h"
 #include "log.h"
 #include "opts.h"
 #include "priv.h"
 #include "sd.h"
 #include "serve.h"
 
+/* Socket activation handed over a socket of this name (the sockets are
+ * read by the first server_listen()). */
+static int inherited_named(const Server *s, const char *name)
+{
+    for (int i = 0; i < s->sd_n && i < SERVER_MAX_LISTENERS; i++)
+        if (strcmp(s->sd_names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static Server srv; /* large (event array); not on the stack */
     static Beanstalk beanstalk;
+    static Http http;
     Config cfg;
     char err[1024];
     int r;
@@ -45,6 +58,12 @@ int main(int argc, char **argv)
     beanstalk_init(&beanstalk, &srv);
     if (server_listen(&srv, &beanstalk.proto, NULL, cfg.port) < 0)
         return 1;
+    /* HTTP: /metrics, /healthz, the status page (or the inherited socket
+     * named "metrics"). */
+    if ((cfg.metrics_port || inherited_named(&srv, "metrics")) &&
+        (http_init(&http, &srv, &beanstalk) < 0 ||
+         server_listen(&srv, &http.proto, "metrics", cfg.metrics_port) < 0))
+        return 1;
     if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
         log_err("cannot drop privileges: %s", err);
         return 1;
@@ -60,6 +79,8 @@ int main(int argc, char **argv)
                srv.eng.binlog.enabled ? " (binlog replayed)" : "");
     r = server_run(&srv);
     server_free(&srv);
+    if (http.srv)
+        http_free(&http);
     opts_free(&srv.cfg); /* the server's copy is the live one */
     log_info("stopped");
     return r < 0 ? 1 : 0;

@@ -1,0 +1,66 @@
+/*
+ * http.h — the HTTP/1.1 front-end of the metrics port: GET /metrics,
+ * /healthz, / (the status page) and /tubes.json (doc/monitoring.md).
+ *
+ * Contract: http_init() fills an Http whose proto member main.c hands to
+ * server_listen(s, &h->proto, "metrics", port); http_free() (after
+ * server_free) gives back its timer. Each connection parses request heads
+ * with httpparse.h from the bytes the connection layer offers (a head may
+ * arrive in any number of reads; pipelined requests are answered in
+ * order), answers GET and HEAD, and never reads a body. Nothing here
+ * changes a job: the only engine call that moves state is
+ * engine_expire_all(), the same one `stats` makes before counting.
+ *
+ * Per connection, memory is bounded: an unfinished head is at most
+ * HTTP_MAX_HEAD bytes (then 400 and close), replies wait in the
+ * connection's output, and input is not read while that holds OUT_HIGH
+ * bytes (conn.h's back-pressure).
+ *
+ * Slow clients: a connection must send a complete head within
+ * HTTP_IDLE_NS of connecting or of its previous request; bytes trickling in
+ * do not extend that (slowloris). A connection whose replies are still
+ * being written gets more time only while the client keeps reading them.
+ * The server has no timer hook for protocols, so the front-end keeps its
+ * connections in a list ordered by deadline (every deadline is "now +
+ * HTTP_IDLE_NS", so appending keeps the order) and arms one timerfd of its
+ * own in the server's event loop for the earliest one.
+ */
+#ifndef TUBED_HTTP_H
+#define TUBED_HTTP_H
+
+#include <stdint.h>
+
+#include "bs.h"
+#include "buf.h"
+#include "conn.h"
+#include "event.h"
+#include "httpparse.h"
+#include "list.h"
+#include "server.h"
+
+#define HTTP_IDLE_NS (10 * 1000000000LL)
+
+typedef struct Http {
+    Proto proto;            /* first: conns reach this via their proto */
+    Server *srv;
+    const Beanstalk *bs;    /* its counters: commands, producers, workers */
+    List by_deadline;       /* HttpConn.link, earliest deadline first */
+    EvSource timer;         /* timerfd for the earliest deadline; fd -1: none */
+    int64_t armed_at;       /* what the timer is set for; 0: not armed */
+    Buf body;               /* a reply body being rendered (reused) */
+    uint64_t requests;      /* answered, every status */
+} Http;
+
+typedef struct HttpConn {
+    Conn conn;
+    HttpParser parser;      /* of the request now arriving */
+    List link;              /* Http.by_deadline */
+    int64_t deadline;       /* monotonic ns */
+    size_t out_left;        /* reply bytes unwritten at the last deadline */
+} HttpConn;
+
+/* -1 (logged) when the timer cannot be made. */
+int http_init(Http *h, Server *s, const Beanstalk *bs);
+void http_free(Http *h);
+
+#endif

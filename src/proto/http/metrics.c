@@ -1,0 +1,274 @@
+#include "metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "engine.h"
+#include "promtext.h"
+
+/* The `command` label values in the documented order: the 22 cmd-* keys
+ * of `stats` (without "cmd-"), then tubed's own commands. One table, so a
+ * label and the counter it reads cannot drift apart. */
+static const struct {
+    const char *label;
+    CmdType cmd;
+} commands[] = {
+    {"put", CMD_PUT},
+    {"peek", CMD_PEEK},
+    {"peek-ready", CMD_PEEK_READY},
+    {"peek-delayed", CMD_PEEK_DELAYED},
+    {"peek-buried", CMD_PEEK_BURIED},
+    {"reserve", CMD_RESERVE},
+    {"reserve-with-timeout", CMD_RESERVE_TIMEOUT},
+    {"delete", CMD_DELETE},
+    {"release", CMD_RELEASE},
+    {"use", CMD_USE},
+    {"watch", CMD_WATCH},
+    {"ignore", CMD_IGNORE},
+    {"bury", CMD_BURY},
+    {"kick", CMD_KICK},
+    {"touch", CMD_TOUCH},
+    {"stats", CMD_STATS},
+    {"stats-job", CMD_STATS_JOB},
+    {"stats-tube", CMD_STATS_TUBE},
+    {"list-tubes", CMD_LIST_TUBES},
+    {"list-tube-used", CMD_LIST_TUBE_USED},
+    {"list-tubes-watched", CMD_LIST_TUBES_WATCHED},
+    {"pause-tube", CMD_PAUSE_TUBE},
+    {"reserve-job", CMD_RESERVE_JOB},
+    {"kick-job", CMD_KICK_JOB},
+    {"flush-tube", CMD_FLUSH_TUBE},
+    {"stats-tubes", CMD_STATS_TUBES},
+    {"list-jobs", CMD_LIST_JOBS},
+    {"move-job", CMD_MOVE_JOB},
+    {"stats-binlog", CMD_STATS_BINLOG},
+};
+
+static const char *const state_names[] = {"ready", "reserved", "delayed", "buried"};
+
+/* A family with one unlabelled sample. */
+static void single(Buf *b, const char *name, PromType type, const char *help, uint64_t v)
+{
+    prom_family(b, name, type, help);
+    prom_sample_u64(b, name, NULL, 0, v);
+}
+
+static double seconds_of(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+static void server_families(const Beanstalk *f, Buf *b)
+{
+    const Server *s = f->srv;
+    const Engine *e = &s->eng;
+    const JobCounts *jc = &e->jobs_ct;
+    const Binlog *bl = &e->binlog;
+    const uint64_t states[] = {jc->ready, jc->reserved, jc->delayed, jc->buried};
+    PromLabel l;
+    struct rusage ru;
+
+    prom_family(b, "tubed_build_info", PROM_GAUGE,
+                "Always 1; labels describe the running server.");
+    l = prom_label("version", TUBED_VERSION);
+    prom_sample_u64(b, "tubed_build_info", &l, 1, 1);
+    single(b, "tubed_uptime_seconds", PROM_GAUGE, "Seconds since the server started.",
+           (uint64_t)((e->now - e->started) / NS_PER_SEC));
+    single(b, "tubed_draining", PROM_GAUGE,
+           "1 while the server drains (refuses new jobs), else 0.", s->draining != 0);
+    prom_family(b, "tubed_commands_total", PROM_COUNTER,
+                "Beanstalk protocol commands received, by command.");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        l = prom_label("command", commands[i].label);
+        prom_sample_u64(b, "tubed_commands_total", &l, 1, f->cmd_ct[commands[i].cmd]);
+    }
+    prom_family(b, "tubed_jobs", PROM_GAUGE, "Jobs in the server, by state.");
+    for (size_t i = 0; i < 4; i++) {
+        l = prom_label("state", state_names[i]);
+        prom_sample_u64(b, "tubed_jobs", &l, 1, states[i]);
+    }
+    single(b, "tubed_jobs_urgent", PROM_GAUGE,
+           "Ready jobs with priority below 1024 (also counted as ready).", jc->urgent);
+    single(b, "tubed_jobs_created_total", PROM_COUNTER,
+           "Jobs created (put, and fanout copies).", e->total_jobs);
+    single(b, "tubed_job_timeouts_total", PROM_COUNTER,
+           "Reservations whose time-to-run ran out.", e->job_timeouts);
+    single(b, "tubed_tubes", PROM_GAUGE, "Tubes that exist.", e->tubes.len);
+    single(b, "tubed_connections", PROM_GAUGE, "Open client connections.", s->conn_ct);
+    single(b, "tubed_connections_accepted_total", PROM_COUNTER,
+           "Client connections accepted.", s->total_conns);
+    single(b, "tubed_producers", PROM_GAUGE, "Open connections that have sent a put.",
+           f->producer_ct);
+    single(b, "tubed_workers", PROM_GAUGE, "Open connections that have sent a reserve.",
+           f->worker_ct);
+    single(b, "tubed_workers_waiting", PROM_GAUGE, "Connections waiting in a reserve.",
+           e->waiting_ct);
+    single(b, "tubed_max_job_size_bytes", PROM_GAUGE,
+           "Largest job body a put may send (-z).", s->cfg.max_job_size);
+    single(b, "tubed_job_memory_bytes", PROM_GAUGE,
+           "Memory held by jobs, as the --job-memory budget counts it.", e->job_bytes);
+    single(b, "tubed_job_memory_limit_bytes", PROM_GAUGE,
+           "The --job-memory budget; 0 means no limit.", s->cfg.job_memory);
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        memset(&ru, 0, sizeof ru);
+    prom_family(b, "tubed_cpu_seconds_total", PROM_COUNTER,
+                "CPU time used by the server process, by mode.");
+    l = prom_label("mode", "user");
+    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ru.ru_utime));
+    l = prom_label("mode", "system");
+    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ru.ru_stime));
+    single(b, "tubed_binlog_enabled", PROM_GAUGE,
+           "1 when the server journals jobs to a binlog (-b), else 0.", bl->enabled != 0);
+    single(b, "tubed_binlog_healthy", PROM_GAUGE,
+           "0 after a binlog write or sync failed, else 1 (also 1 without a binlog).",
+           !bl->enabled || bl->healthy);
+    single(b, "tubed_binlog_disk_bytes", PROM_GAUGE, "Bytes of binlog files on disk.",
+           bl->disk_bytes);
+    single(b, "tubed_binlog_live_bytes", PROM_GAUGE,
+           "Bytes of binlog records a replay would still need.", bl->live_bytes);
+    single(b, "tubed_binlog_records_written_total", PROM_COUNTER,
+           "Binlog records written.", bl->records_written);
+    single(b, "tubed_binlog_records_migrated_total", PROM_COUNTER,
+           "Binlog records rewritten by compaction.", bl->records_migrated);
+}
+
+/* ---- per tube ----------------------------------------------------------- */
+
+/* What a per-tube family shows of a tube (one value). */
+typedef uint64_t (*TubeValue)(const Engine *e, const Tube *t);
+
+static int64_t pause_left(const Engine *e, const Tube *t)
+{
+    return tube_paused(t) && t->unpause_at > e->now ? t->unpause_at - e->now : 0;
+}
+
+static uint64_t v_urgent(const Engine *e, const Tube *t) { return t->urgent_ct; }
+static uint64_t v_bytes(const Engine *e, const Tube *t) { return t->cur_bytes; }
+static uint64_t v_created(const Engine *e, const Tube *t) { return t->total_jobs; }
+static uint64_t v_deleted(const Engine *e, const Tube *t) { return t->cmd_delete; }
+static uint64_t v_expired(const Engine *e, const Tube *t) { return t->total_expired; }
+static uint64_t v_discarded(const Engine *e, const Tube *t) { return t->total_discarded; }
+static uint64_t v_timeouts(const Engine *e, const Tube *t) { return t->total_timeouts; }
+static uint64_t v_age(const Engine *e, const Tube *t)
+{
+    return engine_oldest_ready_age(e, t);
+}
+static uint64_t v_waiting(const Engine *e, const Tube *t)
+{
+    return engine_tube_waiting(e, t);
+}
+static uint64_t v_using(const Engine *e, const Tube *t) { return t->using_ct; }
+static uint64_t v_watching(const Engine *e, const Tube *t) { return t->watching_ct; }
+static uint64_t v_paused(const Engine *e, const Tube *t) { return pause_left(e, t) > 0; }
+static uint64_t v_pause_left(const Engine *e, const Tube *t)
+{
+    return (uint64_t)(pause_left(e, t) / NS_PER_SEC);
+}
+static uint64_t v_pauses(const Engine *e, const Tube *t) { return t->cmd_pause; }
+
+static const struct {
+    const char *name;
+    PromType type;
+    const char *help;
+    TubeValue value;
+} tube_families[] = {
+    {"tubed_tube_jobs_urgent", PROM_GAUGE,
+     "Ready jobs in the tube with priority below 1024 (also counted as ready).", v_urgent},
+    {"tubed_tube_body_bytes", PROM_GAUGE,
+     "Body bytes of the tube's jobs, in every state.", v_bytes},
+    {"tubed_tube_jobs_created_total", PROM_COUNTER,
+     "Jobs created in the tube (put, and fanout copies).", v_created},
+    {"tubed_tube_jobs_deleted_total", PROM_COUNTER,
+     "Jobs of the tube deleted by the delete command.", v_deleted},
+    {"tubed_tube_jobs_expired_total", PROM_COUNTER,
+     "Jobs of the tube that expired (max_age).", v_expired},
+    {"tubed_tube_jobs_discarded_total", PROM_COUNTER,
+     "Jobs of the tube dropped to make room (discard_old_when_full, full fanout child).",
+     v_discarded},
+    {"tubed_tube_job_timeouts_total", PROM_COUNTER,
+     "Reservations of the tube's jobs whose time-to-run ran out.", v_timeouts},
+    {"tubed_tube_oldest_ready_age_seconds", PROM_GAUGE,
+     "Seconds since the job at the head of the ready queue became ready; "
+     "0 when none is ready.", v_age},
+    {"tubed_tube_workers_waiting", PROM_GAUGE,
+     "Connections waiting in a reserve that watch the tube.", v_waiting},
+    {"tubed_tube_connections_using", PROM_GAUGE,
+     "Connections that use the tube (put into it).", v_using},
+    {"tubed_tube_connections_watching", PROM_GAUGE,
+     "Connections that watch the tube.", v_watching},
+    {"tubed_tube_paused", PROM_GAUGE,
+     "1 while the tube is paused (pause-tube), else 0.", v_paused},
+    {"tubed_tube_pause_remaining_seconds", PROM_GAUGE,
+     "Seconds until a paused tube resumes; 0 when not paused.", v_pause_left},
+    {"tubed_tube_pauses_total", PROM_COUNTER, "pause-tube commands for the tube.", v_pauses},
+};
+
+static PromLabel tube_label(const Tube *t)
+{
+    return (PromLabel){"tube", t->name, t->name_len};
+}
+
+static void tube_jobs_family(const Engine *e, const Tube **v, size_t n, Buf *b)
+{
+    prom_family(b, "tubed_tube_jobs", PROM_GAUGE, "Jobs in the tube, by state.");
+    for (size_t i = 0; i < n; i++) {
+        const Tube *t = v[i];
+        const uint64_t counts[] = {t->ready.len, t->reserved_ct, t->delay.len, t->buried_ct};
+        PromLabel l[2] = {tube_label(t)};
+
+        for (size_t k = 0; k < 4; k++) {
+            l[1] = prom_label("state", state_names[k]);
+            prom_sample_u64(b, "tubed_tube_jobs", l, 2, counts[k]);
+        }
+    }
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+
+    return c ? c : (int)x->name_len - (int)y->name_len;
+}
+
+/* Every tube in name order, in a new array (tb_free it); NULL when out of
+ * memory (or when there is no tube at all). */
+static const Tube **sorted_tubes(const Engine *e)
+{
+    size_t n = e->tubes.len;
+    const Tube **v = n ? tb_malloc(n * sizeof *v) : NULL;
+
+    if (!v)
+        return NULL;
+    memcpy(v, e->tubes.list, n * sizeof *v);
+    qsort(v, n, sizeof *v, by_name);
+    return v;
+}
+
+void metrics_render(const Beanstalk *f, Buf *b)
+{
+    const Engine *e = &f->srv->eng;
+    size_t n = e->tubes.len;
+    const Tube **v = sorted_tubes(e);
+
+    if (n && !v) {
+        b->oom = 1;
+        return;
+    }
+    server_families(f, b);
+    tube_jobs_family(e, v, n, b);
+    for (size_t k = 0; k < sizeof tube_families / sizeof tube_families[0]; k++) {
+        const char *name = tube_families[k].name;
+
+        prom_family(b, name, tube_families[k].type, tube_families[k].help);
+        for (size_t i = 0; i < n; i++) {
+            PromLabel l = tube_label(v[i]);
+            prom_sample_u64(b, name, &l, 1, tube_families[k].value(e, v[i]));
+        }
+    }
+    tb_free(v);
+}

@@ -1,0 +1,222 @@
+/*
+ * fuzz_http_conn.c — the HTTP front-end (src/proto/http/http.c) on a real
+ * Server: arbitrary bytes in arbitrary splits on 1..3 connections (socket
+ * pairs, the harness is the client), with drain mode, an unhealthy binlog
+ * and allocation failure thrown in.
+ *
+ * Input: byte 0 flags: bits 0-1 connections-1 (at most 3); bit 2 start
+ * draining; bit 3 a few tubes with odd names; bit 4 allocation failure
+ * after byte 1 + 1 allocations; bit 5 the binlog reported unhealthy. Then
+ * steps: a header byte h, connection (h & 3) modulo the count, op h >> 2:
+ *   0..47  a length byte L, then L bytes written to the connection
+ *   48..55 the client reads its replies and checks them
+ *   56..59 the client shuts down its write side
+ *   60..63 one more loop iteration
+ * After every step one loop iteration runs (flush, free closed
+ * connections, epoll without waiting).
+ *
+ * Checks: what a client reads is a run of whole replies: "HTTP/1.1 NNN
+ * Reason\r\n", known statuses only, a Content-Length and no
+ * Transfer-Encoding, headers ending in an empty line, then exactly that
+ * many body bytes (none for a HEAD: no body starts with "HTTP/1.1 ", so a
+ * reply right after a head means the head answered a HEAD); a 400 or 408
+ * reply is the last. At the end server_free() leaves
+ * nothing behind (LeakSanitizer).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bsconn.h"
+#include "fuzz_util.h"
+#include "http.h"
+#include "serve.h"
+
+#define MAX_CONNS 3
+
+typedef struct Client {
+    int fd;
+    int shut;
+    char *got;              /* replies read and not yet checked */
+    size_t len, cap;
+    int ended;              /* a 400/408 came: nothing may follow */
+} Client;
+
+static void loop_once(Server *s)
+{
+    conn_flush_all(s);
+    fz_free_dead(s);
+    ev_poll(&s->loop, 0);
+}
+
+static const char *find2(const char *p, size_t n, const char *pat)
+{
+    for (size_t i = 0; i + 4 <= n; i++)
+        if (!memcmp(p + i, pat, 4))
+            return p + i;
+    return NULL;
+}
+
+static long content_length(const char *head, size_t n)
+{
+    static const char k[] = "\r\nContent-Length: ";
+    long v = -1;
+
+    for (size_t i = 0; i + sizeof k - 1 <= n; i++)
+        if (!memcmp(head + i, k, sizeof k - 1)) {
+            FZ_CHECK(v < 0, "two Content-Length fields");
+            v = strtol(head + i + sizeof k - 1, NULL, 10);
+        }
+    return v;
+}
+
+static int known_status(int st)
+{
+    return st == 200 || st == 400 || st == 404 || st == 405 || st == 408 || st == 500 ||
+           st == 503;
+}
+
+/* Check the whole replies at the front of c->got; keep a partial one. */
+static void check_replies(Client *c)
+{
+    size_t pos = 0;
+
+    while (pos < c->len) {
+        const char *p = c->got + pos, *end;
+        size_t left = c->len - pos, hlen;
+        long cl;
+        int st;
+
+        FZ_CHECK(!c->ended, "bytes after a 400/408 reply");
+        if (left < 9 || !(end = find2(p, left, "\r\n\r\n")))
+            break;
+        FZ_CHECK(!memcmp(p, "HTTP/1.1 ", 9), "reply does not start with HTTP/1.1: %.20s", p);
+        st = atoi(p + 9);
+        FZ_CHECK(known_status(st), "status %d", st);
+        hlen = (size_t)(end - p) + 4;
+        FZ_CHECK(!find2(p, hlen, "ansf"), "Transfer-Encoding in a reply");
+        cl = content_length(p, hlen);
+        FZ_CHECK(cl >= 0, "reply without Content-Length");
+        /* No body starts with "HTTP/1.1 ": a reply right after the head
+         * means this one answered a HEAD. */
+        if (left - hlen < 9) {
+            if (memcmp(p + hlen, "HTTP/1.1 ", left - hlen) == 0 || left < hlen + (size_t)cl)
+                break; /* cannot tell yet */
+        } else if (!memcmp(p + hlen, "HTTP/1.1 ", 9)) {
+            cl = 0;
+        } else if (left < hlen + (size_t)cl) {
+            break; /* the body is still coming */
+        }
+        if (st == 400 || st == 408)
+            c->ended = 1;
+        pos += hlen + (size_t)cl;
+    }
+    memmove(c->got, c->got + pos, c->len - pos);
+    c->len -= pos;
+}
+
+static void client_read(Client *c)
+{
+    for (;;) {
+        ssize_t n;
+        if (c->cap - c->len < 65536) {
+            c->cap = c->cap * 2 + 65536;
+            c->got = realloc(c->got, c->cap);
+            FZ_CHECK(c->got, "realloc");
+        }
+        n = read(c->fd, c->got + c->len, c->cap - c->len);
+        if (n <= 0)
+            break;
+        c->len += (size_t)n;
+    }
+    check_replies(c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static Server srv;
+    static Beanstalk bs;
+    static Http http;
+    static const char *const tubes[] = {"a;b", "$x", "(p)", "z+y/w", "default2"};
+    Client cl[MAX_CONNS];
+    Config cfg;
+    size_t pos = 2, n;
+    int nconns;
+
+    if (size < 2)
+        return 0;
+    nconns = (data[0] & 3) % MAX_CONNS + 1;
+    opts_defaults(&cfg);
+    fz_save_signals();
+    if (server_init(&srv, &cfg) < 0)
+        fz_fail("server_init");
+    fz_restore_signals();
+    beanstalk_init(&bs, &srv);
+    if (http_init(&http, &srv, &bs) < 0)
+        fz_fail("http_init");
+    srv.draining = (data[0] & 4) != 0;
+    if (data[0] & 8)
+        for (size_t i = 0; i < sizeof tubes / sizeof tubes[0]; i++) {
+            Tube *t = engine_tube(&srv.eng, tubes[i], strlen(tubes[i]));
+            if (t)
+                engine_tube_ref(t);
+        }
+    if (data[0] & 32) {
+        srv.eng.binlog.healthy = 0;
+        snprintf(srv.eng.binlog.last_error, sizeof srv.eng.binlog.last_error, "fuzz");
+    }
+    memset(cl, 0, sizeof cl);
+    for (int i = 0; i < nconns; i++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+            fz_fail("socketpair");
+        cl[i].fd = sv[1];
+        if (!conn_new(&srv, sv[0], &http.proto))
+            fz_fail("conn_new");
+    }
+    if (data[0] & 16)
+        alloc_fail_after((unsigned long)data[1] + 1);
+
+    while (pos < size) {
+        uint8_t h = data[pos++];
+        Client *c = &cl[(h & 3) % nconns];
+        int op = h >> 2;
+
+        if (op < 48) {
+            if (pos >= size)
+                break;
+            n = data[pos++];
+            if (n > size - pos)
+                n = size - pos;
+            if (!c->shut && n && write(c->fd, data + pos, n) < 0)
+                (void)0; /* closed by the server: fine */
+            pos += n;
+        } else if (op < 56) {
+            client_read(c);
+        } else if (op < 60) {
+            if (!c->shut)
+                shutdown(c->fd, SHUT_WR);
+            c->shut = 1;
+        }
+        loop_once(&srv);
+    }
+    alloc_fail_after(0);
+    for (int k = 0; k < 4; k++)
+        loop_once(&srv);
+    for (int i = 0; i < nconns; i++) {
+        client_read(&cl[i]);
+        close(cl[i].fd);
+        free(cl[i].got);
+    }
+    srv.eng.binlog.enabled = 0;
+    server_free(&srv);
+    http_free(&http);
+    opts_free(&srv.cfg);
+    return 0;
+}

@@ -1,0 +1,338 @@
+"""Helpers for the metrics-port tests (test_http, test_metrics,
+test_status_page): a tubed with --metrics-port on a second free port, a raw
+HTTP/1.1 client with a deadline on every read, and a Prometheus text parser.
+
+    with MetricsServer(binary, ["-z", "100"]) as srv:
+        srv.port            the beanstalk port (srv.client() as usual)
+        srv.metrics_port    the HTTP port
+        r = get(srv, "/metrics")          one request on its own connection
+        h = srv.http()                    a raw connection: h.request(...),
+                                          h.read_response(), h.expect_closed()
+
+The server is stopped by pid on exit; a crash or sanitizer report fails the
+test (harness.Server.stop).
+"""
+
+import os
+import socket
+import time
+
+import harness
+from harness import HOST, TestFailure, check, eq, fail
+
+
+def free_port():
+    return harness._free_port()
+
+
+def listening(pid, port):
+    """True when process pid holds a listening TCP socket on port (read
+    from /proc, so no probe connection moves the server's counters)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add("socket:[%s]" % parts[9])
+        except OSError:
+            continue
+    if not inodes:
+        return False
+    fddir = "/proc/%d/fd" % pid
+    try:
+        for fd in os.listdir(fddir):
+            try:
+                if os.readlink(os.path.join(fddir, fd)) in inodes:
+                    return True
+            except OSError:
+                pass
+    except OSError:
+        return False
+    return False
+
+
+class MetricsServer:
+    """A tubed listening for beanstalk and, on a second free port, HTTP.
+
+    Each start attempt picks both ports afresh (harness.Server retries when
+    the server does not come up, e.g. because another process took one)."""
+
+    def __init__(self, binary, args=(), env=None):
+        self.binary = binary
+        self.args = [str(a) for a in args]
+        self.metrics_port = None
+
+        def argv(port):
+            self.metrics_port = free_port()
+            return harness.VALGRIND + [binary, "-l", HOST, "-p", str(port),
+                                       "--metrics-port", str(self.metrics_port)] + self.args
+
+        self.srv = harness.Server(binary, env=env, argv=argv)
+
+    def __enter__(self):
+        self.srv.start()
+        deadline = time.monotonic() + 10
+        while not listening(self.srv.pid, self.metrics_port):
+            if time.monotonic() > deadline or not self.srv.alive():
+                self.srv.stop()
+                fail("the metrics port %d is not listening; server output: %s"
+                     % (self.metrics_port, self.srv.stderr_text()[-500:]))
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        problems = self.srv.stop()
+        if problems and et is None:
+            raise TestFailure("; ".join(problems))
+        return False
+
+    # the harness.Server API the tests use
+    @property
+    def port(self):
+        return self.srv.port
+
+    @property
+    def pid(self):
+        return self.srv.pid
+
+    def client(self, timeout=harness.DEFAULT_TIMEOUT):
+        return self.srv.client(timeout)
+
+    def signal(self, sig):
+        self.srv.signal(sig)
+
+    def alive(self):
+        return self.srv.alive()
+
+    def base_url(self):
+        return "http://%s:%d" % (HOST, self.metrics_port)
+
+    def http(self, timeout=5.0, rcvbuf=None):
+        return HttpConn(self.metrics_port, timeout, rcvbuf)
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, raw_head):
+        self.status = status
+        self.reason = reason
+        self.headers = headers          # [(name, value)] as sent
+        self.body = body
+        self.raw_head = raw_head
+
+    def header(self, name):
+        """The value of the one field called name (case-insensitive), or None;
+        fails if it appears more than once."""
+        vals = [v for n, v in self.headers if n.lower() == name.lower()]
+        check(len(vals) <= 1, "%s appears %d times: %r" % (name, len(vals), self.raw_head))
+        return vals[0] if vals else None
+
+    def text(self):
+        return self.body.decode("utf-8")
+
+    def __repr__(self):
+        return "<%d %s, %d body bytes>" % (self.status, self.reason, len(self.body))
+
+
+class HttpConn:
+    """One raw HTTP connection; every read has a deadline."""
+
+    def __init__(self, port, timeout=5.0, rcvbuf=None):
+        self.timeout = timeout
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(timeout)
+        s.connect((HOST, port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = s
+        self.buf = b""
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+        return False
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def request(self, method, path, headers=None, version="HTTP/1.1", host=True):
+        lines = ["%s %s %s" % (method, path, version)]
+        if host:
+            lines.append("Host: test")
+        for k, v in (headers or {}).items():
+            lines.append("%s: %s" % (k, v))
+        self.send("\r\n".join(lines) + "\r\n\r\n")
+
+    def _fill(self, deadline, what):
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail("no %s within %.1f s; have %r" % (what, self.timeout, self.buf[:300]))
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+                fail("connection closed while waiting for %s; have %r"
+                     % (what, self.buf[:300]))
+            self.buf += data
+            return
+
+    def read_response(self, head=False, timeout=None):
+        """The next response; head=True: it answers a HEAD (no body)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while b"\r\n\r\n" not in self.buf:
+            self._fill(deadline, "response head")
+        raw, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = raw.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        check(len(parts) == 3 and parts[0] == "HTTP/1.1" and parts[1].isdigit(),
+              "bad status line %r" % lines[0])
+        headers = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            check(sep and name and name == name.strip(), "bad header line %r" % line)
+            headers.append((name, value.strip()))
+        resp = Response(int(parts[1]), parts[2], headers, b"", raw)
+        clen = resp.header("Content-Length")
+        check(clen is not None and clen.isdigit(), "no Content-Length in %r" % raw)
+        check(resp.header("Transfer-Encoding") is None, "Transfer-Encoding in %r" % raw)
+        n = 0 if head else int(clen)
+        while len(self.buf) < n:
+            self._fill(deadline, "%d body bytes" % n)
+        resp.body, self.buf = self.buf[:n], self.buf[n:]
+        return resp
+
+    def expect_closed(self, timeout=None):
+        """Wait for the server to close; returns the bytes that came first."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail("connection still open after %.1f s; received %r"
+                     % (timeout or self.timeout, self.buf[:300]))
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+            self.buf += data
+        return self.buf
+
+    def is_open(self, wait=0.0):
+        """True if the connection is open and nothing arrived within wait s."""
+        self.sock.settimeout(wait if wait > 0 else 0.000001)
+        try:
+            data = self.sock.recv(65536)
+        except (socket.timeout, BlockingIOError):
+            return True
+        except ConnectionResetError:
+            return False
+        finally:
+            self.sock.settimeout(self.timeout)
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+
+def get(srv, path, method="GET", headers=None, version="HTTP/1.1"):
+    """One request on a fresh connection (Connection: close)."""
+    h = dict(headers or {})
+    h.setdefault("Connection", "close")
+    with srv.http() as c:
+        c.request(method, path, h, version)
+        return c.read_response(head=(method == "HEAD"))
+
+
+# ---- Prometheus text ---------------------------------------------------------
+
+def parse_labels(s):
+    """'a="x",b="y\\"z"' -> {"a": "x", "b": 'y"z'} (the format's escapes)."""
+    labels, i = {}, 0
+    while i < len(s):
+        eqpos = s.index("=", i)
+        name = s[i:eqpos]
+        check(s[eqpos + 1] == '"', "label value not quoted in %r" % s)
+        j, val = eqpos + 2, []
+        while s[j] != '"':
+            if s[j] == "\\":
+                val.append({"n": "\n", "\\": "\\", '"': '"'}[s[j + 1]])
+                j += 2
+            else:
+                val.append(s[j])
+                j += 1
+        labels[name] = "".join(val)
+        i = j + 1
+        if i < len(s):
+            eq(s[i], ",", "label separator in %r" % s)
+            i += 1
+    return labels
+
+
+class Metrics:
+    """A scrape: families in order with their HELP and TYPE, and samples."""
+
+    def __init__(self, text):
+        self.text = text
+        self.families = []           # names, in order
+        self.help, self.type = {}, {}
+        self.samples = []            # (name, labels, value as text)
+        for line in text.split("\n"):
+            if not line:
+                continue
+            if line.startswith("# HELP "):
+                name, _, h = line[7:].partition(" ")
+                self.families.append(name)
+                self.help[name] = h
+            elif line.startswith("# TYPE "):
+                name, _, t = line[7:].partition(" ")
+                self.type[name] = t
+            else:
+                check(not line.startswith("#"), "stray comment %r" % line)
+                if "{" in line:
+                    name, rest = line.split("{", 1)
+                    lab, value = rest.rsplit("} ", 1)
+                    labels = parse_labels(lab)
+                else:
+                    name, value = line.split(" ")
+                    labels = {}
+                self.samples.append((name, labels, value))
+
+    def value(self, name, **labels):
+        """The value of the one sample of name with exactly these labels."""
+        got = [float(v) for n, l, v in self.samples if n == name and l == labels]
+        check(len(got) == 1, "%d samples of %s%r" % (len(got), name, labels))
+        return got[0]
+
+    def series(self, name):
+        return [(l, float(v)) for n, l, v in self.samples if n == name]
+
+
+def scrape(srv):
+    r = get(srv, "/metrics")
+    eq(r.status, 200, "GET /metrics status")
+    return Metrics(r.text())
