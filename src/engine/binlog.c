@@ -433,15 +433,17 @@ void binlog_leave(Engine *e, Job *j, int to_journaled)
 }
 
 int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep,
-                 uint32_t nkeep)
+                 uint32_t nkeep, uint64_t flushed)
 {
+    uint64_t freed = flushed * DEL;
     BlRecord r = {.type = BL_FLUSH, .id = max_id, .tube = t->name,
                   .tube_len = t->name_len, .nkeep = nkeep};
     char *ids;
 
     if (!bl(e)->enabled || !t->pol.journal)
         return 0;
-    if (reserve(e, bl_record_size(&r), bl(e)->reserved) < 0)
+    /* The room kept for the flushed jobs' delete records is free now. */
+    if (reserve(e, bl_record_size(&r), bl(e)->reserved > freed ? bl(e)->reserved - freed : 0) < 0)
         return -1;
     ids = tb_malloc((size_t)nkeep * 8 + 1);
     if (!ids)
@@ -693,12 +695,36 @@ static uint64_t compact(Engine *e)
 
 static void try_recover(Engine *e);
 
+/* Spare files beyond the room the live jobs' delete records need (after
+ * a flush-tube, say) go back to the disk, the newest first; a whole file of
+ * slack stays, so puts at the edge do not make and remove a file each. */
+static void trim_spares(Engine *e)
+{
+    Binlog *b = bl(e);
+
+    while (b->nspares) {
+        char path[4096];
+        b->nspares--;
+        if (!fits(b, 0, b->reserved + b->file_size)) {
+            b->nspares++;
+            return;
+        }
+        bl_file_name(b, cur_file(b)->index + 1 + (uint32_t)b->nspares, path, sizeof path);
+        close(b->spares[b->nspares]);
+        if (unlink(path) < 0)
+            log_warn("binlog: remove %s: %s", path, strerror(errno));
+        b->disk_bytes -= b->file_size;
+    }
+}
+
 void binlog_tick(Engine *e)
 {
     Binlog *b = bl(e);
 
     if (!b->enabled)
         return;
+    if (b->healthy && !e->ngraves)
+        trim_spares(e);
     if (b->healthy) {
         /* Moved records must be on disk before the file they leave goes:
          * write and sync them now (rare: once per compacted file). */

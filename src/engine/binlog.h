@@ -57,10 +57,11 @@ void binlog_put(Engine *e, Job *j);
 void binlog_state(Engine *e, Job *j);
 void binlog_delete(Engine *e, Job *j);
 /* flush-tube of t: one record for every job up to max_id but the kept
- * ones; -1 (nothing logged) when the disk has no room. Then each flushed
+ * ones (`flushed` of them go, whose delete room it may use); -1 (nothing
+ * logged) when the disk has no room. Then each flushed
  * job is let go with binlog_unpin(), which logs nothing. */
 int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep,
-                 uint32_t nkeep);
+                 uint32_t nkeep, uint64_t flushed);
 void binlog_unpin(Engine *e, Job *j);
 /* j is about to change tubes: let its record go (a delete record when the
  * new tube is not journaled); binlog_put() then logs it in the new one. */

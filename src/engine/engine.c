@@ -503,7 +503,7 @@ static uint64_t free_graves(Engine *e, uint64_t budget)
             binlog_unpin(e, j);
             job_table_remove(&e->jobs, j);
             queue_job_free(e, j);
-            tube_unref(&e->tubes, t);
+            tube_unref_grave(&e->tubes, t);
             e->grave_jobs--;
             n++;
         }
@@ -526,11 +526,14 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
         return -1;
     /* Room first: two graveyard entries and the record, or nothing. */
     if ((e->ngraves + 2 > e->graves_cap && bury_heap_room(e) < 0) ||
-        binlog_flush(e, t, e->next_id - 1, keep, nkeep) < 0) {
+        binlog_flush(e, t, e->next_id - 1, keep, nkeep,
+                     t->ready.len + t->delay.len + t->buried_ct) < 0) {
         tb_free(keep);
         return -1;
     }
     n = t->ready.len + t->delay.len + t->buried_ct;
+    /* The log room kept for the deletes of the flushed jobs now covers
+     * this one record, so a flush frees a full disk. */
     tube_ref(t); /* deleting its last job must not free it here */
     while ((l = list_first(&t->buried)))
         flush_job(e, job_of_link(l));
@@ -540,6 +543,7 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
     e->jobs_ct.ready -= t->ready.len;
     e->jobs_ct.urgent -= t->urgent_ct;
     e->jobs_ct.delayed -= t->delay.len;
+    t->grave_refs += t->ready.len + t->delay.len; /* they hold it, invisibly */
     t->urgent_ct = 0;
     bury_heap(e, &t->ready);
     bury_heap(e, &t->delay);

@@ -132,20 +132,40 @@ Tube *tubes_get(TubeSet *ts, const char *name, size_t len)
     return t;
 }
 
-void tube_unref(TubeSet *ts, Tube *t)
+/* Take t out of the set: no longer found by name, listed or timed. */
+static void unlink_tube(TubeSet *ts, Tube *t)
 {
-    if (--t->refs > 0)
-        return;
     if (ts->on_destroy)
         ts->on_destroy(ts->hook_arg, t);
     if (t->timer_at != INT64_MAX)
         heap_remove(&ts->timers, t->timer_pos);
+    t->timer_at = INT64_MAX;
     hash_remove(&ts->by_name, &t->hnode);
     ts->list[t->list_pos] = ts->list[--ts->len];
     ts->list[t->list_pos]->list_pos = t->list_pos;
     list_shrink(ts);
+    t->unlinked = 1;
+}
+
+void tube_unref(TubeSet *ts, Tube *t)
+{
+    if (--t->refs > t->grave_refs)
+        return;
+    /* Only flushed jobs waiting to be freed hold it: the tube is gone for
+     * every client now (a new one of the same name may be made), and is
+     * freed with the last of them. */
+    if (!t->unlinked)
+        unlink_tube(ts, t);
+    if (t->refs > 0)
+        return;
     tube_destroy(t);
     ts->freed++;
+}
+
+void tube_unref_grave(TubeSet *ts, Tube *t)
+{
+    t->grave_refs--;
+    tube_unref(ts, t);
 }
 
 static int64_t tube_due(const Tube *t)

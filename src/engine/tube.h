@@ -41,6 +41,8 @@ struct Tube {
     List child_link;     /* in the parent's children, when a linked child */
     Tube *parent;        /* the fanout parent it is linked to, or NULL */
     uint8_t registered;  /* a fanout child: the engine holds a reference */
+    uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
+    uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
     uint8_t parent_len;  /* length of "P" in "P+CHILD"; 0: no '+' */
     uint64_t refs;
     uint64_t urgent_ct, reserved_ct, buried_ct;
@@ -78,8 +80,11 @@ Tube *tubes_find(const TubeSet *ts, const char *name, size_t len);
 Tube *tubes_get(TubeSet *ts, const char *name, size_t len);
 
 static inline void tube_ref(Tube *t) { t->refs++; }
-/* Drops a reference; frees the tube when none is left. */
+/* Drops a reference; frees the tube when none is left. A tube whose only
+ * references are flushed jobs' (grave_refs) is out of the set already. */
 void tube_unref(TubeSet *ts, Tube *t);
+/* Drops one of the references a flushed job held. */
+void tube_unref_grave(TubeSet *ts, Tube *t);
 
 static inline int tube_paused(const Tube *t) { return t->pause != 0; }
 

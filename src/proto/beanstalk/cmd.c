@@ -420,10 +420,13 @@ static void do_pause_tube(BsConn *b, const Cmd *cmd)
 
 static void do_flush_tube(BsConn *b, const Cmd *cmd)
 {
-    Tube *t = engine_tube_find(eng(b), cmd->name, cmd->name_len);
+    Tube *t;
     int64_t n;
 
-    if (!t) {
+    /* Expired jobs expire (or move to their dead-letter tube) first: a
+     * flush never counts, nor takes, a job that is no longer there. */
+    engine_expire_all(eng(b));
+    if (!(t = engine_tube_find(eng(b), cmd->name, cmd->name_len))) {
         conn_reply_lit(conn(b), "NOT_FOUND\r\n");
         return;
     }
