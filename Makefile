@@ -59,7 +59,9 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 # only libc at run time).
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
-        prometheus chromium tmux
+        prometheus chromium tmux \
+        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools \
+        nodejs npm
 
 .PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "http.h"
 #include "log.h"
+#include "mcconn.h"
 #include "opts.h"
 #include "priv.h"
 #include "sd.h"
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
 {
     static Server srv; /* large (event array); not on the stack */
     static Beanstalk beanstalk;
+    static Memcache memcache;
     static Http http;
     Config cfg;
     char err[1024];
@@ -58,6 +60,12 @@ int main(int argc, char **argv)
     beanstalk_init(&beanstalk, &srv);
     if (server_listen(&srv, &beanstalk.proto, NULL, cfg.port) < 0)
         return 1;
+    /* kestrel's memcache dialect on its own port (or the inherited socket
+     * named "memcache"); the same engine behind both. */
+    if ((cfg.memcache_port || inherited_named(&srv, "memcache")) &&
+        (memcache_init(&memcache, &srv) < 0 ||
+         server_listen(&srv, &memcache.proto, "memcache", cfg.memcache_port) < 0))
+        return 1;
     /* HTTP: /metrics, /healthz, the status page (or the inherited socket
      * named "metrics"). */
     if ((cfg.metrics_port || inherited_named(&srv, "metrics")) &&
@@ -79,6 +87,8 @@ int main(int argc, char **argv)
                srv.eng.binlog.enabled ? " (binlog replayed)" : "");
     r = server_run(&srv);
     server_free(&srv);
+    if (memcache.srv)
+        memcache_free(&memcache);
     if (http.srv)
         http_free(&http);
     opts_free(&srv.cfg); /* the server's copy is the live one */

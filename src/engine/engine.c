@@ -288,6 +288,7 @@ void engine_job_drop(Engine *e, Job *j)
 
 EngineResult engine_put(Engine *e, Job *j, Tube *t)
 {
+    uint64_t id;
     int r;
 
     j->tube = t;
@@ -295,11 +296,21 @@ EngineResult engine_put(Engine *e, Job *j, Tube *t)
         return ENG_FULL;
     if (binlog_reserve_put(e, j) < 0)
         return ENG_NO_MEMORY;
+    id = j->id;
     r = queue_add(e, j, t);
     if (r == -2)
         return ENG_NO_MEMORY;
-    binlog_put(e, j);
-    policy_fanout(e, t, j);
+    /* Becoming ready serves a waiting worker at once, and a job whose
+     * time has already passed (a client's expiry in the past) expires on
+     * the way: deleted, or moved and logged in its dead-letter tube. So
+     * the job is looked up again rather than trusted. */
+    j = job_table_find(&e->jobs, id);
+    if (!j)
+        return r < 0 ? ENG_BURIED : ENG_OK;
+    if (!j->file)
+        binlog_put(e, j);
+    if (j->tube == t)
+        policy_fanout(e, t, j);
     return r < 0 ? ENG_BURIED : ENG_OK;
 }
 

@@ -82,7 +82,10 @@ Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
 void engine_job_drop(Engine *e, Job *j);
 /* Add a filled job to tube t (making room by its limits, copying it to its
  * fanout children): ENG_OK (ready or delayed), ENG_BURIED (a heap could
- * not grow), ENG_FULL or ENG_NO_MEMORY (not taken: the caller drops it). */
+ * not grow), ENG_FULL or ENG_NO_MEMORY (not taken: the caller drops it).
+ * After ENG_OK or ENG_BURIED the job belongs to the engine and may already
+ * be gone (handed to a worker and deleted, or expired on arrival): take
+ * its id before the call. */
 EngineResult engine_put(Engine *e, Job *j, Tube *t);
 
 /* Worker operations. `by` is the worker acting; a job reserved by another

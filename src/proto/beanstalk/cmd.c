@@ -117,6 +117,7 @@ void cmd_put_body_done(BsConn *b)
     Engine *e = eng(b);
     Job *j = b->in_job;
     EngineResult r;
+    uint64_t id;
 
     b->in_job = NULL;
     b->bstate = BS_CMD;
@@ -130,6 +131,7 @@ void cmd_put_body_done(BsConn *b)
         conn_reply_lit(conn(b), "DRAINING\r\n");
         return;
     }
+    id = j->id; /* the job may be gone once the engine has it */
     r = engine_put(e, j, b->use);
     if (r == ENG_NO_MEMORY || r == ENG_FULL) {
         engine_job_drop(e, j);
@@ -137,7 +139,7 @@ void cmd_put_body_done(BsConn *b)
         return;
     }
     hold(b);
-    reply_id(b, r == ENG_BURIED ? "BURIED" : "INSERTED", j->id);
+    reply_id(b, r == ENG_BURIED ? "BURIED" : "INSERTED", id);
 }
 
 static Tube *tube_for(BsConn *b, const Cmd *cmd)

@@ -1,0 +1,484 @@
+#include "mcstats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "conf.h"
+
+/* ---- per-tube counters -------------------------------------------------- */
+
+typedef struct NameKey {
+    const char *name;
+    size_t len;
+} NameKey;
+
+static uint64_t tstat_hash(const HashNode *n)
+{
+    const McTubeStat *s = container_of(n, McTubeStat, node);
+
+    return hash_bytes(s->name, s->len);
+}
+
+static int tstat_eq(const HashNode *n, const void *key)
+{
+    const McTubeStat *s = container_of(n, McTubeStat, node);
+    const NameKey *k = key;
+
+    return s->len == k->len && memcmp(s->name, k->name, k->len) == 0;
+}
+
+int mcstats_init(Memcache *f)
+{
+    f->tstats_ok = hash_init(&f->tstats, tstat_hash) == 0;
+    return f->tstats_ok ? 0 : -1;
+}
+
+void mcstats_free(Memcache *f)
+{
+    Hash *h = &f->tstats;
+
+    if (!f->tstats_ok)
+        return;
+    /* Chain by chain, each link read before its node goes (hash_each may
+     * not free). */
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        HashNode *n = h->buckets[i];
+        while (n) {
+            HashNode *next = n->next;
+            tb_free(container_of(n, McTubeStat, node));
+            n = next;
+        }
+        h->buckets[i] = NULL;
+    }
+    hash_free(h);
+    f->tstats_ok = 0;
+}
+
+static McTubeStat *find(const Memcache *f, const char *name, size_t len)
+{
+    NameKey k = {name, len};
+    HashNode *n;
+
+    if (!f->tstats_ok)
+        return NULL;
+    n = hash_find(&f->tstats, hash_bytes(name, len), tstat_eq, &k);
+    return n ? container_of(n, McTubeStat, node) : NULL;
+}
+
+McTubeStat *mcstats_tube(Memcache *f, const Tube *t)
+{
+    McTubeStat *s = find(f, t->name, t->name_len);
+
+    if (s) {
+        if (s->tube != t) { /* the name was freed and made again */
+            s->tube = t;
+            s->transactions = s->canceled = s->flushes = s->age_ms = 0;
+        }
+        return s;
+    }
+    if (!f->tstats_ok || !(s = tb_calloc(1, sizeof *s)))
+        return NULL;
+    s->tube = t;
+    s->len = t->name_len;
+    memcpy(s->name, t->name, t->name_len + 1);
+    hash_insert(&f->tstats, &s->node);
+    return s;
+}
+
+void mcstats_forget(Memcache *f, const Tube *t)
+{
+    McTubeStat *s = find(f, t->name, t->name_len);
+
+    if (s) {
+        hash_remove(&f->tstats, &s->node);
+        tb_free(s);
+    }
+}
+
+/* The counters of t if they are t's, else NULL (all zero). */
+static const McTubeStat *peek_tube(const Memcache *f, const Tube *t)
+{
+    const McTubeStat *s = find(f, t->name, t->name_len);
+
+    return s && s->tube == t ? s : NULL;
+}
+
+typedef struct Stale {
+    const Engine *e;
+    McTubeStat **v;
+    size_t n, cap;
+} Stale;
+
+static void note_stale(HashNode *n, void *arg)
+{
+    Stale *st = arg;
+    McTubeStat *s = container_of(n, McTubeStat, node);
+
+    if (engine_tube_find(st->e, s->name, s->len) != s->tube && st->n < st->cap)
+        st->v[st->n++] = s;
+}
+
+/* Drop the counters of tubes that are gone. */
+static void prune(Memcache *f)
+{
+    Stale st = {&f->srv->eng, NULL, 0, 0};
+
+    if (!f->tstats_ok || !f->tstats.len)
+        return;
+    st.cap = f->tstats.len;
+    if (!(st.v = tb_malloc(st.cap * sizeof *st.v)))
+        return; /* kept for now; tried again at the next document */
+    hash_each(&f->tstats, note_stale, &st);
+    for (size_t i = 0; i < st.n; i++) {
+        hash_remove(&f->tstats, &st.v[i]->node);
+        tb_free(st.v[i]);
+    }
+    tb_free(st.v);
+}
+
+/* ---- tubes in name order ------------------------------------------------ */
+
+static int name_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+
+    return c ? c : (al > bl) - (al < bl);
+}
+
+static int by_tube_name(const void *a, const void *b)
+{
+    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
+
+    return name_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+/* Every tube, in name order; NULL (b->oom set) when out of memory. */
+static Tube **sorted_tubes(const Engine *e, Buf *b)
+{
+    Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
+
+    if (!v) {
+        b->oom = 1;
+        return NULL;
+    }
+    memcpy(v, e->tubes.list, e->tubes.len * sizeof *v);
+    qsort(v, e->tubes.len, sizeof *v, by_tube_name);
+    return v;
+}
+
+/* ---- a tube's figures --------------------------------------------------- */
+
+enum {
+    TS_ITEMS, TS_BYTES, TS_TOTAL_ITEMS, TS_LOGSIZE, TS_EXPIRED, TS_MEM_ITEMS,
+    TS_MEM_BYTES, TS_AGE, TS_DISCARDED, TS_WAITERS, TS_OPEN, TS_TRANSACTIONS,
+    TS_CANCELED, TS_FLUSHES, TS_REWRITES, TS_ROTATIONS, TS_COUNT
+};
+
+static const char *const tube_keys[TS_COUNT] = {
+    "items", "bytes", "total_items", "logsize", "expired_items", "mem_items",
+    "mem_bytes", "age", "discarded", "waiters", "open_transactions",
+    "transactions", "canceled_transactions", "total_flushes",
+    "journal_rewrites", "journal_rotations",
+};
+
+/* Jobs not reserved (ready, delayed, buried) and their body bytes. */
+static uint64_t items_of(const Tube *t)
+{
+    return t->ready.len + t->delay.len + t->buried_ct;
+}
+
+static uint64_t bytes_of(const Tube *t)
+{
+    return t->cur_bytes - t->reserved_bytes;
+}
+
+static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
+{
+    const McTubeStat *s = peek_tube(f, t);
+
+    memset(v, 0, TS_COUNT * sizeof *v);
+    v[TS_ITEMS] = items_of(t);
+    v[TS_BYTES] = bytes_of(t);
+    v[TS_TOTAL_ITEMS] = t->total_jobs;
+    v[TS_EXPIRED] = t->total_expired;
+    /* Every body is in memory (no read-behind yet). */
+    v[TS_MEM_ITEMS] = v[TS_ITEMS];
+    v[TS_MEM_BYTES] = v[TS_BYTES];
+    v[TS_DISCARDED] = t->total_discarded;
+    v[TS_WAITERS] = engine_tube_waiting(&f->srv->eng, t);
+    v[TS_OPEN] = t->reserved_ct;
+    if (s) {
+        v[TS_AGE] = s->age_ms;
+        v[TS_TRANSACTIONS] = s->transactions;
+        v[TS_CANCELED] = s->canceled;
+        v[TS_FLUSHES] = s->flushes;
+    }
+}
+
+/* A fanout parent's children, comma-separated in name order; 0 if it has
+ * none (no key then). */
+static int children_of(const Tube *t, Buf *out)
+{
+    const Tube *v[64], **all = v;
+    size_t n = 0, cap = 64;
+
+    if (!t->pol.fanout || list_empty(&t->children))
+        return 0;
+    for (const List *l = t->children.next; l != &t->children; l = l->next) {
+        if (n == cap) {
+            const Tube **bigger = tb_malloc(2 * cap * sizeof *bigger);
+            if (!bigger) {
+                out->oom = 1;
+                break;
+            }
+            memcpy(bigger, all, n * sizeof *all);
+            if (all != v)
+                tb_free(all);
+            all = bigger;
+            cap *= 2;
+        }
+        all[n++] = container_of(l, Tube, child_link);
+    }
+    qsort(all, n, sizeof *all, by_tube_name);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf_append(out, ",", 1);
+        buf_append(out, all[i]->name, all[i]->name_len);
+    }
+    if (all != v)
+        tb_free(all);
+    return 1;
+}
+
+/* ---- stats -------------------------------------------------------------- */
+
+static uint64_t secs(int64_t ns)
+{
+    return ns > 0 ? (uint64_t)(ns / NS_PER_SEC) : 0;
+}
+
+static void global_stats(const Memcache *f, Buf *b)
+{
+    const Server *s = f->srv;
+    const Engine *e = &s->eng;
+    const McCounters *c = &f->ct;
+    uint64_t bytes = 0;
+
+    for (size_t i = 0; i < e->tubes.len; i++)
+        bytes += bytes_of(e->tubes.list[i]);
+    buf_printf(b,
+               "STAT uptime %llu\r\n"
+               "STAT time %llu\r\n"
+               "STAT version %s\r\n"
+               "STAT curr_items %llu\r\n"
+               "STAT total_items %llu\r\n"
+               "STAT bytes %llu\r\n"
+               "STAT reserved_memory_ratio 0.000\r\n"
+               "STAT curr_connections %llu\r\n"
+               "STAT total_connections %llu\r\n",
+               (unsigned long long)secs(e->now - e->started),
+               (unsigned long long)secs(clock_wall()), TUBED_VERSION,
+               (unsigned long long)(e->jobs_ct.ready + e->jobs_ct.delayed +
+                                    e->jobs_ct.buried),
+               (unsigned long long)e->total_jobs, (unsigned long long)bytes,
+               (unsigned long long)s->conn_ct, (unsigned long long)s->total_conns);
+    buf_printf(b,
+               "STAT cmd_get %llu\r\n"
+               "STAT cmd_set %llu\r\n"
+               "STAT cmd_peek %llu\r\n"
+               "STAT get_hits %llu\r\n"
+               "STAT get_misses %llu\r\n"
+               "STAT bytes_read %llu\r\n"
+               "STAT bytes_written %llu\r\n"
+               "STAT queue_creates %llu\r\n"
+               "STAT queue_deletes %llu\r\n"
+               "STAT queue_expires 0\r\n",
+               (unsigned long long)c->cmd_get, (unsigned long long)c->cmd_set,
+               (unsigned long long)c->cmd_peek, (unsigned long long)c->get_hits,
+               (unsigned long long)c->get_misses, (unsigned long long)c->bytes_read,
+               (unsigned long long)c->bytes_written,
+               (unsigned long long)c->queue_creates,
+               (unsigned long long)c->queue_deletes);
+}
+
+void mcstats_server(Memcache *f, Buf *b)
+{
+    const Engine *e = &f->srv->eng;
+    Tube **v;
+    Buf kids = {0};
+
+    prune(f);
+    global_stats(f, b);
+    if (!(v = sorted_tubes(e, b)))
+        return;
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        const Tube *t = v[i];
+        uint64_t val[TS_COUNT];
+
+        tube_values(f, t, val);
+        for (int k = 0; k < TS_COUNT; k++)
+            buf_printf(b, "STAT queue_%s_%s %llu\r\n", t->name, tube_keys[k],
+                       (unsigned long long)val[k]);
+        kids.len = 0;
+        if (children_of(t, &kids))
+            buf_printf(b, "STAT queue_%s_children %.*s\r\n", t->name, (int)kids.len,
+                       kids.data ? kids.data : "");
+        b->oom |= kids.oom;
+    }
+    buf_free(&kids);
+    tb_free(v);
+    buf_append(b, "END\r\n", 5);
+}
+
+/* ---- dump_stats --------------------------------------------------------- */
+
+static void dump_tube(const Memcache *f, const Tube *t, Buf *b, Buf *kids)
+{
+    uint64_t val[TS_COUNT];
+
+    tube_values(f, t, val);
+    buf_printf(b, "queue '%s' {\r\n", t->name);
+    for (int k = 0; k < TS_COUNT; k++)
+        buf_printf(b, "  %s=%llu\r\n", tube_keys[k], (unsigned long long)val[k]);
+    kids->len = 0;
+    if (children_of(t, kids))
+        buf_printf(b, "  children=%.*s\r\n", (int)kids->len, kids->data ? kids->data : "");
+    b->oom |= kids->oom;
+    buf_append(b, "}\r\n", 3);
+}
+
+typedef struct Name {
+    const char *p;
+    size_t n;
+} Name;
+
+static int by_name(const void *a, const void *b)
+{
+    const Name *x = a, *y = b;
+
+    return name_cmp(x->p, x->n, y->p, y->n);
+}
+
+/* The names of the list, in name order; *n of them. NULL: none given, or
+ * out of memory (b->oom set then). */
+static Name *given_names(McNames names, size_t *n, Buf *b)
+{
+    McNames it = names;
+    const char *p;
+    size_t len, cap = 0;
+    Name *v;
+
+    *n = 0;
+    while (mc_names_next(&it, &p, &len))
+        cap++;
+    if (!cap)
+        return NULL;
+    if (!(v = tb_malloc(cap * sizeof *v))) {
+        b->oom = 1;
+        return NULL;
+    }
+    it = names;
+    while (*n < cap && mc_names_next(&it, &p, &len))
+        v[(*n)++] = (Name){p, len};
+    qsort(v, *n, sizeof *v, by_name);
+    return v;
+}
+
+void mcstats_dump(Memcache *f, McNames names, Buf *b)
+{
+    const Engine *e = &f->srv->eng;
+    Buf kids = {0};
+    size_t n;
+    Name *given;
+
+    prune(f);
+    given = given_names(names, &n, b);
+    if (b->oom)
+        return;
+    if (given) {
+        for (size_t i = 0; i < n; i++) {
+            const Tube *t = engine_tube_find(e, given[i].p, given[i].n);
+            if (t)
+                dump_tube(f, t, b, &kids);
+            else /* kestrel's empty block for a queue it does not have */
+                buf_printf(b, "queue '%.*s' {\r\n  \r\n}\r\n", (int)given[i].n, given[i].p);
+        }
+        tb_free(given);
+    } else {
+        Tube **v = sorted_tubes(e, b);
+        if (!v)
+            return;
+        for (size_t i = 0; i < e->tubes.len; i++)
+            dump_tube(f, v[i], b, &kids);
+        tb_free(v);
+    }
+    buf_free(&kids);
+    buf_append(b, "END\r\n", 5);
+}
+
+/* ---- dump_config -------------------------------------------------------- */
+
+static const char *boolean(bool v)
+{
+    return v ? "true" : "false";
+}
+
+static void config_block(const char *name, size_t len, const TubePolicy *p, Buf *b)
+{
+    buf_printf(b, "queue '%.*s' {\r\n", (int)len, name);
+    buf_printf(b, "  %s=%llu\r\n", conf_tube_key_name(TK_MAX_ITEMS),
+               (unsigned long long)p->max_items);
+    buf_printf(b, "  %s=%llu\r\n", conf_tube_key_name(TK_MAX_SIZE),
+               (unsigned long long)p->max_size);
+    buf_printf(b, "  %s=%u\r\n", conf_tube_key_name(TK_MAX_ITEM_SIZE), p->max_item_size);
+    buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_DISCARD_OLD_WHEN_FULL),
+               boolean(p->discard_old_when_full));
+    buf_printf(b, "  %s=%llums\r\n", conf_tube_key_name(TK_MAX_AGE),
+               (unsigned long long)p->max_age_ms);
+    buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_MOVE_EXPIRED_TO),
+               p->move_expired_to[0] ? p->move_expired_to : "(none)");
+    buf_printf(b, "  %s=%u\r\n", conf_tube_key_name(TK_MAX_TIMEOUTS), p->max_timeouts);
+    buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_FANOUT), boolean(p->fanout));
+    buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_JOURNAL), boolean(p->journal));
+    buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_SYNC_JOURNAL),
+               boolean(p->sync_journal));
+    buf_printf(b, "  %s=%u\r\n", conf_tube_key_name(TK_PRIORITY), p->priority);
+    buf_printf(b, "  %s=%llums\r\n", conf_tube_key_name(TK_TTR),
+               (unsigned long long)p->ttr_ms);
+    buf_printf(b, "  %s=%llu\r\n", conf_tube_key_name(TK_MAX_MEMORY_SIZE),
+               (unsigned long long)p->max_memory_size);
+    buf_append(b, "}\r\n", 3);
+}
+
+void mcstats_config(Memcache *f, Buf *b)
+{
+    const Engine *e = &f->srv->eng;
+    const ConfFile *cf = f->srv->cfg.conf;
+    size_t nsec = cf ? cf->n_exact : 0, n = 0;
+    Name *v = tb_malloc((e->tubes.len + nsec + 1) * sizeof *v);
+
+    if (!v) {
+        b->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < e->tubes.len; i++)
+        v[n++] = (Name){e->tubes.list[i]->name, e->tubes.list[i]->name_len};
+    for (size_t i = 0; i < nsec; i++)
+        v[n++] = (Name){cf->exact[i].name, cf->exact[i].len};
+    qsort(v, n, sizeof *v, by_name);
+    for (size_t i = 0; i < n; i++) {
+        const Tube *t;
+        TubePolicy pol;
+
+        if (i && by_name(&v[i - 1], &v[i]) == 0)
+            continue; /* a tube that has its own section */
+        t = engine_tube_find(e, v[i].p, v[i].n);
+        if (!t)
+            conf_policy(cf, v[i].p, v[i].n, f->srv->cfg.max_job_size, &pol);
+        config_block(v[i].p, v[i].n, t ? &t->pol : &pol, b);
+    }
+    tb_free(v);
+    buf_append(b, "END\r\n", 5);
+}
