@@ -60,8 +60,10 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
         prometheus chromium tmux \
-        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools \
-        nodejs npm
+        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools
+# Node.js runs npm's memcached client in the tests; a machine that has it
+# (often from NodeSource, whose nodejs conflicts with Debian's npm) keeps it.
+NODE_DEPS := nodejs npm
 
 .PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
@@ -111,7 +113,8 @@ $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) |
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEPS) >/dev/null
+	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEPS) >/dev/null && \
+	{ command -v npm >/dev/null || $$SUDO apt-get install -y -qq $(NODE_DEPS) >/dev/null; }
 
 run: $(BUILD)/tubed
 	$(BUILD)/tubed -l 127.0.0.1 -p 11300
