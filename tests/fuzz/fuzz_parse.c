@@ -113,7 +113,19 @@ static size_t canonical(const Cmd *c, char *out, size_t cap)
         n = snprintf(out, cap, "%s%llu %u", w, (unsigned long long)c->id, c->pri);
         break;
     case CMD_STATS_TUBE: case CMD_USE: case CMD_WATCH: case CMD_IGNORE:
+    case CMD_FLUSH_TUBE:
         n = snprintf(out, cap, "%s%.*s", w, (int)c->name_len, c->name);
+        break;
+    case CMD_LIST_JOBS: {
+        static const char *const st[] = {"ready", "reserved", "delayed", "buried"};
+        n = snprintf(out, cap, "%s%.*s %s %llu %u", w, (int)c->name_len, c->name,
+                     c->state < 0 ? "all" : st[c->state], (unsigned long long)c->id,
+                     c->count);
+        break;
+    }
+    case CMD_MOVE_JOB:
+        n = snprintf(out, cap, "%s%llu %.*s", w, (unsigned long long)c->id,
+                     (int)c->name_len, c->name);
         break;
     case CMD_PAUSE_TUBE:
         n = snprintf(out, cap, "%s %.*s %u", w, (int)c->name_len, c->name, c->delay);
@@ -128,7 +140,8 @@ static size_t canonical(const Cmd *c, char *out, size_t cap)
 static int has_name(CmdType t)
 {
     return t == CMD_STATS_TUBE || t == CMD_USE || t == CMD_WATCH || t == CMD_IGNORE ||
-           t == CMD_PAUSE_TUBE;
+           t == CMD_PAUSE_TUBE || t == CMD_FLUSH_TUBE || t == CMD_LIST_JOBS ||
+           t == CMD_MOVE_JOB;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -173,7 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               (int)n, buf);
         CHECK(again.type == cmd.type && again.id == cmd.id && again.pri == cmd.pri &&
               again.delay == cmd.delay && again.ttr == cmd.ttr && again.bytes == cmd.bytes &&
-              again.count == cmd.count && again.name_len == cmd.name_len &&
+              again.count == cmd.count && again.state == cmd.state &&
+              again.name_len == cmd.name_len &&
               (!cmd.name_len || !memcmp(again.name, cmd.name, cmd.name_len)),
               "canonical form '%.*s' parses differently", (int)n, buf);
         /* Nothing but the word, digits, spaces and name characters. */

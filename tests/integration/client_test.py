@@ -16,22 +16,13 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402  (the suite's server start and stop)
 SCRIPT = os.path.join(HERE, "client_beaneater.rb")
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def skip_reason():
@@ -42,41 +33,6 @@ def skip_reason():
     if r.returncode != 0:
         return "the beaneater gem is not installed (apt-get install ruby-beaneater)"
     return None
-
-
-def wait_ready(proc, port, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=1)
-        except OSError:
-            time.sleep(0.02)
-            continue
-        try:
-            s.sendall(b"quit\r\n")
-            s.settimeout(2)
-            while s.recv(4096):
-                pass
-        except OSError:
-            pass
-        s.close()
-        return True
-    return False
-
-
-def stop(proc):
-    if proc.poll() is not None:
-        return
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=3)
-    except ProcessLookupError:
-        pass
 
 
 def main():
@@ -94,26 +50,16 @@ def main():
         print("beaneater: 0 passed, 1 failed")
         return 1
 
-    errf = tempfile.TemporaryFile()
-    proc = None
-    for _ in range(3):                      # a free port can be taken meanwhile
-        port = free_port()
-        proc = subprocess.Popen([args.bin, "-l", "127.0.0.1", "-p", str(port)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=errf)
-        if wait_ready(proc, port):
-            break
-        stop(proc)
-        proc = None
-    if proc is None:
-        errf.seek(0)
-        print("client_test: %s did not start\n%s" % (
-            args.bin, errf.read()[-2000:].decode("latin-1")))
+    try:
+        srv = harness.Server(args.bin).start()   # a free port; stopped by pid
+    except harness.ServerError as e:
+        print("client_test: %s did not start: %s" % (args.bin, e))
         print("beaneater: 0 passed, 1 failed")
         return 1
+    proc, port = srv.proc, srv.port
 
     def on_signal(signum, frame):
-        stop(proc)
+        harness.kill_all_servers()
         sys.exit(128 + signum)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -130,14 +76,11 @@ def main():
             print("client_test: the Ruby scenario took more than %.0f s" % args.timeout)
             print("beaneater: 0 passed, 1 failed")
             rc = 1
-        if proc.poll() is not None:
-            errf.seek(0)
-            print("client_test: the server died (status %s)\n%s" % (
-                proc.returncode, errf.read()[-2000:].decode("latin-1")))
-            rc = 1
     finally:
-        stop(proc)
-        errf.close()
+        # A crash, an error exit or a sanitizer report fails the run.
+        for problem in srv.stop():
+            print("client_test: %s" % problem)
+            rc = 1
     return rc
 
 

@@ -48,7 +48,6 @@ exit status is non-zero if any stream showed a difference.
 """
 
 import argparse
-import atexit
 import difflib
 import os
 import random
@@ -66,48 +65,17 @@ START_TIMEOUT = 5.0      # seconds for a server to accept connections
 U32MAX = 4294967295
 
 # --------------------------------------------------------------------------
-# Server processes
+# Server processes: started and stopped by the suite's harness (a free
+# port, readiness without a probe connection, stop by pid, crash and
+# sanitizer reports), wrapped for the two sides of the comparison.
 
-_live_procs = []
-
-
-def _stop_all():
-    for proc in list(_live_procs):
-        _stop_proc(proc)
-
-
-def _stop_proc(proc):
-    """Stop one server we started, by its pid: SIGTERM, then SIGKILL.
-    Returns None if it had already exited, else its exit status."""
-    if proc in _live_procs:
-        _live_procs.remove(proc)
-    if proc.poll() is not None:
-        return None
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-    except ProcessLookupError:
-        pass
-    return proc.returncode
-
-
-atexit.register(_stop_all)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 
 def _on_signal(signum, frame):
-    _stop_all()
+    harness.kill_all_servers()
     sys.exit(128 + signum)
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def detect_dialect(binary):
@@ -127,72 +95,46 @@ class Server:
     def __init__(self, binary, workdir, label):
         self.binary = binary
         self.label = label
-        self.errpath = os.path.join(workdir, "%s.stderr" % label)
-        self.proc = None
-        self.port = None
+        self.h = None
+        self.last_err = ""
+
+    @property
+    def proc(self):
+        return self.h.proc if self.h else None
+
+    @property
+    def port(self):
+        return self.h.port
 
     def start(self):
-        last = None
-        for _ in range(3):
-            self.port = free_port()
-            errf = open(self.errpath, "ab")
-            self.proc = subprocess.Popen(
-                [self.binary, "-l", "127.0.0.1", "-p", str(self.port)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
-            errf.close()
-            _live_procs.append(self.proc)
-            try:
-                self._wait_ready()
-                return
-            except RuntimeError as e:
-                last = e
-                _stop_proc(self.proc)
-        raise RuntimeError("%s (%s) did not start: %s\n%s" %
-                           (self.label, self.binary, last, self.stderr_tail()))
-
-    def _wait_ready(self):
-        """Connect, send quit and wait for EOF, so the probe connection is
-        gone on the server side before the stream starts."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("exited with status %s" % self.proc.returncode)
-            try:
-                s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
-            except OSError:
-                time.sleep(0.01)
-                continue
-            try:
-                s.sendall(b"quit\r\n")
-                s.settimeout(2)
-                while s.recv(4096):
-                    pass
-            except OSError:
-                pass
-            s.close()
-            return
-        raise RuntimeError("no listener on port %d" % self.port)
+        try:
+            self.h = harness.Server(self.binary).start()
+        except harness.ServerError as e:
+            raise RuntimeError("%s (%s) did not start: %s" % (self.label, self.binary, e))
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.h is not None and self.h.alive()
 
     def signal(self, signum):
         if self.alive():
-            os.kill(self.proc.pid, signum)
+            self.h.signal(signum)
 
     def stop(self):
-        """Returns the exit status when this call stopped the server."""
-        if self.proc is not None:
-            return _stop_proc(self.proc)
-        return None
+        """0 when the server stopped cleanly (None if never started); else
+        1, with what went wrong (a crash, an error exit, a sanitizer
+        report) in stderr_tail()."""
+        if self.h is None:
+            return None
+        self.last_err = self.h.stderr_text()
+        problems = self.h.stop()
+        if problems:
+            self.last_err = "\n".join(problems) + "\n" + self.last_err
+            return 1
+        return 0
 
     def stderr_tail(self, n=1500):
-        try:
-            with open(self.errpath, "rb") as f:
-                data = f.read()
-        except OSError:
-            return ""
-        return data[-n:].decode("latin-1")
+        text = self.h.stderr_text() if self.h and not self.h.stopped else self.last_err
+        return text[-n:]
 
 
 # --------------------------------------------------------------------------
