@@ -67,6 +67,7 @@ struct Engine {
         size_t len;
     } *graves;
     size_t ngraves, graves_cap;
+    List grave_buried;      /* flushed buried jobs (JobExt.link) */
     uint64_t grave_jobs;    /* jobs in the graveyard */
     /* A tube has a job to hand out: waiter.c installs this, so the queue
      * layer below it can announce ready jobs without knowing who waits. */

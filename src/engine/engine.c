@@ -26,6 +26,7 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
     e->next_id = 1;
     list_init(&e->ready_tubes);
     list_init(&e->wide_waiters);
+    list_init(&e->grave_buried);
     e->binlog.dirfd = e->binlog.lockfd = e->binlog.cur_fd = -1;
     heap_init(&e->ttr, job_deadline_less, job_set_heap_pos);
     waiter_init(e);
@@ -194,7 +195,7 @@ int64_t engine_next_due(const Engine *e)
 {
     int64_t due = queue_next_due(e), w = waiter_next_due(e), b = binlog_next_due(e);
 
-    if (e->ngraves)
+    if (e->ngraves || !list_empty(&e->grave_buried))
         return e->now; /* flushed jobs wait to be freed */
     if (w < due)
         due = w;
@@ -480,11 +481,6 @@ static uint64_t *reserved_ids(Engine *e, const Tube *t, uint32_t *n)
     return ids;
 }
 
-static void flush_job(Engine *e, Job *j)
-{
-    binlog_unpin(e, j); /* the one flush record covers it */
-    queue_delete(e, j);
-}
 
 /* Hand heap h's jobs to the graveyard in O(1): the heap starts afresh. */
 static int bury_heap(Engine *e, Heap *h)
@@ -501,29 +497,41 @@ static int bury_heap(Engine *e, Heap *h)
     return 0;
 }
 
+static void free_grave_job(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+
+    binlog_unpin(e, j);
+    job_table_remove(&e->jobs, j);
+    queue_job_free(e, j);
+    tube_unref_grave(&e->tubes, t);
+    e->grave_jobs--;
+}
+
 /* Free up to budget jobs of the graveyard; how many it freed. */
 static uint64_t free_graves(Engine *e, uint64_t budget)
 {
     uint64_t n = 0;
+    List *l;
 
+    while (n < budget && (l = list_first(&e->grave_buried))) {
+        list_remove(l);
+        free_grave_job(e, job_of_link(l));
+        n++;
+    }
     while (n < budget && e->ngraves) {
         struct Grave *g = &e->graves[e->ngraves - 1];
         while (n < budget && g->len) {
-            Job *j = g->items[--g->len];
-            Tube *t = j->tube;
-            binlog_unpin(e, j);
-            job_table_remove(&e->jobs, j);
-            queue_job_free(e, j);
-            tube_unref_grave(&e->tubes, t);
-            e->grave_jobs--;
+            free_grave_job(e, g->items[--g->len]);
             n++;
         }
         if (!g->len) {
             tb_free(g->items);
-            if (!--e->ngraves)
-                hash_hold_shrink(&e->jobs, 0);
+            e->ngraves--;
         }
     }
+    if (!e->ngraves && list_empty(&e->grave_buried) && e->jobs.shrink_held)
+        hash_hold_shrink(&e->jobs, 0);
     return n;
 }
 
@@ -531,7 +539,6 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
 {
     uint64_t n, *keep;
     uint32_t nkeep;
-    List *l;
 
     if (!(keep = reserved_ids(e, t, &nkeep)))
         return -1;
@@ -543,19 +550,23 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
         return -1;
     }
     n = t->ready.len + t->delay.len + t->buried_ct;
-    /* The log room kept for the deletes of the flushed jobs now covers
-     * this one record, so a flush frees a full disk. */
-    tube_ref(t); /* deleting its last job must not free it here */
-    while ((l = list_first(&t->buried)))
-        flush_job(e, job_of_link(l));
-    /* Ready and delayed jobs leave at once, however many: their heaps go
-     * to the graveyard and the counters drop now; freeing them is spread
-     * over the next loop iterations, so other clients never wait for it. */
+    tube_ref(t); /* its jobs leaving must not free it here */
+    /* Every job leaves at once, however many: the ready and delayed heaps
+     * and the buried list go to the graveyard and the counters drop now;
+     * freeing the jobs is spread over the next loop iterations, so other
+     * clients never wait for it. */
     e->jobs_ct.ready -= t->ready.len;
     e->jobs_ct.urgent -= t->urgent_ct;
     e->jobs_ct.delayed -= t->delay.len;
-    t->grave_refs += t->ready.len + t->delay.len; /* they hold it, invisibly */
+    e->jobs_ct.buried -= t->buried_ct;
+    t->grave_refs += n; /* they hold it, invisibly */
     t->urgent_ct = 0;
+    t->flushed_bury_seq = t->bury_seq;
+    list_splice_tail(&e->grave_buried, &t->buried);
+    e->grave_jobs += t->buried_ct;
+    t->buried_ct = 0;
+    if (n)
+        hash_hold_shrink(&e->jobs, 1); /* released when the graveyard is empty */
     bury_heap(e, &t->ready);
     bury_heap(e, &t->delay);
     t->cur_bytes = t->reserved_bytes;

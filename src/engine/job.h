@@ -48,6 +48,7 @@ typedef struct JobExt {
     int64_t exptime;     /* monotonic ns of an expiry the client set; 0: none */
     int64_t expires;     /* its key in the tube's expiry heap; 0: not there */
     int64_t ready_since; /* monotonic ns it last became ready; 0: created */
+    uint64_t bury_seq;   /* its tube's count of buries when it was buried */
 } JobExt;
 
 struct Job {

@@ -108,6 +108,7 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
+    j->ext->bury_seq = ++j->tube->bury_seq;
     list_insert_tail(&j->tube->buried, &j->ext->link);
     e->jobs_ct.buried++;
     j->tube->buried_ct++;

@@ -43,6 +43,8 @@ struct Tube {
     uint8_t registered;  /* a fanout child: the engine holds a reference */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
+    uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */
+    uint64_t flushed_bury_seq; /* buried jobs up to it were flushed */
     uint8_t parent_len;  /* length of "P" in "P+CHILD"; 0: no '+' */
     uint64_t refs;
     uint64_t urgent_ct, reserved_ct, buried_ct;
@@ -88,14 +90,17 @@ void tube_unref_grave(TubeSet *ts, Tube *t);
 
 static inline int tube_paused(const Tube *t) { return t->pause != 0; }
 
-/* A ready or delayed job that flush-tube took out of its tube, waiting in
- * the engine's graveyard to be freed: it is no longer in its tube's heap.
- * Such a job is never found, listed, logged or counted again. */
+/* A job that flush-tube took out of its tube, waiting in the engine's
+ * graveyard to be freed: a ready or delayed one is no longer in its tube's
+ * heap, a buried one was buried before the flush. Such a job is never
+ * found, listed, logged or counted again. */
 static inline int job_dead(const Job *j)
 {
     const Heap *h = j->state == JOB_READY ? &j->tube->ready
                   : j->state == JOB_DELAYED ? &j->tube->delay : NULL;
 
+    if (j->state == JOB_BURIED)
+        return j->ext->bury_seq <= j->tube->flushed_bury_seq;
     return h && !(j->heap_pos < h->len && h->items[j->heap_pos] == j);
 }
 

@@ -41,6 +41,18 @@ static inline void list_remove(List *n)
     n->prev = n->next = n;
 }
 
+/* Move every node of `from` to the tail of `to` at once; `from` ends empty. */
+static inline void list_splice_tail(List *to, List *from)
+{
+    if (list_empty(from))
+        return;
+    from->next->prev = to->prev;
+    to->prev->next = from->next;
+    from->prev->next = to;
+    to->prev = from->prev;
+    list_init(from);
+}
+
 static inline List *list_first(const List *l)
 {
     return list_empty(l) ? NULL : l->next;
