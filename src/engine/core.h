@@ -69,6 +69,8 @@ struct Engine {
     size_t ngraves, graves_cap;
     List grave_buried;      /* flushed buried jobs (JobExt.link) */
     uint64_t grave_jobs;    /* jobs in the graveyard */
+    unsigned shrink_holds;  /* who keeps the job table from shrinking now:
+                               HOLD_GRAVE, HOLD_SWEEP (engine.c) */
     /* A tube has a job to hand out: waiter.c installs this, so the queue
      * layer below it can announce ready jobs without knowing who waits. */
     void (*on_ready)(struct Engine *e, Tube *t);

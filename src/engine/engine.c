@@ -15,6 +15,21 @@
 
 static uint64_t free_graves(Engine *e, uint64_t budget);
 
+/* A mass delete (a flush's graveyard, a big expiry sweep) is spread over
+ * many loop iterations; a shrinking rehash of the job table in the middle
+ * would be one long pause. While either runs, the table does not shrink;
+ * when both are over it shrinks once, straight to its size. */
+enum { HOLD_GRAVE = 1, HOLD_SWEEP = 2 };
+
+static void hold_shrink(Engine *e, unsigned who, int on)
+{
+    unsigned before = e->shrink_holds;
+
+    e->shrink_holds = on ? before | who : before & ~who;
+    if (!before != !e->shrink_holds)
+        hash_hold_shrink(&e->jobs, e->shrink_holds != 0);
+}
+
 /* ---- life cycle --------------------------------------------------------- */
 
 int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
@@ -133,6 +148,8 @@ static void tick_tubes(Engine *e)
         tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
         tube_unref(&e->tubes, t);
     }
+    /* A batch used up: more is due, the sweep goes on next iteration. */
+    hold_shrink(e, HOLD_SWEEP, budget == 0);
 }
 
 /* A TTR ran out: the job goes back to ready and counts a timeout; past
@@ -490,7 +507,7 @@ static int bury_heap(Engine *e, Heap *h)
     if (e->ngraves == e->graves_cap && bury_heap_room(e) < 0)
         return -1;
     e->graves[e->ngraves++] = (struct Grave){h->items, h->len};
-    hash_hold_shrink(&e->jobs, 1); /* released when the graveyard is empty */
+    hold_shrink(e, HOLD_GRAVE, 1); /* released when the graveyard is empty */
     e->grave_jobs += h->len;
     h->items = NULL;
     h->len = h->cap = 0;
@@ -530,8 +547,8 @@ static uint64_t free_graves(Engine *e, uint64_t budget)
             e->ngraves--;
         }
     }
-    if (!e->ngraves && list_empty(&e->grave_buried) && e->jobs.shrink_held)
-        hash_hold_shrink(&e->jobs, 0);
+    if (!e->ngraves && list_empty(&e->grave_buried))
+        hold_shrink(e, HOLD_GRAVE, 0);
     return n;
 }
 
@@ -566,7 +583,7 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
     e->grave_jobs += t->buried_ct;
     t->buried_ct = 0;
     if (n)
-        hash_hold_shrink(&e->jobs, 1); /* released when the graveyard is empty */
+        hold_shrink(e, HOLD_GRAVE, 1); /* released when the graveyard is empty */
     bury_heap(e, &t->ready);
     bury_heap(e, &t->delay);
     t->cur_bytes = t->reserved_bytes;
