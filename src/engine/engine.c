@@ -656,16 +656,8 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void offer_heap(Engine *e, Page *p, const Heap *h, const Tube *t)
-{
-    for (size_t i = 0; i < h->len; i++) {
-        const Job *j = h->items[i];
-        if (!t || j->tube == t)
-            if (!queue_expiry_of(j) || queue_expiry_of(j) > e->now || j->state == JOB_RESERVED)
-                page_offer(p, j->id);
-    }
-}
-
+/* A job list-jobs shows for t and state (-1: any): t's, live, and not
+ * past its expiry (a reserved one expires only when it comes back). */
 static int listed(const Engine *e, const Job *j, const Tube *t, int state)
 {
     int64_t exp;
@@ -674,6 +666,14 @@ static int listed(const Engine *e, const Job *j, const Tube *t, int state)
         return 0;
     exp = queue_expiry_of(j);
     return j->state == JOB_RESERVED || !exp || exp > e->now;
+}
+
+/* Offer the jobs of heap h that list-jobs shows for t. */
+static void offer_heap(const Engine *e, Page *p, const Heap *h, const Tube *t)
+{
+    for (size_t i = 0; i < h->len; i++)
+        if (listed(e, h->items[i], t, -1))
+            page_offer(p, ((const Job *)h->items[i])->id);
 }
 
 /* Ids in ascending order straight from the job table: cheap when the tube
@@ -717,18 +717,15 @@ uint32_t engine_list_jobs(Engine *e, Tube *t, int state, uint64_t from,
      * state is cheap even in a huge tube. Expired jobs are not listed (a
      * listing changes nothing, so they are not expired here either). */
     if (state < 0 || state == JOB_READY)
-        offer_heap(e, &p, &t->ready, NULL);
+        offer_heap(e, &p, &t->ready, t);
     if (state < 0 || state == JOB_DELAYED)
-        offer_heap(e, &p, &t->delay, NULL);
+        offer_heap(e, &p, &t->delay, t);
     if ((state < 0 || state == JOB_RESERVED) && t->reserved_ct)
         offer_heap(e, &p, &e->ttr, t);
-    if (state < 0 || state == JOB_BURIED) {
-        for (List *l = t->buried.next; l != &t->buried; l = l->next) {
-            const Job *j = job_of_link(l);
-            if (!queue_expiry_of(j) || queue_expiry_of(j) > e->now)
-                page_offer(&p, j->id);
-        }
-    }
+    if (state < 0 || state == JOB_BURIED)
+        for (List *l = t->buried.next; l != &t->buried; l = l->next)
+            if (listed(e, job_of_link(l), t, -1))
+                page_offer(&p, job_of_link(l)->id);
     qsort(out, p.n, sizeof *out, cmp_u64);
     return p.n;
 }
