@@ -69,6 +69,10 @@ typedef struct Proto {
     void (*hangup)(Conn *c);
     /* The connection is closing: give back what it holds. */
     void (*close)(Conn *c);
+    /* What a client of this protocol is told when the server refuses its
+     * connection (--max-connections, or no memory for it), in the
+     * protocol's own words; sent best effort before the close. */
+    const char *refusal;
 } Proto;
 
 struct Conn {

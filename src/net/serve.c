@@ -55,12 +55,11 @@ static void shed_one(Server *s, int lfd)
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-static void refuse(int fd)
+static void refuse(int fd, const Proto *p)
 {
-    static const char msg[] = "OUT_OF_MEMORY\r\n";
-
     /* Best effort: the client learns why before the close. */
-    if (send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    if (p->refusal && send(fd, p->refusal, strlen(p->refusal),
+                           MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         (void)0;
     close(fd);
 }
@@ -84,13 +83,13 @@ static void on_accept(EvSource *src, uint32_t events)
             return;
         }
         if (s->cfg.max_connections && s->conn_ct >= s->cfg.max_connections) {
-            refuse(fd);
+            refuse(fd, l->proto);
             continue;
         }
         c = conn_new(s, fd, l->proto);
         if (!c) {
             log_warn("out of memory for a new connection; closing it");
-            refuse(fd);
+            refuse(fd, l->proto);
             continue;
         }
         log_msg(LOG_CONN, "fd %d: accepted", fd);

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 
-from harness import check, eq, fail, no_server, slow
+from harness import HOST, check, eq, fail, no_server, slow, wait_until
 from http_util import MetricsServer, get, scrape
 
 STATUS_HTML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -471,6 +471,29 @@ def test_many_connections_and_clean_stop(binary):
               % st["current-connections"])
     for h in conns:
         h.close()
+
+
+@no_server
+def test_connection_limit_refuses_with_503(binary):
+    """At --max-connections a new HTTP client is told so in HTTP (a 503
+    and a close), not in beanstalk's words."""
+    with MetricsServer(binary, ["--max-connections", "1"]) as srv:
+        b = srv.client()
+        b.expect("list-tube-used", "USING default")    # it holds the one slot
+        s = socket.create_connection((HOST, srv.metrics_port), timeout=5)
+        got = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+        s.close()
+        head, _, body = got.partition(b"\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 503 "), "refusal: %r" % got)
+        check(b"Connection: close" in head, "refusal closes: %r" % got)
+        eq(body, b"too many connections\n", "refusal body")
+        b.close()
+        wait_until(lambda: get(srv, "/healthz").status == 200, what="served once the slot is free")
 
 
 _ACTIVATE2 = """

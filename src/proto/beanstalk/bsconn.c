@@ -211,5 +211,6 @@ void beanstalk_init(Beanstalk *b, Server *s)
         .consume = bs_consume,
         .hangup = bs_hangup,
         .close = bs_close,
+        .refusal = "OUT_OF_MEMORY\r\n", /* what beanstalkd sends */
     };
 }

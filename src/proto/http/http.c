@@ -308,6 +308,9 @@ int http_init(Http *h, Server *s, const Beanstalk *bs)
         .consume = http_consume,
         .hangup = http_hangup,
         .close = http_close,
+        .refusal = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                   "Content-Length: 21\r\nConnection: close\r\n\r\n"
+                   "too many connections\n",
     };
     h->timer.handler = on_timer;
     h->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

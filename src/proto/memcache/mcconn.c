@@ -135,6 +135,10 @@ int memcache_init(Memcache *f, Server *s)
         .consume = mc_consume,
         .hangup = mc_hangup_conn,
         .close = mc_close,
+        /* memcached says "ERROR Too many open connections", which clients
+         * read as an unknown command; SERVER_ERROR is the protocol's word
+         * for a server that cannot serve. */
+        .refusal = "SERVER_ERROR too many open connections\r\n",
     };
     if (mcstats_init(f) < 0) {
         log_err("memcache: out of memory at startup");
