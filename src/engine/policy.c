@@ -213,17 +213,26 @@ static void retry_later(Engine *e, Job *j)
 }
 
 /* Move an expired job to its tube's move_expired_to: 0, or -1 if it could
- * not go (the target is full and cannot discard, or out of memory). */
+ * not go (the target is full and cannot discard, or out of memory). The
+ * client's expiry stays behind, as in kestrel (the dead-letter queue gets
+ * the item without one): kept, it would expire again at once in the
+ * dead-letter tube, and bounce for ever between two tubes that name each
+ * other. Only the dead-letter tube's own max_age applies there. */
 static int move_expired(Engine *e, Job *j)
 {
     const char *to = j->tube->pol.move_expired_to;
     Tube *dst = tubes_get(&e->tubes, to, strlen(to));
+    int64_t exptime = j->ext ? j->ext->exptime : 0;
     int r;
 
     if (!dst)
         return -1;
     tube_ref(dst); /* created just now, it must outlive a failed move */
+    if (exptime)
+        j->ext->exptime = 0;
     r = policy_move(e, j, dst, 1);
+    if (r < 0 && exptime)
+        j->ext->exptime = exptime;
     tube_unref(&e->tubes, dst);
     return r;
 }

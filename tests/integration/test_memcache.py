@@ -233,8 +233,11 @@ def test_exptime(binary):
         eq([m.get("e/peek")] + [m.get("e") for _ in range(4)],
            [b"future", b"future", b"rel", b"never", None],
            "expired items are never served or peeked")
-        # An item already expired when its set completes is never stored.
-        eq(m.stats()["queue_e_total_items"], "4", "anchor, future, rel, never")
+        # An item already expired when its set completes is stored (as
+        # kestrel does), counted, and expires at once.
+        st = m.stats()
+        eq(st["queue_e_total_items"], "6", "anchor, neg, old, future, rel, never")
+        eq(st["queue_e_expired_items"], "2", "neg and old expired")
         # A short relative expiry passes while the item waits.
         m.store("e", b"soon", exptime=1)
         m.store("e", b"stays")
@@ -242,7 +245,7 @@ def test_exptime(binary):
         while time.monotonic() < t_end:
             time.sleep(0.1)
         eq(m.get("e"), b"stays", "the 1-second item expired")
-        eq(m.stats()["queue_e_expired_items"], "1", "expired_items")
+        eq(m.stats()["queue_e_expired_items"], "3", "expired_items")
 
 
 @no_server
@@ -258,6 +261,54 @@ def test_expired_set_while_a_get_waits(binary):
         m.store("q", b"dead", exptime=1000000)
         m.store("q", b"live")
         eq(w.read_value("q/t=20000"), b"live", "the waiting get")
+
+
+@no_server
+def test_expired_set_goes_to_the_dead_letter_tube(binary):
+    """An item whose exptime has passed when its set completes expires
+    like any other: into move_expired_to, counted; with a get waiting on
+    the tube, and with none."""
+    with McServer(binary, conf="[tube q]\nmove_expired_to = dead\n") as s:
+        m, w, anchor = s.mc(), s.mc(), s.mc()
+        # An open item keeps the tube (and its counters) alive throughout.
+        m.store("q", b"anchor")
+        eq(anchor.get("q/open"), b"anchor", "open the anchor")
+        m.store("q", b"late-1", exptime=-5)
+        w.send(b"get q/t=20000\r\n")
+        w.expect_silence(0.2)
+        m.store("q", b"late-2", exptime=1000000)
+        m.store("q", b"live")
+        eq(w.read_value("q/t=20000"), b"live", "the waiting get skips both")
+        eq([m.get("dead"), m.get("dead"), m.get("dead")], [b"late-1", b"late-2", None],
+           "both expired into the dead-letter tube, in order")
+        st = m.stats()
+        eq((st["queue_q_total_items"], st["queue_q_expired_items"]), ("4", "2"),
+           "counted as stored and as expired")
+
+
+@no_server
+def test_expired_item_rests_in_the_dead_letter_tube(binary):
+    """An item moved to move_expired_to leaves its client expiry behind
+    (as kestrel re-adds it without one): it does not expire again in the
+    dead-letter tube, nor bounce between two tubes that name each other,
+    and a restart from the binlog keeps it so."""
+    conf = "[tube q]\nmove_expired_to = dead\n[tube dead]\nmove_expired_to = q\n"
+    with McServer(binary, "-f", "0", conf=conf, bdir=True) as s:
+        m = s.mc()
+        m.store("q", b"short", exptime=1)
+        m.store("q", b"past", exptime=-1)
+        t_end = time.monotonic() + 1.6
+        while time.monotonic() < t_end:
+            time.sleep(0.1)
+        b = s.bs()
+        st = b.stats_tube("dead")
+        eq(st["current-jobs-ready"], "2", "both rest in dead")
+        s.kill9()
+        s.restart()
+        m = s.mc()
+        eq(m.get("dead/peek"), b"short", "after a restart: still there, in order")
+        eq([m.get("dead"), m.get("dead"), m.get("dead"), m.get("q")],
+           [b"short", b"past", None, None], "both served once from dead, q empty")
 
 
 @no_server

@@ -126,13 +126,6 @@ void mc_body_done(McConn *m)
     } else if (!j) {
         if (!m->noreply)
             mc_reply_lit(m, "NOT_STORED\r\n");
-    } else if (j->ext && j->ext->exptime && j->ext->exptime <= e->now) {
-        /* Expired before it is stored (a past exptime): kestrel answers
-         * STORED and never serves it. It is not put at all: a get waiting
-         * on the tube would otherwise expire it inside engine_put(), which
-         * then goes on using the freed job (see doc/kestrel.md). */
-        if (!m->noreply)
-            mc_reply_lit(m, "STORED\r\n");
     } else if ((r = engine_put(e, j, t)) == ENG_FULL || r == ENG_NO_MEMORY) {
         if (!m->noreply)
             mc_reply_lit(m, "NOT_STORED\r\n");
