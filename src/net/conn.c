@@ -346,8 +346,10 @@ void conn_resume(Conn *c)
 /* Write what is queued. Returns -1 if the connection was closed. */
 static int conn_write(Conn *c)
 {
-    /* Replies behind a hold wait for the binlog. */
-    size_t limit = c->nholds ? c->hold_off[0] : c->out.len;
+    /* Replies behind a hold wait for the binlog. A hold may lie past the
+     * end when replies were dropped after it (out of memory): never send
+     * beyond what is queued. */
+    size_t limit = c->nholds && c->hold_off[0] < c->out.len ? c->hold_off[0] : c->out.len;
 
     while (c->out_off < limit) {
         ssize_t n = send(c->ev.fd, c->out.data + c->out_off, limit - c->out_off,
@@ -376,6 +378,12 @@ static int conn_write(Conn *c)
         update_events(c);
         return 0;
     }
+    /* All written. A hold can still sit at the very end (a change with no
+     * reply, memcache's noreply): it moves with the buffer's start, or
+     * the next reply would be cut at its old offset and the bytes between
+     * sent from what the buffer held before. */
+    for (int i = 0; i < c->nholds; i++)
+        c->hold_off[i] = c->hold_off[i] > c->out_off ? c->hold_off[i] - c->out_off : 0;
     c->out.len = c->out_off = 0;
     c->out.oom = 0;
     if (c->out.cap > OUT_KEEP)

@@ -9,6 +9,7 @@ client libraries in test_memcache_clients.py.
 """
 
 import os
+import socket
 import sys
 import time
 
@@ -622,3 +623,36 @@ def test_waiting_peek_ahead_of_a_reserve(binary):
         st = obs.stats_job(jid)
         eq((st["state"], st["reserves"], st["releases"]), ("reserved", "1", "0"),
            "counters of the job")
+
+
+@no_server
+def test_noreply_set_waiting_for_the_disk_corrupts_no_reply(binary):
+    """A noreply set under -f 0 leaves a durability hold at the very end of
+    the output, with nothing after it. Once the replies before it were
+    written, the next reply was cut at the hold's stale offset and the
+    bytes up to it sent from what the buffer held before (fuzz_mc_conn:
+    "format" after "CLIENT_ERROR unknown command"). Every round must read
+    exactly its own replies."""
+    with McServer(binary, "-f", "0", bdir=True) as s:
+        m = s.mc()
+        want = b"CLIENT_ERROR bad command line format\r\nEND\r\n"
+        for i in range(100):
+            # A long reply, then a change with no reply (its hold at the end)...
+            m.sock.sendall(b"set q x 0 1\r\nz\r\nset q 0 0 1 noreply\r\ny\r\n")
+            # ...and, in a separate packet while the fsync may still run,
+            # a short one.
+            time.sleep(0.001)
+            m.sock.sendall(b"get empty\r\n")
+            got = b""
+            while len(got) < len(want):
+                d = m.sock.recv(4096)
+                check(d, "closed in round %d after %r" % (i, got))
+                got += d
+            eq(got, want, "round %d: exactly the two replies" % i)
+        m.sock.settimeout(0.3)
+        try:
+            extra = m.sock.recv(4096)
+        except socket.timeout:
+            extra = b""
+        eq(extra, b"", "nothing after the last reply")
+        eq(s.bs().stats_tube("q")["current-jobs-ready"], "100", "every noreply set stored")
