@@ -61,6 +61,11 @@ int engine_open_binlog(Engine *e, char *err, size_t errlen)
     return policy_load_children(e, err, errlen);
 }
 
+int engine_reload_prepare(Engine *e, const ConfFile *next)
+{
+    return policy_reload_prepare(e, next);
+}
+
 void engine_reload(Engine *e)
 {
     policy_reload(e);

@@ -70,7 +70,11 @@ Job *engine_peek(Engine *e, Tube *t, JobState state);
 void engine_expire_all(Engine *e);
 /* The largest body tube t takes (its max_item_size, at most -z). */
 uint32_t engine_max_body(const Engine *e, const Tube *t);
-/* The config file in force changed: every tube takes its new policy. */
+/* A reload is coming with the config file next: take what applying it
+ * needs. 0, or -1 (out of memory: refuse the reload; nothing changed). */
+int engine_reload_prepare(Engine *e, const ConfFile *next);
+/* The config file in force changed: every tube takes its new policy
+ * (cannot fail after engine_reload_prepare() for that file). */
 void engine_reload(Engine *e);
 
 /* A new job with the next id (taken even if the put then fails, as

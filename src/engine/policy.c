@@ -242,16 +242,20 @@ static void expire_now(Engine *e, Job *j)
     Tube *t = j->tube;
 
     if (t->pol.move_expired_to[0]) {
+        /* Moving its last job out may free t (a job released or given
+         * back by a worker no longer watching it): held until counted. */
+        tube_ref(t);
         if (move_expired(e, j) == 0) {
             t->total_expired++;
-            return;
+        } else {
+            /* The dead-letter tube is full: the job stays where it was
+             * and is tried again in a second. */
+            log_warn("tube %s: cannot move expired job %llu to %s (full); retrying",
+                     t->name, (unsigned long long)j->id, t->pol.move_expired_to);
+            if (j->ext && j->ext->expires)
+                retry_later(e, j);
         }
-        /* The dead-letter tube is full: the job stays where it was and
-         * is tried again in a second. */
-        log_warn("tube %s: cannot move expired job %llu to %s (full); retrying",
-                 t->name, (unsigned long long)j->id, t->pol.move_expired_to);
-        if (j->ext && j->ext->expires)
-            retry_later(e, j);
+        tube_unref(&e->tubes, t);
         return;
     }
     t->total_expired++;
@@ -310,38 +314,63 @@ void policy_expire_all(Engine *e)
 
 /* ---- reload ------------------------------------------------------------- */
 
+/* Every job of t may gain, lose or change its expiry. queue_expiry_update()
+ * touches only the expiry and timer heaps, so the jobs are visited where
+ * they are. It cannot fail: policy_reload_prepare() made the room. */
 static void rekey(Engine *e, Tube *t)
 {
-    Job **jobs;
-    size_t n = 0, cap = t->ready.len + t->delay.len + t->buried_ct + t->reserved_ct;
-
     if (!t->pol.max_age_ms && !t->expiry.len)
         return;
-    /* Every job of the tube may gain, lose or change its expiry. */
-    jobs = tb_malloc((cap + 1) * sizeof *jobs);
-    if (!jobs) {
-        log_warn("tube %s: out of memory applying max_age at reload", t->name);
-        return;
-    }
     for (size_t i = 0; i < t->ready.len; i++)
-        jobs[n++] = t->ready.items[i];
+        queue_expiry_update(e, t->ready.items[i]);
     for (size_t i = 0; i < t->delay.len; i++)
-        jobs[n++] = t->delay.items[i];
+        queue_expiry_update(e, t->delay.items[i]);
     for (List *l = t->buried.next; l != &t->buried; l = l->next)
-        jobs[n++] = job_of_link(l);
-    for (size_t i = 0; i < e->ttr.len && n < cap; i++)
+        queue_expiry_update(e, job_of_link(l));
+    for (size_t i = 0; i < e->ttr.len; i++)
         if (((Job *)e->ttr.items[i])->tube == t)
-            jobs[n++] = e->ttr.items[i];
-    for (size_t i = 0; i < n; i++)
-        if (queue_expiry_update(e, jobs[i]) < 0)
-            log_warn("tube %s: out of memory applying max_age at reload", t->name);
-    tb_free(jobs);
+            queue_expiry_update(e, e->ttr.items[i]);
+}
+
+int policy_reload_prepare(Engine *e, const ConfFile *next)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        TubePolicy p;
+
+        conf_policy(next, t->name, t->name_len, e->cfg->max_job_size, &p);
+        if (!p.max_age_ms || p.max_age_ms == t->pol.max_age_ms)
+            continue;
+        /* Each of its jobs may enter the expiry heap: room for all, and
+         * the JobExt that holds the time (only a ready job may lack one). */
+        if (heap_reserve(&t->expiry, t->ready.len + t->delay.len + t->buried_ct +
+                                         t->reserved_ct) < 0)
+            return -1;
+        for (size_t k = 0; k < t->ready.len; k++)
+            if (!job_ext_get(t->ready.items[k]))
+                return -1;
+    }
+    /* Any tube may become timed. */
+    return heap_reserve(&e->tubes.timers, e->tubes.len);
 }
 
 void policy_reload(Engine *e)
 {
     int children_changed = 0;
 
+    /* Tubes whose jobs gain or change an expiry first, then those whose
+     * jobs lose it: a heap that empties may give its array back, and the
+     * room policy_reload_prepare() took must still be there for the rest. */
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        TubePolicy p;
+
+        conf_policy(e->cfg->conf, t->name, t->name_len, e->cfg->max_job_size, &p);
+        if (p.max_age_ms && p.max_age_ms != t->pol.max_age_ms) {
+            memcpy(&t->pol, &p, sizeof p); /* bytes and all, as conf_policy() */
+            rekey(e, t);
+        }
+    }
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];
         uint64_t age = t->pol.max_age_ms;

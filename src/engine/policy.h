@@ -35,6 +35,11 @@
 #include "core.h"
 
 void policy_init(Engine *e);
+/* Before a reload: take the memory policy_reload() will need to apply the
+ * config next (expiry heap room and JobExts for tubes whose max_age
+ * changes), so that applying it cannot fail. 0, or -1: out of memory, the
+ * config in force and every job's expiry unchanged. */
+int policy_reload_prepare(Engine *e, const ConfFile *next);
 /* The config in force changed (e->cfg->conf): re-resolve every tube. */
 void policy_reload(Engine *e);
 

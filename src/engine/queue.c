@@ -159,22 +159,33 @@ int queue_expiry_update(Engine *e, Job *j)
         if (x && x->expires) {
             heap_remove(h, x->exp_pos);
             x->expires = 0;
+            tube_timer_update(&e->tubes, j->tube); /* removal: cannot fail */
         }
         return 0;
     }
     if (!x && !(x = job_ext_get(j)))
         return -1;
     if (x->expires) {
+        /* A new time (a reload changed max_age): the tube's timer follows,
+         * or a shorter max_age would wait for the old, later time. The
+         * tube is timed already: a fix, which cannot fail. */
         x->expires = exp;
         heap_fix(h, x->exp_pos);
-        return 0;
+        return tube_timer_update(&e->tubes, j->tube);
     }
     x->expires = exp;
     if (heap_insert(h, j) < 0) {
         x->expires = 0;
         return -1;
     }
-    return tube_timer_update(&e->tubes, j->tube);
+    if (tube_timer_update(&e->tubes, j->tube) < 0) {
+        /* No room to time the tube: out of the heap again, or a job the
+         * caller then frees (a failed put) would be left in it. */
+        heap_remove(h, x->exp_pos);
+        x->expires = 0;
+        return -1;
+    }
+    return 0;
 }
 
 void queue_expiry_remove(Engine *e, Job *j)

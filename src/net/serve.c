@@ -278,6 +278,13 @@ int server_reload(Server *s, char *err, size_t errlen)
         log_err("reload: %s; the old configuration stays in force", err);
         return -1;
     }
+    /* Applying cannot fail half-way: what it needs is taken first. */
+    if (next && engine_reload_prepare(&s->eng, next) < 0) {
+        conf_free(next);
+        snprintf(err, errlen, "%s: out of memory", s->cfg.config_path);
+        log_err("reload: %s; the old configuration stays in force", err);
+        return -1;
+    }
     opts_reload_apply(&s->cfg, next, note, sizeof note);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);

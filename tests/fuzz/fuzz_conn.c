@@ -270,7 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cl[i].rb = malloc(RBUF);
     }
     if (flags & 0x08)
-        alloc_fail_after(fail_at + 1);
+        fz_alloc_arm(fail_at + 1);
 
     while (pos < size) {
         uint8_t h = data[pos++];
@@ -307,7 +307,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* Wind down: every client reads, every timer fires. */
-    alloc_fail_after(0);
+    fz_alloc_disarm();
     winding_down = 1;
     for (int i = 0; i < nc; i++)
         cl[i].reading = 1;

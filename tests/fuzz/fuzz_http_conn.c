@@ -6,7 +6,10 @@
  *
  * Input: byte 0 flags: bits 0-1 connections-1 (at most 3); bit 2 start
  * draining; bit 3 a few tubes with odd names; bit 4 allocation failure
- * after byte 1 + 1 allocations; bit 5 the binlog reported unhealthy. Then
+ * after byte 1 + 1 allocations; bit 5 the binlog reported unhealthy; bit 6
+ * jobs in a few tubes (ready, urgent, delayed, buried, one reserved, a
+ * paused tube); bit 7 the failure index is bytes 1-2 (big endian, for
+ * the allocation failure sweep) and the steps start at byte 3. Then
  * steps: a header byte h, connection (h & 3) modulo the count, op h >> 2:
  *   0..47  a length byte L, then L bytes written to the connection
  *   48..55 the client reads its replies and checks them
@@ -20,8 +23,9 @@
  * Transfer-Encoding, headers ending in an empty line, then exactly that
  * many body bytes (none for a HEAD: no body starts with "HTTP/1.1 ", so a
  * reply right after a head means the head answered a HEAD); a 400 or 408
- * reply is the last. At the end server_free() leaves
- * nothing behind (LeakSanitizer).
+ * reply is the last. At the end the server's counters agree with a recount
+ * (fz_check_server_with()) and server_free() leaves nothing behind
+ * (LeakSanitizer).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -131,9 +135,57 @@ static void client_read(Client *c)
         n = read(c->fd, c->got + c->len, c->cap - c->len);
         if (n <= 0)
             break;
+        if (fz_echo) /* FUZZ_ECHO=1: what the client reads, to stderr */
+            fprintf(stderr, "[fd %d] %.*s\n", c->fd, (int)n, c->got + c->len);
         c->len += (size_t)n;
     }
     check_replies(c);
+}
+
+/* ---- jobs for the pages to show ------------------------------------------ */
+
+static void no_wake(Worker *w, WaitEnd how, Job *j)
+{
+    fz_fail("the harness's worker never waits");
+}
+
+static const WorkerOps harness_ops = {no_wake};
+
+static uint64_t put_job(Engine *e, const char *tube, uint32_t pri, uint32_t delay,
+                        const char *body)
+{
+    size_t n = strlen(body);
+    Tube *t = engine_tube(e, tube, strlen(tube));
+    Job *j = engine_job_new(e, (uint32_t)n, pri, delay, 60);
+    uint64_t id;
+
+    FZ_CHECK(t && j, "out of memory setting up jobs");
+    memcpy(j->body, body, n);
+    id = j->id;
+    FZ_CHECK(engine_put(e, j, t) == ENG_OK, "put in %s failed", tube);
+    return id;
+}
+
+/* Ready jobs (one urgent) in two tubes, delayed ones, a buried one, one
+ * reserved by w (held until the end), and a paused tube. */
+static void make_jobs(Engine *e, Worker *w)
+{
+    Job *j;
+    uint64_t b;
+
+    put_job(e, "default", 100, 0, "a default job");
+    put_job(e, "emails", 2000, 0, "{\"to\":\"a@example.org\"}");
+    put_job(e, "emails", 10, 0, "urgent");
+    put_job(e, "emails", 2000, 30, "later");
+    put_job(e, "reports", 1024, 3600, "tomorrow");
+    b = put_job(e, "reports", 1024, 0, "to bury");
+    put_job(e, "reports", 1024, 0, "to hold");
+    put_job(e, "paused", 1024, 0, "waits");
+    FZ_CHECK(engine_pause(e, engine_tube_find(e, "paused", 6), 60) == ENG_OK, "pause");
+    worker_init(e, w, &harness_ops);
+    FZ_CHECK(engine_reserve_job(e, w, b, &j) == ENG_OK &&
+             engine_bury(e, w, b, 5000) == ENG_OK, "bury");
+    FZ_CHECK(engine_reserve_job(e, w, b + 1, &j) == ENG_OK, "reserve");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -144,14 +196,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static Beanstalk bs;
     static Http http;
     static const char *const tubes[] = {"a;b", "$x", "(p)", "z+y/w", "default2"};
+    static Worker holder;
     Client cl[MAX_CONNS];
     Config cfg;
-    size_t pos = 2, n;
-    int nconns;
+    size_t pos = data && size && (data[0] & 128) ? 3 : 2, n;
+    unsigned long fail_at;
+    int nconns, jobs;
 
-    if (size < 2)
+    if (size < pos)
         return 0;
+    fail_at = pos == 3 ? (unsigned long)data[1] << 8 | data[2] : data[1];
     nconns = (data[0] & 3) % MAX_CONNS + 1;
+    jobs = (data[0] & 64) != 0;
     opts_defaults(&cfg);
     fz_save_signals();
     if (server_init(&srv, &cfg) < 0)
@@ -167,6 +223,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (t)
                 engine_tube_ref(t);
         }
+    if (jobs)
+        make_jobs(&srv.eng, &holder);
     if (data[0] & 32) {
         srv.eng.binlog.healthy = 0;
         snprintf(srv.eng.binlog.last_error, sizeof srv.eng.binlog.last_error, "fuzz");
@@ -181,7 +239,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fz_fail("conn_new");
     }
     if (data[0] & 16)
-        alloc_fail_after((unsigned long)data[1] + 1);
+        fz_alloc_arm(fail_at + 1);
 
     while (pos < size) {
         uint8_t h = data[pos++];
@@ -206,7 +264,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         loop_once(&srv);
     }
-    alloc_fail_after(0);
+    fz_alloc_disarm();
     for (int k = 0; k < 4; k++)
         loop_once(&srv);
     for (int i = 0; i < nconns; i++) {
@@ -214,6 +272,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(cl[i].fd);
         free(cl[i].got);
     }
+    if (jobs)
+        worker_fini(&srv.eng, &holder);
+    if (data[0] & 8) /* the harness's references to the odd tubes */
+        for (size_t i = 0; i < sizeof tubes / sizeof tubes[0]; i++) {
+            Tube *t = engine_tube_find(&srv.eng, tubes[i], strlen(tubes[i]));
+            if (t)
+                engine_tube_unref(&srv.eng, t);
+        }
+    for (int k = 0; k < 2; k++)
+        loop_once(&srv);
+    fz_check_server_with(&srv, &bs.proto, NULL);
     srv.eng.binlog.enabled = 0;
     server_free(&srv);
     http_free(&http);

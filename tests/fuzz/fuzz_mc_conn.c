@@ -8,13 +8,17 @@
  * gets).
  *
  * Each input builds a Server (server_init() on 127.0.0.1 port 0) with a
- * fixed config file (a fanout parent, a tube with max_items = 2 and
+ * config file (conf_text: a fanout parent, a tube with max_items = 2 and
  * discard_old_when_full, a tube with max_age = 1s, a tube with ttr = 1s,
- * allow_shutdown), opens 1..4 connections as socketpairs (conn_new() on one
+ * allow_shutdown) given as --config, whose file holds another text
+ * (conf_text_b) for the memcache "reload" to switch to, and back (see
+ * conf_toggle()); opens 1..4 connections as socketpairs (conn_new() on one
  * end, the harness is the client on the other) and plays a script. After
  * every step it runs one loop iteration as server_run() does, on a virtual
  * clock, reads the replies of the clients that read and checks them, and
- * checks the front-end's invariants.
+ * checks the front-end's invariants, the server's counters
+ * (fz_check_server_with()) and every tube's policy against the config in
+ * force. FUZZ_COUNT_ALLOCS and FUZZ_ECHO: fuzz_util.h.
  *
  * Input format:
  *   byte 0    flags: bits 0-1 connections-1; bit 2 binlog (-F); bit 3
@@ -75,7 +79,27 @@ static const char conf_text[] =
     "[tube l]\nmax_items = 2\ndiscard_old_when_full = true\n"
     "[tube m]\nmax_items = 1\n"
     "[tube e]\nmax_age = 1s\nmove_expired_to = dead\n"
-    "[tube t]\nttr = 1s\npriority = 0\n";
+    "[tube t]\nttr = 1s\npriority = 0\n"
+    "[tube o]\nmax_age = 5s\n";
+
+/* The config file a reload reads while conf_text is in force, and the
+ * other way round (see conf_toggle()): f loses its fanout (its children
+ * are let go) and g gains one, l and m change their limits, e its max_age,
+ * t and o lose their sections (o its expiry), new sections give n an
+ * expiry and every p* tube a size limit, and two run-time server keys
+ * change. */
+static const char conf_text_b[] =
+    "allow_shutdown = true\n"
+    "stall_timeout = 10\n"
+    "max_connections = 100\n"
+    "[tube f]\nmax_items = 5\n"
+    "[tube g]\nfanout = true\n"
+    "[tube l]\nmax_items = 3\ndiscard_old_when_full = true\n"
+    "[tube m]\nmax_items = 2\nmax_size = 64\n"
+    "[tube e]\nmax_age = 3s\nmove_expired_to = dead\n"
+    "[tube n]\nmax_age = 2s\npriority = 7\n"
+    "[tube dead]\nmax_items = 2\ndiscard_old_when_full = true\n"
+    "[tube p*]\nmax_size = 100\nmax_item_size = 50\n";
 
 typedef struct Client {
     int fd;            /* our end, -1 once closed */
@@ -215,6 +239,8 @@ static void client_read(Client *c)
                 c->eof = 1;
             return;
         }
+        if (fz_echo) /* FUZZ_ECHO=1: what each client reads, to stderr */
+            fprintf(stderr, "[%s %d] %.*s", c->bs ? "bs" : "mc", c->fd, (int)n, c->rb + c->rlen);
         if (c->bs)
             continue; /* fuzz_conn checks beanstalk replies */
         c->rlen += (size_t)n;
@@ -329,9 +355,68 @@ static void check_server(const Server *s, const Memcache *f)
     (void)deferred;
 }
 
+/* ---- the config file -------------------------------------------------------- */
+
+/* The server runs with --config DIR/fuzz.conf (conf_text). The file holds
+ * the other config (conf_text_b) from the start, so a memcache "reload"
+ * changes it; whenever a reload has applied (the Config's ConfFile is
+ * another one), the file is rewritten with the text not in force, so the
+ * next reload goes back. A reload that fails (out of memory) must leave
+ * the old config in force: every tube's policy is checked against the
+ * config in force after every step, whichever it is. */
+static char conf_path[300];
+static const ConfFile *conf_seen; /* the ConfFile in force at the last step */
+
+static void conf_write(const char *text)
+{
+    FILE *f = fopen(conf_path, "w");
+
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+        fz_fail("cannot write %s", conf_path);
+}
+
+/* Which text is in force: only conf_text_b gives g fanout. */
+static int conf_is_b(const Server *s)
+{
+    TubePolicy p;
+
+    conf_policy(s->cfg.conf, "g", 1, s->cfg.max_job_size, &p);
+    return p.fanout;
+}
+
+static void conf_toggle(const Server *s)
+{
+    if (s->cfg.conf == conf_seen)
+        return;
+    conf_seen = s->cfg.conf;
+    conf_write(conf_is_b(s) ? conf_text : conf_text_b);
+}
+
+/* Every tube has the policy the config in force gives it; a registered
+ * fanout child's parent has fanout on. */
+static void check_policies(const Server *s)
+{
+    const Engine *e = &s->eng;
+
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        const Tube *t = e->tubes.list[i];
+        TubePolicy p;
+
+        conf_policy(s->cfg.conf, t->name, t->name_len, s->cfg.max_job_size, &p);
+        FZ_CHECK(!memcmp(&p, &t->pol, sizeof p),
+                 "tube %s: its policy is not the one the config in force gives (%s)", t->name,
+                 conf_is_b(s) ? "b" : "a");
+        if (t->registered) {
+            conf_policy(s->cfg.conf, t->name, t->parent_len, s->cfg.max_job_size, &p);
+            FZ_CHECK(p.fanout, "tube %s: a fanout child of a parent without fanout", t->name);
+        }
+    }
+}
+
 /* ---- the script ----------------------------------------------------------- */
 
 static Memcache front;
+static Beanstalk bfront;
 
 static void step_done(Server *s, Client *cl, int nc)
 {
@@ -339,6 +424,9 @@ static void step_done(Server *s, Client *cl, int nc)
     for (int i = 0; i < nc; i++)
         client_read(&cl[i]);
     check_server(s, &front);
+    fz_check_server_with(s, &bfront.proto, &front.proto);
+    conf_toggle(s);
+    check_policies(s);
 }
 
 static void client_write(Server *s, Client *cl, int nc, Client *c, const uint8_t *p, size_t n)
@@ -363,7 +451,6 @@ static void client_write(Server *s, Client *cl, int nc, Client *c, const uint8_t
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Server srv;
-    static Beanstalk bfront;
     Server *s = &srv;
     Client cl[MAXC];
     Config cfg;
@@ -390,6 +477,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_fail("config: %s", err);
     cfg.conf = cf;
     cfg.allow_shutdown = 1;
+    snprintf(conf_path, sizeof conf_path, "%s/fuzz.conf", fz_tmpdir());
+    cfg.config_path = conf_path;
+    /* As if given on the command line: a reload changes only the run-time
+     * keys the files set. */
+    cfg.cli_set = ~(CONF_BIT(SK_ALLOW_SHUTDOWN) | CONF_BIT(SK_STALL_TIMEOUT) |
+                    CONF_BIT(SK_MAX_CONNECTIONS));
     if (flags & 0x04) {
         fz_clear_dir(fz_tmpdir());
         cfg.binlog_dir = fz_tmpdir();
@@ -400,6 +493,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cfg.fsync_never = 1;
     }
     log_verbosity = 0;
+    conf_write(conf_text_b); /* after the binlog directory was emptied */
+    conf_seen = cf;
     fz_save_signals();
     if (server_init(s, &cfg) < 0)
         fz_fail("server_init failed");
@@ -426,7 +521,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cl[i].rb = malloc(RBUF);
     }
     if (flags & 0x08)
-        alloc_fail_after(fail_at + 1);
+        fz_alloc_arm(fail_at + 1);
 
     while (pos < size) {
         uint8_t h = data[pos++];
@@ -463,7 +558,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* Wind down: every client reads, every timer fires. */
-    alloc_fail_after(0);
+    fz_alloc_disarm();
     winding_down = 1;
     for (int i = 0; i < nc; i++)
         cl[i].reading = 1;
@@ -475,7 +570,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     server_free(s);
     memcache_free(&front);
-    conf_free(cf);
+    conf_free(s->cfg.conf); /* cf, or what a reload put in its place */
     winding_down = 0;
     for (int i = 0; i < nc; i++) {
         if (cl[i].fd >= 0)

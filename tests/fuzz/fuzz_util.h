@@ -14,11 +14,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bs.h"
 #include "conn.h"
 #include "heap.h"
 #include "job.h"
 #include "list.h"
+#include "mc.h"
+#include "queue.h"
 #include "serve.h"
 #include "tube.h"
 #include "watch.h"
@@ -122,14 +125,77 @@ static inline void fz_free_dead(Server *s)
         conn_free(container_of(n, Conn, link));
 }
 
+/* FUZZ_ECHO set in the environment: harnesses copy what their clients
+ * read to stderr (to see what a sweep session does). */
+static int fz_echo;
+
+__attribute__((constructor)) static void fz_read_env(void)
+{
+    fz_echo = getenv("FUZZ_ECHO") != NULL;
+}
+
+/* ---- allocation failure ------------------------------------------------ */
+
+/* Arm the injection: the n-th allocation from now fails (n >= 1), as
+ * alloc_fail_after(). With FUZZ_COUNT_ALLOCS set in the environment the
+ * countdown is armed far beyond any session instead, and fz_alloc_disarm()
+ * prints "allocations: N", the number the session made in between: the
+ * sweep (mk_sweep.py) checks that its failure indexes cover them all. */
+#define FZ_COUNT_FAR (1ul << 22)
+static int fz_counting;
+
+static inline void fz_alloc_arm(unsigned long n)
+{
+    fz_counting = getenv("FUZZ_COUNT_ALLOCS") != NULL;
+    alloc_fail_after(fz_counting ? FZ_COUNT_FAR : n);
+}
+
+/* End the injection (before the wind-down). */
+static inline void fz_alloc_disarm(void)
+{
+    if (fz_counting) {
+        /* The countdown stands at FAR - N: N more calls to the injection
+         * point make the last one fire. */
+        unsigned long left = 1;
+        while (!alloc_should_fail())
+            left++;
+        fprintf(stderr, "allocations: %lu\n", FZ_COUNT_FAR - left);
+        fz_counting = 0;
+    }
+    alloc_fail_after(0);
+}
+
 /* ---- server invariants ------------------------------------------------ */
 
 typedef struct {
     const Server *s;
-    uint64_t ready, urgent, reserved, delayed, buried, dead;
+    const Proto *bsp, *mcp;  /* see fz_check_server_with() */
+    uint64_t ready, urgent, reserved, delayed, buried, dead, expiring;
     uint64_t *tube_jobs;     /* by list_pos */
     uint64_t *tube_ready, *tube_delayed, *tube_reserved, *tube_buried, *tube_urgent;
+    uint64_t *tube_expiring;
 } FzCount;
+
+/* The Worker of a connection, NULL for a protocol without one (HTTP). */
+static const Worker *fz_worker_of(const Conn *c, const Proto *bsp, const Proto *mcp)
+{
+    if (!bsp || c->proto == bsp)
+        return &((const BsConn *)c)->worker;
+    if (mcp && c->proto == mcp)
+        return &((const McConn *)c)->worker;
+    return NULL;
+}
+
+/* Is w the Worker of a live connection? */
+static int fz_live_worker(const FzCount *c, const Worker *w)
+{
+    for (const List *n = c->s->conns.next; n != &c->s->conns; n = n->next) {
+        const Conn *k = container_of(n, Conn, link);
+        if (fz_worker_of(k, c->bsp, c->mcp) == w)
+            return !(k->flags & CONN_DEAD);
+    }
+    return 0;
+}
 
 static size_t fz_tube_pos(const Server *s, const Tube *t)
 {
@@ -154,6 +220,28 @@ static void fz_count_job(HashNode *n, void *arg)
         return;
     }
     c->tube_jobs[p]++;
+    /* Expiry (max_age, a memcache exptime): a job that has a time is in
+     * its tube's expiry heap; one that is not reserved has one whenever
+     * its tube's policy and its own exptime give it one. (A reserved job
+     * past its time leaves the heap until it comes back.) */
+    if (j->ext && j->ext->expires) {
+        FZ_CHECK(j->ext->exp_pos < t->expiry.len && t->expiry.items[j->ext->exp_pos] == j,
+                 "job %llu has an expiry but is not in its tube's expiry heap",
+                 (unsigned long long)j->id);
+        /* Its time is the one its policy gives, or later when a move to
+         * the dead-letter tube failed and waits for its retry. */
+        FZ_CHECK(j->ext->expires == queue_expiry_of(j) ||
+                     (t->pol.move_expired_to[0] && j->ext->expires > queue_expiry_of(j)),
+                 "job %llu (tube %s) expires at %lld, its policy says %lld",
+                 (unsigned long long)j->id, t->name, (long long)j->ext->expires,
+                 (long long)queue_expiry_of(j));
+        c->expiring++;
+        c->tube_expiring[p]++;
+    } else {
+        FZ_CHECK(j->state == JOB_RESERVED || !queue_expiry_of(j),
+                 "job %llu (tube %s, state %d) should expire but has no expiry",
+                 (unsigned long long)j->id, t->name, j->state);
+    }
     FZ_CHECK(j->state == JOB_READY || (j->ext && j->ext->job == j),
              "job %llu in state %d without its JobExt", (unsigned long long)j->id, j->state);
     FZ_CHECK(!j->ext || j->ext->job == j, "job %llu: JobExt of another job",
@@ -178,8 +266,7 @@ static void fz_count_job(HashNode *n, void *arg)
     case JOB_RESERVED:
         FZ_CHECK(j->heap_pos < c->s->eng.ttr.len && c->s->eng.ttr.items[j->heap_pos] == j,
                  "reserved job %llu not in the TTR heap", (unsigned long long)j->id);
-        FZ_CHECK(j->ext->owner &&
-                     !(container_of(j->ext->owner, BsConn, worker)->conn.flags & CONN_DEAD) &&
+        FZ_CHECK(j->ext->owner && fz_live_worker(c, j->ext->owner) &&
                      list_linked(&j->ext->link),
                  "reserved job %llu without a live owner", (unsigned long long)j->id);
         c->reserved++;
@@ -205,13 +292,18 @@ static uint64_t fz_list_len(const List *l)
     return n;
 }
 
-/* Every counter the server keeps agrees with a recount from scratch. */
-static inline void fz_check_server(const Server *s)
+/* Every counter the server keeps agrees with a recount from scratch.
+ * Connections: with bsp NULL every one is a beanstalk connection (fuzz_conn);
+ * else those of bsp are, those of mcp are memcache ones (an McConn: its
+ * Worker watches, a set in BODY holds its tube) and the others (HTTP) hold
+ * nothing of the engine. */
+static inline void fz_check_server_with(const Server *s, const Proto *bsp, const Proto *mcp)
 {
     size_t nt = s->eng.tubes.len;
-    uint64_t *mem = calloc(8 * (nt + 1), sizeof *mem);
+    uint64_t *mem = calloc(10 * (nt + 1), sizeof *mem);
     uint64_t *using = mem + 6 * (nt + 1), *watching = mem + 7 * (nt + 1);
-    FzCount c = {.s = s};
+    uint64_t *holding = mem + 8 * (nt + 1);
+    FzCount c = {.s = s, .bsp = bsp, .mcp = mcp};
     uint64_t conns = 0, waiting = 0, producers = 0, workers = 0;
     const Beanstalk *front = NULL;
 
@@ -222,6 +314,7 @@ static inline void fz_check_server(const Server *s)
     c.tube_reserved = mem + 3 * (nt + 1);
     c.tube_buried = mem + 4 * (nt + 1);
     c.tube_urgent = mem + 5 * (nt + 1);
+    c.tube_expiring = mem + 9 * (nt + 1);
     hash_each(&s->eng.jobs, fz_count_job, &c);
     FZ_CHECK(c.ready == s->eng.jobs_ct.ready, "ready %llu, counted %llu",
              (unsigned long long)s->eng.jobs_ct.ready, (unsigned long long)c.ready);
@@ -238,13 +331,21 @@ static inline void fz_check_server(const Server *s)
 
     for (const List *n = s->conns.next; n != &s->conns; n = n->next) {
         const Conn *c0 = container_of(n, Conn, link);
-        const BsConn *bc = (const BsConn *)c0;
-        const Worker *cn = &bc->worker;
+        const Worker *cn = fz_worker_of(c0, bsp, mcp);
+        int is_bs = !bsp || c0->proto == bsp;
         int paused = c0->state == CONN_PAUSED;
-        front = bs_front(c0);
+
         FZ_CHECK(!(c0->flags & CONN_DEAD), "dead connection in the live list");
         conns++;
-        using[fz_tube_pos(s, bc->use)]++;
+        if (!cn)
+            continue;
+        if (is_bs) {
+            const BsConn *bc = (const BsConn *)c0;
+            front = bs_front(c0);
+            using[fz_tube_pos(s, bc->use)]++;
+        } else if (((const McConn *)c0)->in_tube) {
+            holding[fz_tube_pos(s, ((const McConn *)c0)->in_tube)]++;
+        }
         for (uint32_t i = 0; i < cn->nwatch; i++) {
             watching[fz_tube_pos(s, cn->watch[i].tube)]++;
             for (uint32_t k = 0; k < i; k++)
@@ -254,11 +355,11 @@ static inline void fz_check_server(const Server *s)
             /* A wide watcher waits once, server-wide; a narrow one in
              * every tube it watches. */
             FZ_CHECK(list_linked(&cn->watch[i].wait_link) ==
-                     (paused && !watch_is_wide(cn)),
+                     (cn->waiting && !watch_is_wide(cn)),
                      "wait link of a %s connection in state %d",
                      watch_is_wide(cn) ? "wide" : "narrow", c0->state);
         }
-        FZ_CHECK(list_linked(&cn->wide_link) == (paused && watch_is_wide(cn)),
+        FZ_CHECK(list_linked(&cn->wide_link) == (cn->waiting && watch_is_wide(cn)),
                  "wide link of a %s connection in state %d",
                  watch_is_wide(cn) ? "wide" : "narrow", c0->state);
         if (watch_is_wide(cn)) {
@@ -272,20 +373,22 @@ static inline void fz_check_server(const Server *s)
                 }
             FZ_CHECK(used == cn->nwatch, "watch index holds %u of %u tubes", used, cn->nwatch);
         }
-        FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
-        FZ_CHECK(paused == cn->waiting, "paused %d but waiting %d", paused, cn->waiting);
         if (cn->waiting)
             waiting++;
-        if (c0->flags & BS_PRODUCER)
-            producers++;
-        if (c0->flags & BS_WORKER)
-            workers++;
         for (const List *r = cn->reserved.next; r != &cn->reserved; r = r->next) {
             const Job *j = container_of(r, JobExt, link)->job;
             FZ_CHECK(j->state == JOB_RESERVED && j->ext->owner == cn,
                      "job %llu in a reserved list but state %d",
                      (unsigned long long)j->id, j->state);
         }
+        if (!is_bs)
+            continue; /* fuzz_mc_conn checks the rest of a memcache one */
+        FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
+        FZ_CHECK(paused == cn->waiting, "paused %d but waiting %d", paused, cn->waiting);
+        if (c0->flags & BS_PRODUCER)
+            producers++;
+        if (c0->flags & BS_WORKER)
+            workers++;
     }
     FZ_CHECK(conns == s->conn_ct, "conn_ct %llu, counted %llu",
              (unsigned long long)s->conn_ct, (unsigned long long)conns);
@@ -298,7 +401,9 @@ static inline void fz_check_server(const Server *s)
 
     for (size_t i = 0; i < nt; i++) {
         const Tube *t = s->eng.tubes.list[i];
-        uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + (t == s->eng.default_tube);
+        /* A registered fanout child is held by its registration. */
+        uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + holding[i] +
+                        (t == s->eng.default_tube) + t->registered;
         int64_t due = INT64_MAX;
         const Job *top = heap_top(&t->delay);
 
@@ -316,6 +421,8 @@ static inline void fz_check_server(const Server *s)
                  "tube %s: heaps %zu/%zu, counted %llu/%llu", t->name, t->ready.len,
                  t->delay.len, (unsigned long long)c.tube_ready[i],
                  (unsigned long long)c.tube_delayed[i]);
+        FZ_CHECK(t->expiry.len == c.tube_expiring[i], "tube %s: expiry heap %zu, counted %llu",
+                 t->name, t->expiry.len, (unsigned long long)c.tube_expiring[i]);
         FZ_CHECK(t->reserved_ct == c.tube_reserved[i] && t->buried_ct == c.tube_buried[i] &&
                  fz_list_len(&t->buried) == t->buried_ct && t->urgent_ct == c.tube_urgent[i],
                  "tube %s: reserved %llu/%llu buried %llu/%llu urgent %llu/%llu", t->name,
@@ -327,6 +434,8 @@ static inline void fz_check_server(const Server *s)
             due = top->ext->deadline;
         if (t->pause && t->unpause_at < due)
             due = t->unpause_at;
+        if ((top = heap_top(&t->expiry)) && top->ext->expires < due)
+            due = top->ext->expires;
         FZ_CHECK(t->timer_at == due, "tube %s: timer_at %lld, due %lld", t->name,
                  (long long)t->timer_at, (long long)due);
         if (due != INT64_MAX)
@@ -352,6 +461,12 @@ static inline void fz_check_server(const Server *s)
     FZ_CHECK(s->eng.jobs.len == c.ready + c.reserved + c.delayed + c.buried + c.dead,
              "job table size");
     free(mem);
+}
+
+
+static inline void fz_check_server(const Server *s)
+{
+    fz_check_server_with(s, NULL, NULL);
 }
 
 #endif
