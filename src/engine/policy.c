@@ -10,6 +10,7 @@
 #include "binlog.h"
 #include "clock.h"
 #include "log.h"
+#include "oldest.h"
 #include "queue.h"
 
 /* ---- resolving ---------------------------------------------------------- */
@@ -64,6 +65,7 @@ static void on_destroy(void *arg, Tube *t)
         list_insert_tail(&e->orphans, &c->child_link);
     }
     list_remove(&t->child_link);
+    oldest_free(t);
 }
 
 void policy_init(Engine *e)
@@ -93,38 +95,8 @@ static int fits(const Tube *t, uint64_t jobs, uint64_t bytes, uint32_t n)
            (!t->pol.max_size || bytes + n <= t->pol.max_size);
 }
 
-static Job *min_id(Heap *h)
-{
-    Job *best = NULL;
-
-    for (size_t i = 0; i < h->len; i++) {
-        Job *j = h->items[i];
-        if (!best || j->id < best->id)
-            best = j;
-    }
-    return best;
-}
-
-/* The job a full tube gives up first: its oldest ready job, else its oldest
- * delayed one, else its oldest buried one. A scan of that state's jobs:
- * discarding is for tubes that are full anyway, and a full tube's scan is
- * bounded by its max_items. */
-static Job *oldest(Tube *t)
-{
-    Job *j = min_id(&t->ready);
-
-    if (!j)
-        j = min_id(&t->delay);
-    if (!j) {
-        for (List *n = t->buried.next; n != &t->buried; n = n->next) {
-            Job *b = job_of_link(n);
-            if (!j || b->id < j->id)
-                j = b;
-        }
-    }
-    return j;
-}
-
+/* The job a full tube gives up first is oldest_pick()'s: its oldest ready
+ * job, else its oldest delayed one, else its oldest buried one. */
 int policy_make_room(Engine *e, Tube *t, uint32_t n)
 {
     if (fits(t, jobs_in(t), t->cur_bytes, n))
@@ -135,7 +107,7 @@ int policy_make_room(Engine *e, Tube *t, uint32_t n)
         return -1;
     tube_ref(t); /* discarding its last job must not free it */
     while (!fits(t, jobs_in(t), t->cur_bytes, n)) {
-        Job *j = oldest(t);
+        Job *j = oldest_pick(e, t);
         t->total_discarded++;
         binlog_delete(e, j);
         queue_delete(e, j);

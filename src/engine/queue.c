@@ -1,6 +1,7 @@
 #include "queue.h"
 
 #include "clock.h"
+#include "oldest.h"
 #include "worker.h"
 
 #define URGENT_THRESHOLD 1024
@@ -75,6 +76,8 @@ static int place_delayed(Engine *e, Job *j)
     }
     j->state = JOB_DELAYED;
     e->jobs_ct.delayed++;
+    if (t->oldest)
+        oldest_note(e, j);
     return 0;
 }
 
@@ -100,6 +103,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
         j->ext->ready_since = e->now;
     j->state = JOB_READY;
     count_ready(e, j, 1);
+    if (t->oldest)
+        oldest_note(e, j);
     queue_ready_update(e, t);
     e->on_ready(e, t);
     return 0;
@@ -112,6 +117,8 @@ void queue_bury(Engine *e, Job *j)
     list_insert_tail(&j->tube->buried, &j->ext->link);
     e->jobs_ct.buried++;
     j->tube->buried_ct++;
+    if (j->tube->oldest)
+        oldest_note(e, j);
 }
 
 Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget)

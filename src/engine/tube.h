@@ -37,6 +37,7 @@ struct Tube {
     List ready_link;     /* server's list of tubes with jobs to hand out */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
     TubePolicy pol;      /* its keys from the config file (policy.c) */
+    struct OldestIdx *oldest; /* discard order, once it has discarded (oldest.h) */
     List children;       /* fanout: its children's child_link, when a parent */
     List child_link;     /* in the parent's children, when a linked child */
     Tube *parent;        /* the fanout parent it is linked to, or NULL */

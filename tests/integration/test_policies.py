@@ -141,6 +141,113 @@ def test_discard_buried_after_delayed_never_reserved(binary):
 
 
 @no_server
+def test_discard_order_through_every_transition(binary):
+    """The discard order (oldest ready, else oldest delayed, else oldest
+    buried; never reserved) holds while jobs move between states after the
+    tube's first discard, when the server keeps its index of ids: released
+    and kicked jobs come back with their old ids, delayed ones become
+    ready, jobs are moved in with lower ids, deleted and flushed. A model
+    of the tube predicts every job each put discards, over 1,500 random
+    steps (seeded)."""
+    import random
+    rnd = random.Random(20261124)
+    cap = 12
+    conf = "[tube d]\nmax_items = %d\ndiscard_old_when_full = true\n" % cap
+    with Policy(binary, conf) as p:
+        c = p.srv.client()      # producer, in tube d
+        w = p.srv.client()      # worker
+        o = p.srv.client()      # producer of older jobs, in tube side
+        c.use("d")
+        w.watch("d")
+        w.ignore("default")
+        o.use("side")
+        model = {}              # id -> state, for the jobs of d
+        side = []               # ids waiting in tube side (older than d's later jobs)
+
+        def expect_discard(n_new):
+            """Ids the model says one put into d discards; None if it cannot
+            make room (only reserved jobs): then nothing is discarded."""
+            if sum(1 for s in model.values() if s == "reserved") + n_new > cap:
+                return None
+            gone = []
+            while len(model) + n_new > cap:
+                for st in ("ready", "delayed", "buried"):
+                    ids = sorted(j for j, s in model.items() if s == st)
+                    if ids:
+                        gone.append(ids[0])
+                        del model[ids[0]]
+                        break
+            return gone
+
+        def check_all(step):
+            got = {}
+            for j in list(model):
+                where = job_where(c, j)
+                got[j] = where[1] if where else None
+            eq(got, model, "step %d: the tube's jobs and states" % step)
+
+        for step in range(1500):
+            op = rnd.random()
+            by = lambda st: sorted(j for j, s in model.items() if s == st)
+            if op < 0.35:
+                delay = 3600 if rnd.random() < 0.2 else 0
+                gone = expect_discard(1)
+                if gone is None:
+                    eq(put_line(c, b"full", delay=delay), b"OUT_OF_MEMORY",
+                       "step %d: only reserved jobs, nothing to discard" % step)
+                    continue
+                jid = put_id(c, b"j%d" % step, delay=delay)
+                model[jid] = "delayed" if delay else "ready"
+                for g in gone:
+                    check(not present(c, g), "step %d: job %d should have been discarded" % (step, g))
+            elif op < 0.5 and by("ready"):
+                j = rnd.choice(by("ready"))
+                reserve_job(w, j)
+                model[j] = "reserved"
+            elif op < 0.6 and by("reserved"):
+                j = rnd.choice(by("reserved"))
+                if rnd.random() < 0.5:
+                    w.expect("release %d 0 0" % j, "RELEASED")
+                    model[j] = "ready"
+                else:
+                    w.expect("bury %d 0" % j, "BURIED")
+                    model[j] = "buried"
+            elif op < 0.67 and (by("buried") or by("delayed")):
+                j = rnd.choice(by("buried") + by("delayed"))
+                c.expect("kick-job %d" % j, "KICKED")
+                model[j] = "ready"
+            elif op < 0.72 and model:
+                j = rnd.choice([j for j, s in model.items() if s != "reserved"] or [None])
+                if j is not None:
+                    c.expect("delete %d" % j, "DELETED")
+                    del model[j]
+            elif op < 0.82:
+                side.append(put_id(o, b"s%d" % step))
+            elif op < 0.92 and side:
+                # An older job moved in: it is ready in d with its old id,
+                # and moving in makes room the same way a put does.
+                gone = expect_discard(1)
+                if gone is None:
+                    continue
+                j = side.pop(rnd.randrange(len(side)))
+                o.expect("move-job %d d" % j, "MOVED")
+                model[j] = "ready"
+                for g in gone:
+                    check(not present(c, g), "step %d: job %d should have been discarded "
+                          "by the move" % (step, g))
+            elif op < 0.93:
+                # flush-tube takes every job but the reserved ones.
+                line = c.cmd("flush-tube d")
+                check(re.fullmatch(rb"FLUSHED \d+", line) is not None, "flush-tube: %r" % line)
+                model = {j: s for j, s in model.items() if s == "reserved"}
+            if step % 100 == 99:
+                check_all(step)
+        check_all(1500)
+        check(int(tube_counter(c, "d", "total-discarded")) > 100,
+              "the walk discarded often (%s)" % tube_counter(c, "d", "total-discarded"))
+
+
+@no_server
 def test_discard_by_size_deletes_several(binary):
     conf = "[tube d]\nmax_size = 10\ndiscard_old_when_full = true\n"
     with Policy(binary, conf) as p:
