@@ -60,7 +60,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
         prometheus chromium tmux \
-        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools
+        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools memcached
 # Node.js runs npm's memcached client in the tests; a machine that has it
 # (often from NodeSource, whose nodejs conflicts with Debian's npm) keeps it.
 NODE_DEPS := nodejs npm
@@ -145,7 +145,8 @@ valgrind:
 
 # Every stored fuzzing input (seeds and past crashes) once, under the
 # fuzzers' sanitizers, and allocation failure swept over every allocation
-# of a fixed session: fast; `make fuzz` is the real fuzzing.
+# of fixed sessions (beanstalk, memcache, config reloads, an HTTP scrape):
+# fast; `make fuzz` is the real fuzzing.
 fuzz-regress:
 	$(MAKE) -C tests/fuzz regress
 	$(MAKE) -C tests/fuzz sweep
@@ -166,6 +167,7 @@ fuzz:
 bench: all
 	bash tests/bench/run.sh
 	python3 tests/bench/policies.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
+	BUILD=$(BUILD) bash tests/bench/memcache.sh
 
 deb:
 	bash pkg/deb.sh

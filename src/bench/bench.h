@@ -26,6 +26,10 @@ enum cmd {
 	CMD_RESERVE,
 	CMD_RESERVE_NOW, /* reserve-with-timeout 0 */
 	CMD_DELETE,
+	CMD_MC_SET,   /* memcache: set <queue> 0 0 <size> */
+	CMD_MC_GET,   /* memcache: get <queue> */
+	CMD_MC_OPEN,  /* memcache: get <queue>/open */
+	CMD_MC_CLOSE, /* memcache: get <queue>/close */
 	CMD__COUNT,
 };
 
@@ -40,7 +44,8 @@ struct bench {
 	unsigned run_id; /* in tube names, so runs never share jobs (the pid) */
 	int epfd;
 
-	struct buf put_req; /* the whole put request, encoded once */
+	struct buf put_req; /* the whole put request, encoded once; memcache:
+			       what follows the key in a set */
 	char *body;         /* the body every reserved job must come back with */
 
 	enum phase phase;
@@ -49,7 +54,7 @@ struct bench {
 	uint64_t setup_left; /* setup replies still to come */
 	uint64_t started, done, failed; /* ops of this phase */
 	uint64_t puts_started, puts_failed; /* produce-consume producers */
-	uint64_t prefilled;  /* jobs the prefill got INSERTED for */
+	uint64_t prefilled;  /* jobs the prefill got INSERTED (STORED) for */
 
 	uint64_t cmds;   /* replies read during the measured phase */
 	uint64_t errors; /* unexpected replies, whole run */

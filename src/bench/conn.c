@@ -124,6 +124,11 @@ struct pending conn_pop(struct conn *c)
 	return p;
 }
 
+struct pending *conn_front(struct conn *c)
+{
+	return &c->ring[c->head];
+}
+
 int conn_flush(struct conn *c, char *err, size_t errlen)
 {
 	while (buf_pending(&c->out) > 0) {

@@ -61,6 +61,8 @@ void conn_close(struct conn *c);
 
 struct pending *conn_push(struct conn *c);
 struct pending conn_pop(struct conn *c);
+/* The oldest request in flight (count > 0). */
+struct pending *conn_front(struct conn *c);
 
 /* Write out as much output as the socket takes: 0 (done or would block) or -1. */
 int conn_flush(struct conn *c, char *err, size_t errlen);

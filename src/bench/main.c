@@ -1,5 +1,6 @@
 /*
- * main.c - tubed-bench: a load generator for beanstalk-protocol servers.
+ * main.c - tubed-bench: a load generator for beanstalk-protocol servers
+ * and for kestrel's memcache protocol.
  *
  * Parses the options, lets the workload set up its connections, runs the
  * event loop and reports.  Exit status: 0 every reply as expected, 1 any

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #define DEFAULT_REQUESTS 100000
+#define DEFAULT_PORT "11300"
+#define DEFAULT_MC_PORT "22133" /* kestrel's */
 #define MAX_PIPELINE 10000
 #define MAX_CONNECTIONS 100000
 #define MAX_TUBES 100000
@@ -21,6 +23,14 @@ static const char *const workload_names[] = {
 	[WL_PRODUCE_CONSUME] = "produce-consume",
 	[WL_MIXED] = "mixed",
 	[WL_WATCH] = "watch",
+	[WL_MC_SET] = "mc-set",
+	[WL_MC_GET] = "mc-get",
+	[WL_MC_OPEN_CLOSE] = "mc-open-close",
+};
+
+static const char *const protocol_names[] = {
+	[PROTO_BEANSTALK] = "beanstalk",
+	[PROTO_MEMCACHE] = "memcache",
 };
 
 const char *workload_name(enum workload w)
@@ -28,33 +38,56 @@ const char *workload_name(enum workload w)
 	return workload_names[w];
 }
 
+const char *protocol_name(enum protocol p)
+{
+	return protocol_names[p];
+}
+
+bool workload_is_mc(enum workload w)
+{
+	return w == WL_MC_SET || w == WL_MC_GET || w == WL_MC_OPEN_CLOSE;
+}
+
+bool workload_drains(enum workload w)
+{
+	return w == WL_RESERVE_DELETE || w == WL_MC_GET || w == WL_MC_OPEN_CLOSE;
+}
+
 static void usage(FILE *f)
 {
 	fputs(
 "Usage: tubed-bench [OPTION]...\n"
-"Load generator for beanstalk-protocol servers (tubed, beanstalkd).\n"
+"Load generator for beanstalk-protocol servers (tubed, beanstalkd), and for\n"
+"kestrel's memcache protocol (tubed --memcache-port, memcached).\n"
 "Every reply is checked; any unexpected reply makes the exit status 1.\n"
 "\n"
 "Connection:\n"
 "  -h, --host ADDR         server address (default 127.0.0.1); -h is not help\n"
-"  -p, --port PORT         server port (default 11300)\n"
+"  -p, --port PORT         server port (default 11300; 22133 with memcache)\n"
+"      --protocol NAME     beanstalk | memcache (default beanstalk; the mc-*\n"
+"                          workloads imply memcache)\n"
+"      --memcached         the memcache server is a plain memcached: a get\n"
+"                          reads a key and leaves it (see mc-get below)\n"
 "  -c, --connections N     working connections (default 1)\n"
 "  -P, --pipeline DEPTH    ops in flight per connection (default 1 = none)\n"
 "      --idle N            also hold N idle connections open during the run\n"
 "\n"
 "Work:\n"
 "  -w, --workload NAME     put | reserve-delete | produce-consume | mixed |\n"
-"                          watch (default put); see below\n"
+"                          watch (default put); with memcache: mc-set |\n"
+"                          mc-get | mc-open-close (default mc-set); see below\n"
 "  -n, --requests N        ops to complete (default 100000)\n"
 "  -d, --duration SECONDS  run for this long instead of -n; requests still\n"
 "                          in flight then are not waited for or counted\n"
 "  -s, --size BYTES        job body size (default 100)\n"
 "  -t, --tubes N           spread jobs over N tubes (default 1); workers\n"
-"                          watch all N and ignore \"default\"\n"
+"                          watch all N and ignore \"default\"; with memcache,\n"
+"                          N queues (keys)\n"
 "      --producers N       produce-consume: putting connections (default 1)\n"
 "      --workers N         produce-consume: reserving connections (default 1)\n"
-"      --prefill N         reserve-delete: put N jobs first (not measured),\n"
-"                          then drain them (default: the -n count)\n"
+"      --prefill N         reserve-delete, mc-get, mc-open-close: put (set) N\n"
+"                          jobs first (not measured), then drain them\n"
+"                          (default: the -n count)\n"
 "      --watch N           watch workload with N tubes: each connection\n"
 "                          watches all N and does put+reserve+delete\n"
 "                          round trips (same as -w watch -t N)\n"
@@ -81,12 +114,26 @@ static void usage(FILE *f)
 "                   op = one put, or one reserve (+ delete)\n"
 "  watch            every connection watches -t tubes and does put, reserve,\n"
 "                   delete round trips; op = one round trip\n"
+"  mc-set           every connection sends set <queue> 0 0 <size> + body,\n"
+"                   expecting STORED; op = one set\n"
+"  mc-get           set --prefill items, then drain them with get <queue>\n"
+"                   over all connections; op = one item received.  An empty\n"
+"                   reply (END) is unexpected: the drain never asks a queue\n"
+"                   for more than it holds.  With --memcached the prefill\n"
+"                   sets each key once and every get reads it again (-d\n"
+"                   needs no --prefill)\n"
+"  mc-open-close    set --prefill items, then take each with get <queue>/open\n"
+"                   and confirm it with get <queue>/close, the two sent\n"
+"                   together (kestrel's reliable read); op = one item\n"
+"                   confirmed.  Not with --memcached (memcached has no /open)\n"
 "\n"
-"Tubes are named bench.<pid>.<k>, so a run never touches other clients' jobs.\n"
-"Jobs are put with priority 1024, delay 0, ttr 60.  -c for produce-consume\n"
-"is split evenly between producers and workers.  Latency is measured from\n"
-"sending a request to reading its reply (with pipelining, that includes\n"
-"waiting behind the requests before it).\n"
+"Tubes and queues are named bench.<pid>.<k>, so a run never touches other\n"
+"clients' jobs.  Jobs are put with priority 1024, delay 0, ttr 60; items are\n"
+"set with flags 0, exptime 0.  The prefill and the drain of the memcache\n"
+"workloads take the queues in turn, k = 0, 1, ..., N-1, 0, ...  -c for\n"
+"produce-consume is split evenly between producers and workers.  Latency is\n"
+"measured from sending a request to reading its reply (with pipelining,\n"
+"that includes waiting behind the requests before it).\n"
 "\n"
 "Exit status: 0 all replies as expected; 1 unexpected replies, failed ops,\n"
 "connection failure, server stall or time limit; 2 bad usage.\n",
@@ -139,6 +186,14 @@ static enum workload parse_workload(const char *s)
 	bad_usage("-w: unknown workload '%s'", s);
 }
 
+static enum protocol parse_protocol(const char *s)
+{
+	for (size_t i = 0; i < sizeof protocol_names / sizeof protocol_names[0]; i++)
+		if (strcmp(s, protocol_names[i]) == 0)
+			return (enum protocol)i;
+	bad_usage("--protocol: unknown protocol '%s' (beanstalk or memcache)", s);
+}
+
 enum {
 	OPT_PRODUCERS = 256,
 	OPT_WORKERS,
@@ -149,6 +204,8 @@ enum {
 	OPT_TIMEOUT,
 	OPT_STALL,
 	OPT_IDLE,
+	OPT_PROTOCOL,
+	OPT_MEMCACHED,
 	OPT_HELP,
 };
 
@@ -172,6 +229,8 @@ static const struct option long_opts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"stall", required_argument, NULL, OPT_STALL},
 	{"idle", required_argument, NULL, OPT_IDLE},
+	{"protocol", required_argument, NULL, OPT_PROTOCOL},
+	{"memcached", no_argument, NULL, OPT_MEMCACHED},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
 };
@@ -179,7 +238,7 @@ static const struct option long_opts[] = {
 /* What the user typed, before defaults: 0 / false means "not given". */
 struct given {
 	bool workload, connections, tubes, producers, workers, prefill, watch;
-	bool requests, timeout;
+	bool requests, timeout, port, protocol;
 	unsigned watch_tubes;
 };
 
@@ -187,7 +246,7 @@ static void parse_one(int ch, struct bench_opts *o, struct given *g)
 {
 	switch (ch) {
 	case 'h': o->host = optarg; break;
-	case 'p': o->port = optarg; parse_uint("-p", optarg, 1, 65535); break;
+	case 'p': o->port = optarg; parse_uint("-p", optarg, 1, 65535); g->port = true; break;
 	case 'c': o->connections = (unsigned)parse_uint("-c", optarg, 1, MAX_CONNECTIONS); g->connections = true; break;
 	case 'P': o->pipeline = (unsigned)parse_uint("-P", optarg, 1, MAX_PIPELINE); break;
 	case 's': o->size = (size_t)parse_uint("-s", optarg, 0, MAX_BODY); break;
@@ -205,15 +264,40 @@ static void parse_one(int ch, struct bench_opts *o, struct given *g)
 	case OPT_TIMEOUT: o->timeout = parse_seconds("--timeout", optarg); g->timeout = true; break;
 	case OPT_STALL: o->stall = parse_seconds("--stall", optarg); break;
 	case OPT_IDLE: o->idle = (unsigned)parse_uint("--idle", optarg, 0, MAX_CONNECTIONS); break;
+	case OPT_PROTOCOL: o->protocol = parse_protocol(optarg); g->protocol = true; break;
+	case OPT_MEMCACHED: o->memcached = true; break;
 	case OPT_HELP: usage(stdout); exit(0);
 	default: bad_usage("unknown or incomplete option (see above)");
 	}
+}
+
+/* The mc-* workloads imply --protocol memcache, whose default workload is
+ * mc-set and default port kestrel's; the two families never mix. */
+static void check_protocol(struct bench_opts *o, const struct given *g)
+{
+	if (g->workload && workload_is_mc(o->workload) && !g->protocol)
+		o->protocol = PROTO_MEMCACHE;
+	if (o->protocol == PROTO_MEMCACHE && !g->workload)
+		o->workload = WL_MC_SET;
+	if (workload_is_mc(o->workload) != (o->protocol == PROTO_MEMCACHE))
+		bad_usage("-w %s is not a %s workload", workload_name(o->workload),
+			  protocol_name(o->protocol));
+	if (o->protocol == PROTO_MEMCACHE && !g->port)
+		o->port = DEFAULT_MC_PORT;
+	if (o->memcached && o->protocol != PROTO_MEMCACHE)
+		bad_usage("--memcached is only for --protocol memcache");
+	if (o->memcached && o->workload == WL_MC_OPEN_CLOSE)
+		bad_usage("mc-open-close needs a kestrel server (tubed): memcached has no /open");
+	if (o->memcached && g->prefill)
+		bad_usage("--prefill with --memcached: the prefill sets each of the -t keys once");
 }
 
 static void check_watch(struct bench_opts *o, const struct given *g)
 {
 	if (!g->watch)
 		return;
+	if (o->protocol == PROTO_MEMCACHE)
+		bad_usage("--watch is a beanstalk workload");
 	if (g->workload && o->workload != WL_WATCH)
 		bad_usage("--watch runs the watch workload; it cannot be combined with -w %s",
 			  workload_name(o->workload));
@@ -243,19 +327,24 @@ static void check_produce_consume(struct bench_opts *o, const struct given *g)
 	o->connections = o->producers + o->workers;
 }
 
-static void check_reserve_delete(struct bench_opts *o, const struct given *g)
+static void check_drain(struct bench_opts *o, const struct given *g)
 {
-	if (o->workload != WL_RESERVE_DELETE) {
+	if (!workload_drains(o->workload)) {
 		if (g->prefill)
-			bad_usage("--prefill is only for -w reserve-delete");
+			bad_usage("--prefill is only for -w reserve-delete, mc-get and mc-open-close");
+		return;
+	}
+	if (o->memcached) {
+		o->prefill = o->tubes; /* a get leaves the key: nothing runs dry */
 		return;
 	}
 	if (!g->prefill) {
 		if (o->duration > 0)
-			bad_usage("reserve-delete with -d needs --prefill N (jobs to drain)");
+			bad_usage("%s with -d needs --prefill N (jobs to drain)",
+				  workload_name(o->workload));
 		o->prefill = o->requests;
 	} else if (g->requests && o->requests > o->prefill) {
-		bad_usage("-n %llu is more than --prefill %llu: the drain would wait forever",
+		bad_usage("-n %llu is more than --prefill %llu: the drain would run out of jobs",
 			  (unsigned long long)o->requests, (unsigned long long)o->prefill);
 	} else if (!g->requests && o->duration == 0) {
 		o->requests = o->prefill;
@@ -265,7 +354,7 @@ static void check_reserve_delete(struct bench_opts *o, const struct given *g)
 void opts_parse(int argc, char **argv, struct bench_opts *o)
 {
 	*o = (struct bench_opts){
-		.host = "127.0.0.1", .port = "11300", .label = "server",
+		.host = "127.0.0.1", .port = DEFAULT_PORT, .label = "server",
 		.workload = WL_PUT, .connections = 1, .producers = 1, .workers = 1,
 		.pipeline = 1, .tubes = 1, .size = 100, .requests = DEFAULT_REQUESTS,
 		.stall = 10,
@@ -288,9 +377,10 @@ void opts_parse(int argc, char **argv, struct bench_opts *o)
 		bad_usage("give either -n or -d, not both");
 	if (o->duration > 0 && !g.requests)
 		o->requests = OPTS_UNLIMITED;
+	check_protocol(o, &g);
 	check_watch(o, &g);
 	check_produce_consume(o, &g);
-	check_reserve_delete(o, &g);
+	check_drain(o, &g);
 	if (!g.timeout)
 		o->timeout = o->duration > 0 ? o->duration + 60 : 600;
 }

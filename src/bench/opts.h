@@ -13,12 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum protocol {
+	PROTO_BEANSTALK,
+	PROTO_MEMCACHE, /* kestrel's memcache text dialect (tubed --memcache-port) */
+};
+
 enum workload {
 	WL_PUT,
 	WL_RESERVE_DELETE,
 	WL_PRODUCE_CONSUME,
 	WL_MIXED,
 	WL_WATCH,
+	WL_MC_SET,        /* memcache: set */
+	WL_MC_GET,        /* memcache: prefill, then get (a dequeue on kestrel) */
+	WL_MC_OPEN_CLOSE, /* memcache: prefill, then get q/open + get q/close */
 };
 
 /* requests value meaning "no count limit" (the run is bounded by -d). */
@@ -28,17 +36,21 @@ struct bench_opts {
 	const char *host;
 	const char *port;
 	const char *label;     /* server name repeated in --csv output */
+	enum protocol protocol;
 	enum workload workload;
 	unsigned connections;  /* working connections, producers + workers */
 	unsigned producers;    /* produce-consume only; connections 0..producers-1 */
 	unsigned workers;      /* produce-consume only */
 	unsigned pipeline;     /* ops in flight per connection */
-	unsigned tubes;        /* the watch workload: tubes each worker watches */
+	unsigned tubes;        /* tubes (memcache: queues) the jobs spread over */
 	unsigned idle;         /* extra connections that only stay open */
 	size_t size;           /* job body bytes */
 	uint64_t requests;     /* ops to complete, or OPTS_UNLIMITED with -d */
 	double duration;       /* seconds, 0 when counting ops */
-	uint64_t prefill;      /* reserve-delete: jobs put before measuring */
+	uint64_t prefill;      /* drains: jobs put (or set) before measuring */
+	bool memcached;        /* the server is a plain memcached: a get reads
+				  a key and leaves it, so the prefill sets each
+				  key once and a drain never runs dry */
 	double timeout;        /* hard limit on the whole run, seconds */
 	double stall;          /* fail when nothing is received for this long */
 	bool quiet;
@@ -47,5 +59,10 @@ struct bench_opts {
 
 void opts_parse(int argc, char **argv, struct bench_opts *o);
 const char *workload_name(enum workload w);
+const char *protocol_name(enum protocol p);
+/* The workload speaks the memcache protocol (the mc-* ones). */
+bool workload_is_mc(enum workload w);
+/* The workload drains a prefilled queue (reserve-delete, mc-get, mc-open-close). */
+bool workload_drains(enum workload w);
 
 #endif

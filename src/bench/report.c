@@ -37,17 +37,26 @@ static void print_latency(const struct hist *h, FILE *f)
 		fmt_ns(h->max, e, sizeof e));
 }
 
+static void banner_server(const struct bench_opts *o, FILE *f)
+{
+	fprintf(f, "tubed-bench: %s on %s port %s", workload_name(o->workload), o->host, o->port);
+	if (o->protocol == PROTO_MEMCACHE)
+		fprintf(f, " (memcache%s)", o->memcached ? ", a plain memcached" : "");
+	fputs(": ", f);
+}
+
 void report_banner(const struct bench *b, FILE *f)
 {
 	const struct bench_opts *o = b->o;
-	fprintf(f, "tubed-bench: %s on %s port %s: ", workload_name(o->workload), o->host, o->port);
+	const char *tube = o->protocol == PROTO_MEMCACHE ? "queue" : "tube";
+	banner_server(o, f);
 	if (o->workload == WL_PRODUCE_CONSUME)
 		fprintf(f, "%u producers + %u workers", o->producers, o->workers);
 	else
 		fprintf(f, "%u connection%s", o->connections, o->connections == 1 ? "" : "s");
-	fprintf(f, ", pipeline %u, %zu-byte bodies, %u tube%s", o->pipeline, o->size, o->tubes,
-		o->tubes == 1 ? "" : "s");
-	if (o->workload == WL_RESERVE_DELETE)
+	fprintf(f, ", pipeline %u, %zu-byte bodies, %u %s%s", o->pipeline, o->size, o->tubes,
+		tube, o->tubes == 1 ? "" : "s");
+	if (workload_drains(o->workload))
 		fprintf(f, ", prefill %llu", (unsigned long long)o->prefill);
 	if (o->idle)
 		fprintf(f, ", %u idle", o->idle);

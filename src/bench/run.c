@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mcproto.h"
 #include "workload.h"
 
 #define MAX_EVENTS 256
@@ -87,7 +88,9 @@ static int parse_replies(struct bench *b, struct conn *c, uint64_t now)
 		struct reply r;
 		size_t need;
 		size_t avail = buf_pending(&c->in);
-		ssize_t k = proto_frame(c->in.data + c->in.off, avail, &r, &need);
+		ssize_t k = b->o->protocol == PROTO_MEMCACHE
+				    ? mcproto_frame(c->in.data + c->in.off, avail, &r, &need)
+				    : proto_frame(c->in.data + c->in.off, avail, &r, &need);
 		if (k == 0) {
 			if (need > avail) /* a large body: make room for all of it */
 				buf_space(&c->in, need - avail);

@@ -7,9 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Pending-request flags. */
-#define PF_COUNTED 1u   /* the chain is one op of the phase */
-#define PF_ROUNDTRIP 2u /* after INSERTED, the chain goes on to reserve + delete */
+#include "mcwork.h"
+#include "wlshare.h"
 
 /* Urgent-free priority and a TTR far beyond any reserve-to-delete gap, so
  * DEADLINE_SOON can never be a legitimate answer. */
@@ -27,6 +26,10 @@ static const char *const cmd_names[CMD__COUNT] = {
 	[CMD_RESERVE] = "reserve",
 	[CMD_RESERVE_NOW] = "reserve-with-timeout",
 	[CMD_DELETE] = "delete",
+	[CMD_MC_SET] = "set",
+	[CMD_MC_GET] = "get",
+	[CMD_MC_OPEN] = "get/open",
+	[CMD_MC_CLOSE] = "get/close",
 };
 
 const char *cmd_name(enum cmd k)
@@ -43,7 +46,7 @@ const char *phase_name(enum phase ph)
 /* Tubes of their own (bench.<pid>.<k>), with "default" ignored: a run
  * pointed at a live server never reserves or deletes anybody else's jobs,
  * and jobs left over by an earlier run cannot disturb this one. */
-static void tube_name(const struct bench *b, unsigned k, char *out, size_t n)
+void wl_tube_name(const struct bench *b, unsigned k, char *out, size_t n)
 {
 	snprintf(out, n, "bench.%u.%u", b->run_id, k);
 }
@@ -56,6 +59,9 @@ static enum role role_of(const struct bench_opts *o, unsigned i)
 	case WL_PRODUCE_CONSUME: return i < o->producers ? ROLE_PRODUCER : ROLE_WORKER;
 	case WL_MIXED: return ROLE_MIXED;
 	case WL_WATCH: return ROLE_ROUNDTRIP;
+	case WL_MC_SET: return ROLE_PRODUCER;
+	case WL_MC_GET:
+	case WL_MC_OPEN_CLOSE: return ROLE_WORKER;
 	}
 	return ROLE_IDLE;
 }
@@ -92,7 +98,10 @@ void workload_init(struct bench *b)
 	for (size_t i = 0; i < o->size; i++)
 		b->body[i] = (char)('a' + i % 26);
 	buf_init(&b->put_req, o->size + 64);
-	proto_put(&b->put_req, JOB_PRI, 0, JOB_TTR, b->body, o->size);
+	if (o->protocol == PROTO_MEMCACHE)
+		mcwork_init(b);
+	else
+		proto_put(&b->put_req, JOB_PRI, 0, JOB_TTR, b->body, o->size);
 }
 
 void workload_free(struct bench *b)
@@ -113,7 +122,7 @@ static bool reserves(const struct conn *c)
  * reserve, "watch" of every tube and "ignore default". */
 static unsigned setup_count(const struct bench *b, const struct conn *c)
 {
-	if (c->role == ROLE_IDLE)
+	if (c->role == ROLE_IDLE || b->o->protocol == PROTO_MEMCACHE)
 		return 0;
 	return 1 + (reserves(c) ? b->o->tubes + 1 : 0);
 }
@@ -122,7 +131,7 @@ bool workload_has_phase(const struct bench *b, enum phase ph)
 {
 	switch (ph) {
 	case PHASE_SETUP: return true;
-	case PHASE_PREFILL: return b->o->workload == WL_RESERVE_DELETE;
+	case PHASE_PREFILL: return workload_drains(b->o->workload);
 	case PHASE_MEASURE: return true;
 	}
 	return false;
@@ -144,9 +153,11 @@ void workload_begin(struct bench *b, enum phase ph, uint64_t now)
 		break;
 	case PHASE_MEASURE:
 		b->target = b->o->requests;
-		/* A drain can only reserve what the prefill stored: asking for
-		 * more would block in reserve forever. */
-		if (b->o->workload == WL_RESERVE_DELETE && b->prefilled < b->target)
+		/* A drain can only take what the prefill stored: asking for
+		 * more would block in reserve forever (or get END).  A
+		 * memcached's get takes nothing. */
+		if (workload_drains(b->o->workload) && !b->o->memcached &&
+		    b->prefilled < b->target)
 			b->target = b->prefilled;
 		b->puts_started = b->puts_failed = 0;
 		b->t_begin = now;
@@ -163,8 +174,8 @@ bool workload_done(const struct bench *b)
 
 /* ---- sending ---- */
 
-static void push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
-		 uint64_t t_chain, uint64_t now)
+void wl_push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
+	     uint64_t t_chain, uint64_t now)
 {
 	struct pending *p = conn_push(c);
 	*p = (struct pending){.t_sent = now, .t_chain = t_chain, .aux = aux,
@@ -176,7 +187,7 @@ static void push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
  * rotates over its share (tubes i, i+np, i+2np, ...), sending "use" before
  * each put.  Round trips all go to the last watched tube: the worst case
  * for a server that scans the watch list in order. */
-static unsigned put_tube(const struct bench *b, struct conn *c)
+unsigned wl_put_tube(const struct bench *b, struct conn *c)
 {
 	unsigned t = b->o->tubes;
 	unsigned np = b->phase == PHASE_PREFILL ? b->nwork : b->nprod;
@@ -192,32 +203,32 @@ static void send_use(struct bench *b, struct conn *c, unsigned tube, unsigned fl
 		     uint64_t t_chain, uint64_t now)
 {
 	char name[64];
-	tube_name(b, tube, name, sizeof name);
-	push(c, CMD_USE, tube, flags, t_chain, now);
+	wl_tube_name(b, tube, name, sizeof name);
+	wl_push(c, CMD_USE, tube, flags, t_chain, now);
 	proto_line_name(&c->out, "use", name);
 	c->cur_tube = tube;
 }
 
 static void send_put(struct bench *b, struct conn *c, unsigned flags, uint64_t now)
 {
-	unsigned tube = put_tube(b, c);
+	unsigned tube = wl_put_tube(b, c);
 	if (tube != c->cur_tube)
 		send_use(b, c, tube, flags, now, now);
-	push(c, CMD_PUT, 0, flags, now, now);
+	wl_push(c, CMD_PUT, 0, flags, now, now);
 	buf_append(&c->out, b->put_req.data, b->put_req.len);
 }
 
 static void send_reserve(struct conn *c, enum cmd kind, unsigned flags,
 			 uint64_t t_chain, uint64_t now)
 {
-	push(c, kind, 0, flags, t_chain, now);
+	wl_push(c, kind, 0, flags, t_chain, now);
 	proto_line(&c->out, kind == CMD_RESERVE ? "reserve" : "reserve-with-timeout 0");
 }
 
 static void send_delete(struct conn *c, uint64_t id, unsigned flags,
 			uint64_t t_chain, uint64_t now)
 {
-	push(c, CMD_DELETE, 0, flags, t_chain, now);
+	wl_push(c, CMD_DELETE, 0, flags, t_chain, now);
 	proto_line_u64(&c->out, "delete", id);
 }
 
@@ -229,14 +240,14 @@ static void send_setup(struct bench *b, struct conn *c, unsigned i, uint64_t now
 	if (i == 0) {
 		/* Peek at the first tube without advancing the rotation. */
 		uint64_t seq = c->put_seq;
-		send_use(b, c, put_tube(b, c), 0, now, now);
+		send_use(b, c, wl_put_tube(b, c), 0, now, now);
 		c->put_seq = seq;
 	} else if (i <= t) {
-		tube_name(b, i - 1, name, sizeof name);
-		push(c, CMD_WATCH, i + 1, 0, now, now); /* default + i tubes */
+		wl_tube_name(b, i - 1, name, sizeof name);
+		wl_push(c, CMD_WATCH, i + 1, 0, now, now); /* default + i tubes */
 		proto_line_name(&c->out, "watch", name);
 	} else {
-		push(c, CMD_IGNORE, t, 0, now, now);
+		wl_push(c, CMD_IGNORE, t, 0, now, now);
 		proto_line_name(&c->out, "ignore", "default");
 	}
 }
@@ -270,6 +281,10 @@ static bool start_chain(struct bench *b, struct conn *c, uint64_t now)
 	if (role == ROLE_IDLE || !may_start(b))
 		return false;
 	b->started++;
+	if (b->o->protocol == PROTO_MEMCACHE) {
+		mcwork_start(b, c, role, now);
+		return true;
+	}
 	switch (role) {
 	case ROLE_PRODUCER: send_put(b, c, PF_COUNTED, now); break;
 	case ROLE_WORKER: send_reserve(c, CMD_RESERVE, PF_COUNTED, now, now); break;
@@ -322,16 +337,16 @@ static void unexpected(struct bench *b, const struct conn *c, const struct pendi
 		bench_fail(b, "giving up after %d unexpected replies", MAX_ERRORS);
 }
 
-static bool expect(struct bench *b, const struct conn *c, const struct pending *p,
-		   const struct reply *r, bool ok)
+bool wl_expect(struct bench *b, const struct conn *c, const struct pending *p,
+	       const struct reply *r, bool ok)
 {
 	if (!ok)
 		unexpected(b, c, p, r);
 	return ok;
 }
 
-static void chain_end(struct bench *b, struct conn *c, const struct pending *p,
-		      bool ok, uint64_t now)
+void wl_chain_end(struct bench *b, struct conn *c, const struct pending *p,
+		  bool ok, uint64_t now)
 {
 	c->chains--;
 	if (p->flags & PF_COUNTED) {
@@ -348,7 +363,7 @@ static void chain_end(struct bench *b, struct conn *c, const struct pending *p,
 	}
 }
 
-static bool body_ok(const struct bench *b, const struct reply *r)
+bool wl_body_ok(const struct bench *b, const struct reply *r)
 {
 	return r->body_len == b->o->size && memcmp(r->body, b->body, r->body_len) == 0;
 }
@@ -357,26 +372,26 @@ static void on_put(struct bench *b, struct conn *c, const struct pending *p,
 		   const struct reply *r, uint64_t now)
 {
 	uint64_t id;
-	bool ok = expect(b, c, p, r, reply_word_u64(r, "INSERTED", &id));
+	bool ok = wl_expect(b, c, p, r, reply_word_u64(r, "INSERTED", &id));
 	if (ok && b->phase == PHASE_PREFILL)
 		b->prefilled++;
 	if (ok && (p->flags & PF_ROUNDTRIP))
 		send_reserve(c, CMD_RESERVE, p->flags, p->t_chain, now);
 	else
-		chain_end(b, c, p, ok, now);
+		wl_chain_end(b, c, p, ok, now);
 }
 
 static void on_reserve(struct bench *b, struct conn *c, const struct pending *p,
 		       const struct reply *r, uint64_t now)
 {
 	uint64_t id;
-	if (reply_reserved(r, &id) && body_ok(b, r)) {
+	if (reply_reserved(r, &id) && wl_body_ok(b, r)) {
 		send_delete(c, id, p->flags, p->t_chain, now);
 		return;
 	}
 	/* An empty queue is a normal answer to reserve-with-timeout 0. */
 	bool ok = p->kind == CMD_RESERVE_NOW && reply_is(r, "TIMED_OUT");
-	chain_end(b, c, p, expect(b, c, p, r, ok), now);
+	wl_chain_end(b, c, p, wl_expect(b, c, p, r, ok), now);
 }
 
 void workload_reply(struct bench *b, struct conn *c, const struct reply *r, uint64_t now)
@@ -388,16 +403,20 @@ void workload_reply(struct bench *b, struct conn *c, const struct reply *r, uint
 		b->cmds++;
 		hist_record(&b->cmd_lat[p.kind], now - p.t_sent);
 	}
+	if (b->o->protocol == PROTO_MEMCACHE) {
+		mcwork_reply(b, c, &p, r, now);
+		return;
+	}
 	switch ((enum cmd)p.kind) {
 	case CMD_WATCH:
 	case CMD_IGNORE:
-		expect(b, c, &p, r, reply_word_u64(r, "WATCHING", &n) && n == p.aux);
+		wl_expect(b, c, &p, r, reply_word_u64(r, "WATCHING", &n) && n == p.aux);
 		b->setup_left--;
 		break;
 	case CMD_USE:
 		/* In setup, or part of a put's chain (whose put reply ends it). */
-		tube_name(b, p.aux, name, sizeof name);
-		expect(b, c, &p, r, reply_word_name(r, "USING", name));
+		wl_tube_name(b, p.aux, name, sizeof name);
+		wl_expect(b, c, &p, r, reply_word_name(r, "USING", name));
 		if (b->phase == PHASE_SETUP)
 			b->setup_left--;
 		break;
@@ -409,8 +428,12 @@ void workload_reply(struct bench *b, struct conn *c, const struct reply *r, uint
 		on_reserve(b, c, &p, r, now);
 		break;
 	case CMD_DELETE:
-		chain_end(b, c, &p, expect(b, c, &p, r, reply_is(r, "DELETED")), now);
+		wl_chain_end(b, c, &p, wl_expect(b, c, &p, r, reply_is(r, "DELETED")), now);
 		break;
+	case CMD_MC_SET: /* memcache: mcwork.c */
+	case CMD_MC_GET:
+	case CMD_MC_OPEN:
+	case CMD_MC_CLOSE:
 	case CMD__COUNT:
 		break;
 	}

@@ -11,7 +11,9 @@
  * them), keeps the op counters and latency histograms in struct bench, and
  * counts every reply that is not exactly what the request calls for in
  * b->errors (the first few are printed on stderr).  It never touches
- * sockets.
+ * sockets.  With --protocol memcache the chains and the checks are
+ * mcwork.c's (set; get; get q/open with get q/close); phases, counts and
+ * pipeline depth stay here.
  */
 #include <stdbool.h>
 #include <stdint.h>

@@ -48,11 +48,17 @@ static void start_body(McConn *m, uint64_t len, McErr err, int noreply)
 /* kestrel's exptime as a monotonic deadline (JobExt.exptime); 0: none. */
 static int64_t expiry_mono(const Engine *e, int32_t exptime)
 {
-    int64_t wall = clock_wall(), wall_s = wall / NS_PER_SEC, at, mono;
+    int64_t wall, wall_s, at, mono;
     /* A century either way: beyond that nothing differs, and ns stay in
      * range. */
     const int64_t span = INT64_C(3153600000);
 
+    /* The common case, never expiring, needs no clock: reading it was 4 %
+     * of the time of pipelined sets. */
+    if (exptime == 0)
+        return 0;
+    wall = clock_wall();
+    wall_s = wall / NS_PER_SEC;
     if (!mc_expiry(exptime, wall_s, &at))
         return 0;
     if (at > wall_s + span)

@@ -21,16 +21,18 @@ static Memcache *front(McConn *m)
 /* ---- tubes and open jobs -------------------------------------------------- */
 
 /* The tube of a set or get, created if need be, with a reference the
- * caller drops. NULL when out of memory. */
+ * caller drops. NULL when out of memory. One lookup: whether it was made
+ * just now shows in the number of tubes (engine_tube() makes at most this
+ * one). */
 Tube *mc_tube_get(McConn *m, const char *name, size_t len)
 {
     Engine *e = eng(m);
-    int existed = engine_tube_find(e, name, len) != NULL;
+    size_t before = e->tubes.len;
     Tube *t = engine_tube(e, name, len); /* also registers a fanout child */
 
     if (!t)
         return NULL;
-    if (!existed)
+    if (e->tubes.len > before)
         front(m)->ct.queue_creates++;
     engine_tube_ref(t);
     return t;
