@@ -168,6 +168,7 @@ bench: all
 	bash tests/bench/run.sh
 	python3 tests/bench/policies.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
+	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 
 deb:
 	bash pkg/deb.sh
