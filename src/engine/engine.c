@@ -8,6 +8,7 @@
 #include "binlog.h"
 #include "clock.h"
 #include "log.h"
+#include "oldest.h"
 #include "policy.h"
 #include "queue.h"
 #include "waiter.h"
@@ -79,6 +80,11 @@ static void free_jobs(Engine *e)
     free_graves(e, UINT64_MAX);
     tb_free(e->graves);
     e->graves = NULL;
+    /* The expiry heaps point at jobs freed below in table order: emptied
+     * first, or detaching a delayed job (which re-times its tube) would
+     * read the top of its tube's expiry heap, perhaps freed already. */
+    for (size_t i = 0; i < e->tubes.len; i++)
+        e->tubes.list[i]->expiry.len = 0;
     for (size_t b = 0; b < e->jobs.nbuckets; b++) {
         HashNode *n = e->jobs.buckets[b];
         while (n) {
@@ -98,6 +104,10 @@ void engine_free(Engine *e)
 {
     free_jobs(e);
     hash_free(&e->jobs);
+    /* tubes_free() skips the destroy hook, which gives a tube's discard
+     * index back: the tubes still there (fanout children) give it here. */
+    for (size_t i = 0; i < e->tubes.len; i++)
+        oldest_free(e->tubes.list[i]);
     tubes_free(&e->tubes);
     heap_free(&e->ttr);
     heap_free(&e->wait_timers);
