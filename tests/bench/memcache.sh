@@ -47,8 +47,9 @@ MEMCACHED=${MEMCACHED:-/usr/bin/memcached}
 BENCH=${BENCH:-$BUILD/tubed-bench}
 SERVERS=${MC_SERVERS:-tubed memcached1 memcached4}
 
-die() { echo "bench-memcache: $*" >&2; exit 1; }
-log() { echo "bench-memcache: $*" >&2; }
+BENCH_NAME=bench-memcache
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- servers
 
@@ -67,22 +68,6 @@ trap 'exit 130' INT TERM
 
 is_tubed() { [[ $1 == tubed* ]]; }
 
-# True when something accepts connections on 127.0.0.1:$1.
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# Ports are picked below the ephemeral range: a client's socket in
-# TIME_WAIT there (thousands after a few runs with 100 connections, more
-# when other tests run) makes a listener's bind fail even with SO_REUSEADDR.
-EPHEMERAL_LOW=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-((EPHEMERAL_LOW > 12000)) || EPHEMERAL_LOW=32768
-pick_port() {
-	local p
-	for _ in $(seq 50); do
-		p=$((10000 + RANDOM % (EPHEMERAL_LOW - 10000)))
-		port_open "$p" || { echo "$p"; return 0; }
-	done
-	die "found no free port"
-}
 
 # memcached refuses to run as root without -u.
 MC_USER=()
@@ -114,41 +99,15 @@ start_server() {
 		BS_PORT=$(pick_port)
 		[[ $PORT != "$BS_PORT" ]] || continue
 		server_argv "$name" "$dir"
-		"${ARGV[@]}" >"$RUN_DIR/server.log" 2>&1 &
-		SERVER_PID=$!
 		SERVER=$name
-		for _ in $(seq 200); do
-			kill -0 "$SERVER_PID" 2>/dev/null || break
-			if port_open "$PORT"; then return 0; fi
-			sleep 0.025
-		done
-		stop_server
+		launch "$RUN_DIR/server.log" "${ARGV[@]}" && return 0
 	done
 	die "cannot start $name (${ARGV[*]}): $(tail -3 "$RUN_DIR/server.log")"
 }
 
-# Stop the server by its pid: TERM, then KILL if it lingers.
-stop_server() {
-	[[ -n $SERVER_PID ]] || return 0
-	kill "$SERVER_PID" 2>/dev/null || true
-	for _ in $(seq 100); do
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.02
-	done
-	kill -KILL "$SERVER_PID" 2>/dev/null || true
-	wait "$SERVER_PID" 2>/dev/null || true
-	SERVER_PID=""
-}
 
 # ---------------------------------------------------------------- helpers
 
-pick() { if [[ $QUICK == 1 ]]; then echo "$2"; else echo "$1"; fi; }
-
-# csv_field NAME CSV: the value of column NAME in tubed-bench --csv output.
-csv_field() {
-	awk -F, -v k="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
-		NR == 2 && c { print $c }' <<<"$2"
-}
 
 # bench FIELD ARGS...: run tubed-bench against the server under test and
 # print FIELD of its CSV line.  Fails (with tubed-bench's message) on any
@@ -289,19 +248,6 @@ run_workload() {
 	done
 }
 
-# median VALUES...: FAIL if any run failed, n/a if none applies.
-median() {
-	local v
-	for v in "$@"; do [[ $v == FAIL ]] && { echo FAIL; return; }; done
-	for v in "$@"; do [[ $v == n/a ]] && { echo n/a; return; }; done
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a + 0 == a && b + 0 == b && b > 0) printf "%.2f", a / b; else print "-" }'
-}
 
 # Whole numbers for rates, two decimals for seconds; words as they are.
 fmt() {
@@ -391,28 +337,7 @@ write_results() {
 main() {
 	[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number"
 	check_tools
-	LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-	log "load average at start: $LOAD_START"
-	RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tubed-bench-mc.XXXXXX")
-	# Private copies, so a rebuild during the run cannot mix two versions.
-	if [[ $SERVERS == *tubed* ]]; then
-		TUBED_BUILT=$(date -u -r "$TUBED" '+%Y-%m-%d %H:%M UTC')
-		cp "$TUBED" "$RUN_DIR/tubed" && TUBED=$RUN_DIR/tubed
-	fi
-	cp "$BENCH" "$RUN_DIR/tubed-bench" && BENCH=$RUN_DIR/tubed-bench
-	local ids=${MC_WORKLOADS:-${WL_IDS[*]}} id
-	for id in $ids; do
-		[[ -n ${WL_FUNC[$id]:-} ]] || die "unknown workload '$id' (have: ${WL_IDS[*]})"
-	done
-	for id in $ids; do run_workload "$id"; done
-	LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
-	log "load average at end: $LOAD_END"
-	write_results
-	echo
-	cat "$OUT"
-	echo
-	log "results written to $OUT"
-	[[ $FAILED == 0 ]] || die "some runs failed (FAIL above); see the messages before them"
+	run_all tubed-bench-mc "${MC_WORKLOADS:-${WL_IDS[*]}}"
 }
 
 main "$@"

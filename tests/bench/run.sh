@@ -40,8 +40,9 @@ RESPONDER=$BUILD/bench-responder
 SERVERS=${SERVERS:-tubed beanstalkd responder}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-die() { echo "bench: $*" >&2; exit 1; }
-log() { echo "bench: $*" >&2; }
+BENCH_NAME=bench
+# shellcheck source=tests/bench/lib.sh
+source "$HERE/lib.sh"
 
 # ---------------------------------------------------------------- servers
 
@@ -70,18 +71,6 @@ server_binary() {
 	esac
 }
 
-# True when something accepts connections on 127.0.0.1:$1 (bash's /dev/tcp,
-# so a fresh machine needs no extra tool).
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-pick_port() {
-	local p
-	for _ in $(seq 50); do
-		p=$((20000 + RANDOM % 40000))
-		port_open "$p" || { echo "$p"; return 0; }
-	done
-	die "found no free port"
-}
 
 # start_server NAME [FLAGS...]: start NAME on a free port and wait until it
 # accepts connections.  A server that dies at once (port taken after all) is
@@ -95,31 +84,12 @@ start_server() {
 	SERVER_ARGS=("${flags[@]}")
 	for _ in 1 2 3 4 5; do
 		PORT=$(pick_port)
-		"$bin" -l 127.0.0.1 -p "$PORT" "${flags[@]}" >"$RUN_DIR/server.log" 2>&1 &
-		SERVER_PID=$!
 		SERVER=$name
-		for _ in $(seq 200); do
-			kill -0 "$SERVER_PID" 2>/dev/null || break
-			if port_open "$PORT"; then return 0; fi
-			sleep 0.025
-		done
-		stop_server
+		launch "$RUN_DIR/server.log" "$bin" -l 127.0.0.1 -p "$PORT" "${flags[@]}" && return 0
 	done
 	die "cannot start $name ($bin -l 127.0.0.1 -p PORT ${flags[*]}): $(tail -3 "$RUN_DIR/server.log")"
 }
 
-# Stop the server by its pid: TERM, then KILL if it lingers.
-stop_server() {
-	[[ -n $SERVER_PID ]] || return 0
-	kill "$SERVER_PID" 2>/dev/null || true
-	for _ in $(seq 100); do
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.02
-	done
-	kill -KILL "$SERVER_PID" 2>/dev/null || true
-	wait "$SERVER_PID" 2>/dev/null || true
-	SERVER_PID=""
-}
 
 # kill9_restart: kill the server under test with SIGKILL (no clean shutdown)
 # and start it again at once with the same flags (so on the same binlog
@@ -168,14 +138,6 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------- helpers
 
-# pick FULL QUICK: the size for this mode.
-pick() { if [[ $QUICK == 1 ]]; then echo "$2"; else echo "$1"; fi; }
-
-# csv_field NAME CSV: the value of column NAME in tubed-bench --csv output.
-csv_field() {
-	awk -F, -v k="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
-		NR == 2 && c { print $c }' <<<"$2"
-}
 
 # bench_ops ARGS...: run tubed-bench against the server under test and print
 # its ops/s.  Fails (with tubed-bench's message on stderr) on any error,
@@ -434,19 +396,6 @@ pair_ratio() {
 	awk -v v="$(median "${r[@]}")" 'BEGIN { printf "%.2f", v }'
 }
 
-# median VALUES...: FAIL if any run failed, n/a if none applies.
-median() {
-	local v
-	for v in "$@"; do [[ $v == FAIL ]] && { echo FAIL; return; }; done
-	for v in "$@"; do [[ $v == n/a ]] && { echo n/a; return; }; done
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a + 0 == a && b + 0 == b && b > 0) printf "%.2f", a / b; else print "-" }'
-}
 
 # Round figures to whole numbers for the table; keep words as they are.
 fmt() { awk -v v="$1" 'BEGIN { if (v + 0 == v) printf "%.0f", v; else print v }'; }
@@ -546,28 +495,7 @@ main() {
 	if (($(ulimit -n) < IDLE + 200)); then
 		log "warning: open-file limit $(ulimit -n) is too low for $IDLE idle connections (raise the hard limit)"
 	fi
-	LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-	log "load average at start: $LOAD_START"
-	RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tubed-bench.XXXXXX")
-	# Private copies, so a rebuild during the run cannot mix two versions.
-	if [[ " $SERVERS " == *" tubed "* ]]; then
-		TUBED_BUILT=$(date -u -r "$TUBED" '+%Y-%m-%d %H:%M UTC')
-		cp "$TUBED" "$RUN_DIR/tubed" && TUBED=$RUN_DIR/tubed
-	fi
-	cp "$BENCH" "$RUN_DIR/tubed-bench" && BENCH=$RUN_DIR/tubed-bench
-	local ids=${WORKLOADS:-${WL_IDS[*]}} id
-	for id in $ids; do
-		[[ -n ${WL_FUNC[$id]:-} ]] || die "unknown workload '$id' (have: ${WL_IDS[*]})"
-	done
-	for id in $ids; do run_workload "$id"; done
-	LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
-	log "load average at end: $LOAD_END"
-	write_results
-	echo
-	cat "$OUT"
-	echo
-	log "results written to $OUT"
-	[[ $FAILED == 0 ]] || die "some runs failed (FAIL above); see the messages before them"
+	run_all tubed-bench "${WORKLOADS:-${WL_IDS[*]}}"
 }
 
 main "$@"
