@@ -25,17 +25,10 @@ static bool value_size(const char *line, size_t n, uint64_t *size)
 ssize_t mcproto_frame(const char *p, size_t n, struct reply *r, size_t *need)
 {
 	*need = 0;
-	size_t scan = n < PROTO_MAX_LINE ? n : PROTO_MAX_LINE;
-	const char *nl = memchr(p, '\n', scan);
-	if (!nl)
-		return n >= PROTO_MAX_LINE ? -1 : 0;
-	if (nl == p || nl[-1] != '\r')
-		return -1;
-	r->line = p;
-	r->line_len = (size_t)(nl - 1 - p);
-	r->body = NULL;
-	r->body_len = 0;
-	size_t head = r->line_len + 2;
+	ssize_t got = proto_frame_line(p, n, r);
+	if (got <= 0)
+		return got;
+	size_t head = (size_t)got;
 	uint64_t size;
 	if (!is_value_line(r->line, r->line_len))
 		return (ssize_t)head;

@@ -30,9 +30,8 @@ static bool body_size(const char *line, size_t n, uint64_t *size)
 	return dec_to_u64(sp + 1, n - (size_t)(sp + 1 - line), size);
 }
 
-ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need)
+ssize_t proto_frame_line(const char *p, size_t n, struct reply *r)
 {
-	*need = 0;
 	size_t scan = n < PROTO_MAX_LINE ? n : PROTO_MAX_LINE;
 	const char *nl = memchr(p, '\n', scan);
 	if (!nl)
@@ -43,7 +42,16 @@ ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need)
 	r->line_len = (size_t)(nl - 1 - p);
 	r->body = NULL;
 	r->body_len = 0;
-	size_t head = r->line_len + 2;
+	return (ssize_t)(r->line_len + 2);
+}
+
+ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need)
+{
+	*need = 0;
+	ssize_t got = proto_frame_line(p, n, r);
+	if (got <= 0)
+		return got;
+	size_t head = (size_t)got;
 	uint64_t size;
 	if (!body_size(r->line, r->line_len, &size))
 		return (ssize_t)head;

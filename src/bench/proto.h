@@ -36,6 +36,10 @@ struct reply {
  * already known, else 0); -1 when the bytes cannot be a beanstalk reply.
  */
 ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need);
+/* Only the reply line at the start of p[0, n) (both protocols end lines in
+ * \r\n and never send a bare \n): r gets the line and no body; returns the
+ * line's size with its \r\n, 0 if incomplete, -1 if malformed or too long. */
+ssize_t proto_frame_line(const char *p, size_t n, struct reply *r);
 
 void proto_put(struct buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
 	       const char *body, size_t size);
