@@ -20,6 +20,7 @@
 #include "job.h"
 #include "log.h"
 #include "numparse.h"
+#include "spill.h"
 
 #define DEL BL_DELETE_SIZE
 
@@ -91,7 +92,7 @@ static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
     r->kicks = x->kicks;
     r->tube = j->tube->name;
     r->tube_len = j->tube->name_len;
-    r->body = j->body;
+    r->body = job_body(j); /* in memory: callers load a spilled one first */
     r->body_size = j->body_size;
     if (type == BL_JOB && (x->entered || x->exptime)) {
         r->type = BL_JOBX;
@@ -348,12 +349,17 @@ static int append(Engine *e, const BlRecord *r)
     return 0;
 }
 
+/* j's record is the one just placed. */
 static void pin(Binlog *b, Job *j)
 {
     BlFile *f = cur_file(b);
     uint64_t size = bl_job_record_size(j);
 
     j->file = f->index;
+    if (j->spilled) {
+        job_spill_set_off(j, b->cur_used - size);
+        spill_note(b->eng, j); /* its body may go once this is written */
+    }
     f->live_jobs++;
     f->live_bytes += size;
     b->live_bytes += size;
@@ -400,6 +406,10 @@ void binlog_put(Engine *e, Job *j)
         mark_id(e, j->id);
         return;
     }
+    /* A spilled job logged again (moved) needs its body: callers load it;
+     * if its record could not be read it stays unlogged (reported). */
+    if (!job_body(j))
+        return;
     job_record(e, j, &r, BL_JOB);
     if (append(e, &r) < 0)
         return;
@@ -642,8 +652,10 @@ static void drop_dead_files(Engine *e)
         b->nfiles--;
         dropped = 1;
     }
-    if (dropped)
+    if (dropped) {
         sync_dir(b);
+        spill_files_dropped(e, b->files[0].index);
+    }
 }
 
 typedef struct {
@@ -660,6 +672,12 @@ static void move_job(HashNode *n, void *arg)
 
     if (m->failed || j->file != m->index || job_dead(j))
         return;
+    /* A body on disk only is read to be written again (then it may go
+     * again, spill_note()); one that cannot be read keeps its file. */
+    if (spill_load(m->e, j) < 0) {
+        m->failed = 1;
+        return;
+    }
     /* Moving must not eat the room kept for delete records. */
     if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) < 0) {
         m->failed = 1;
@@ -765,6 +783,10 @@ static void snapshot_job(HashNode *n, void *arg)
 
     if (m->failed || job_dead(j))
         return;
+    if (spill_load(m->e, j) < 0) {
+        m->failed = 1;
+        return;
+    }
     job_record(m->e, j, &r, BL_JOB);
     if (append(m->e, &r) < 0) {
         m->failed = 1;
@@ -856,6 +878,10 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     b->healthy = 1;
     b->cur_fd = -1;
     b->eng = e;
+    if (spill_init(e) < 0) {
+        snprintf(err, errlen, "cannot start the binlog read-back thread: %s", strerror(errno));
+        return -1;
+    }
     if (syncer_init(&b->syncer, disk_sync) < 0) {
         snprintf(err, errlen, "cannot start the binlog sync thread: %s", strerror(errno));
         return -1;
@@ -878,6 +904,8 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     for (size_t i = 0; i < b->nfiles; i++)
         b->disk_bytes += b->files[i].bytes;
     b->replayed_jobs = e->jobs.len;
+    if (spill_after_replay(e) < 0)
+        log_warn("binlog: out of memory for the read-ahead of spilled jobs: they are read when needed");
     /* The new current file: the numbering goes on after the newest. */
     b->cur_fd = create_file(b, first);
     if (b->cur_fd < 0 || bl_files_push(b, first) < 0) {
@@ -905,6 +933,7 @@ void binlog_close(Engine *e)
     if (!b->enabled)
         return;
     settle_inflight(e);
+    spill_stop(e);
     if (b->syncer.running) {
         ev_del(e->loop, &b->sync_ev);
         syncer_stop(&b->syncer);

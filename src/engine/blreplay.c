@@ -19,6 +19,7 @@
 #include "blfile.h"
 #include "core.h"
 #include "queue.h"
+#include "spill.h"
 
 static inline Binlog *bl(Engine *e) { return &e->binlog; }
 
@@ -121,6 +122,7 @@ static void forget_job(Replay *rp, Job *j)
         rp->last_tube = NULL; /* about to be freed with its last job */
     rp->order[j->heap_pos] = NULL;
     rp->nlive--;
+    spill_forget(e, j);
     job_table_remove(&e->jobs, j);
     queue_job_free(e, j);
     tube_unref(&e->tubes, t);
@@ -206,7 +208,24 @@ static void replay_flush(Replay *rp, const BlRecord *r)
 }
 
 /* 0, or -1 when the server cannot go on (out of memory). */
-static int apply(Replay *rp, const BlRecord *r, uint32_t index)
+/* The job of record r, at offset off of binlog.index. A tube with a
+ * max_memory_size gets its jobs on disk only: the reader thread reads the
+ * first budget's worth back once the server runs (spill.h), so replay
+ * never holds a spilled backlog's bodies. */
+static Job *replay_job(Replay *rp, const BlRecord *r, Tube *t, uint64_t off)
+{
+    Engine *e = rp->e;
+    Job *j;
+
+    if (t->pol.max_memory_size && t->pol.journal)
+        return queue_job_new_spilled(e, r->id, r->body_size, 0, 0, off);
+    j = queue_job_new(e, r->id, r->body_size, 0);
+    if (j)
+        memcpy(j->body, r->body, r->body_size);
+    return j;
+}
+
+static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
 {
     Engine *e = rp->e;
     Job *j = replay_find(rp, r->id);
@@ -229,19 +248,20 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index)
     }
     if (j)
         forget_job(rp, j);
-    j = queue_job_new(e, r->id, r->body_size, 0);
-    t = j ? replay_tube(rp, r) : NULL;
-    if (!t || apply_state(rp, j, r) < 0 || apply_times(rp, j, r) < 0 ||
+    t = replay_tube(rp, r);
+    j = t ? replay_job(rp, r, t, off) : NULL;
+    if (!j || apply_state(rp, j, r) < 0 || apply_times(rp, j, r) < 0 ||
         order_push(rp, j) < 0) {
         queue_job_free(e, j);
         return out_of_memory(rp);
     }
-    memcpy(j->body, r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
     j->created = bl_mono_of(r->created_wall, rp->wall_now, e->now);
     j->file = index;
     j->tube = t;
     tube_ref(t);
+    if (j->spilled)
+        spill_count(e, j);
     return 0;
 }
 
@@ -291,7 +311,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
         long n = bl_decode(p + off, size - off, &r);
 
         if (n > 0) {
-            if (apply(rp, &r, index) < 0)
+            if (apply(rp, &r, index, off) < 0)
                 return -1;
             off += (size_t)n;
             continue;

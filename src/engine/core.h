@@ -19,6 +19,7 @@
 #include "job.h"
 #include "list.h"
 #include "opts.h"
+#include "spillstate.h"
 #include "tube.h"
 #include "worker.h"
 
@@ -54,6 +55,7 @@ struct Engine {
     List orphans;           /* fanout children whose parent tube is gone */
     uint64_t wait_seq;
     Binlog binlog;
+    Spill spill;            /* read-behind (spill.h) */
     JobCounts jobs_ct;
     uint64_t waiting_ct;
     uint64_t job_timeouts, total_jobs;

@@ -11,6 +11,7 @@
 #include "oldest.h"
 #include "policy.h"
 #include "queue.h"
+#include "spill.h"
 #include "waiter.h"
 #include "watch.h"
 
@@ -33,6 +34,18 @@ static void hold_shrink(Engine *e, unsigned who, int on)
 
 /* ---- life cycle --------------------------------------------------------- */
 
+/* Bury a job whose spilled body cannot be read (spill.h). */
+static int bury_unreadable(Engine *e, Job *j)
+{
+    if (!job_ext_get(j))
+        return -1;
+    queue_detach(e, j);
+    queue_bury(e, j);
+    if (binlog_reserve_state(e) == 0)
+        binlog_state(e, j);
+    return 0;
+}
+
 int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
 {
     memset(e, 0, sizeof *e);
@@ -46,6 +59,7 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
     e->binlog.dirfd = e->binlog.lockfd = e->binlog.cur_fd = -1;
     heap_init(&e->ttr, job_deadline_less, job_set_heap_pos);
     waiter_init(e);
+    e->spill.bury = bury_unreadable;
     if (job_table_init(&e->jobs) < 0 || tubes_init(&e->tubes) < 0)
         return -1;
     policy_init(e); /* before the first tube: every tube has its policy */
@@ -106,8 +120,10 @@ void engine_free(Engine *e)
     hash_free(&e->jobs);
     /* tubes_free() skips the destroy hook, which gives a tube's discard
      * index back: the tubes still there (fanout children) give it here. */
-    for (size_t i = 0; i < e->tubes.len; i++)
+    for (size_t i = 0; i < e->tubes.len; i++) {
         oldest_free(e->tubes.list[i]);
+        spill_tube_gone(e, e->tubes.list[i]);
+    }
     tubes_free(&e->tubes);
     heap_free(&e->ttr);
     heap_free(&e->wait_timers);
@@ -237,6 +253,20 @@ int64_t engine_next_due(const Engine *e)
 void engine_commit(Engine *e)
 {
     binlog_commit(e);
+    spill_after_commit(e);
+}
+
+const char *engine_body(Engine *e, Job *j)
+{
+    if (j->spilled && !j->loaded) {
+        if (spill_load(e, j) < 0)
+            return NULL;
+        /* Read for a peek or the like: it may go again once its tube is
+         * over budget. A reserved job keeps it (spill.h). */
+        if (j->state != JOB_RESERVED)
+            spill_note(e, j);
+    }
+    return job_body(j);
 }
 
 void engine_settle(Engine *e)
@@ -291,10 +321,13 @@ uint32_t engine_max_body(const Engine *e, const Tube *t)
     return policy_max_body(e, t);
 }
 
-Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
-                    uint32_t ttr)
+Job *engine_job_new(Engine *e, const Tube *t, uint32_t body_size, uint32_t pri,
+                    uint32_t delay, uint32_t ttr)
 {
-    Job *j = queue_job_new(e, e->next_id++, body_size, 1);
+    uint64_t id = e->next_id++;
+    Job *j = spill_wanted(e, t, body_size)
+           ? queue_job_new_spilled(e, id, body_size, 1, 1, 0)
+           : queue_job_new(e, id, body_size, 1);
 
     if (!j)
         return NULL;
@@ -602,6 +635,7 @@ int64_t engine_flush_tube(Engine *e, Tube *t)
     bury_heap(e, &t->ready);
     bury_heap(e, &t->delay);
     t->cur_bytes = t->reserved_bytes;
+    spill_tube_flushed(e, t);
     queue_ready_update(e, t);
     queue_expiry_reset(e, t);
     tube_timer_update(&e->tubes, t); /* its heaps are empty: never grows */

@@ -64,6 +64,10 @@ uint64_t engine_ticket(Engine *e);
 /* The job with this id; a job past its expiry is expired first (so it is
  * not found, or found where move_expired_to put it). */
 Job *engine_find(Engine *e, uint64_t id);
+/* j's body for a reply. A body on disk only (read-behind) is read now;
+ * NULL when its record cannot be read (logged, counted in the metric tubed_binlog_spill_errors_total):
+ * the front-end answers with an internal error. */
+const char *engine_body(Engine *e, Job *j);
 /* The job a peek-ready / -delayed / -buried of t shows, never an expired one. */
 Job *engine_peek(Engine *e, Tube *t, JobState state);
 /* Expire every job whose time has come (before counting jobs). */
@@ -79,9 +83,10 @@ void engine_reload(Engine *e);
 
 /* A new job with the next id (taken even if the put then fails, as
  * beanstalkd does) and room for a body of body_size bytes that the caller
- * fills. NULL when out of memory or past --job-memory. */
-Job *engine_job_new(Engine *e, uint32_t body_size, uint32_t pri, uint32_t delay,
-                    uint32_t ttr);
+ * fills at job_body_mut(). t is the tube it is for (its max_memory_size
+ * picks the job's form). NULL when out of memory or past --job-memory. */
+Job *engine_job_new(Engine *e, const Tube *t, uint32_t body_size, uint32_t pri,
+                    uint32_t delay, uint32_t ttr);
 /* Free a job that engine_put() never took. */
 void engine_job_drop(Engine *e, Job *j);
 /* Add a filled job to tube t (making room by its limits, copying it to its

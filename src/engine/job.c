@@ -2,7 +2,11 @@
 
 #include <string.h>
 
+#include "alloc.h"
 #include "slab.h"
+
+/* A spilled job's slot: a record offset or a JobBody pointer. */
+#define SLOT 8
 
 _Static_assert(offsetof(Job, body) == 60, "the job header grew");
 
@@ -14,6 +18,103 @@ static size_t job_size(uint32_t body_size)
 size_t job_cost(uint32_t body_size)
 {
     return slab_cost(job_size(body_size));
+}
+
+size_t job_spilled_cost(void)
+{
+    return slab_cost(job_size(SLOT));
+}
+
+/* The slab size j was allocated with. */
+static size_t job_alloc_size(const Job *j)
+{
+    return job_size(j->spilled ? SLOT : j->body_size);
+}
+
+size_t job_mem(const Job *j)
+{
+    return slab_cost(job_alloc_size(j));
+}
+
+static JobBody *slot_body(const Job *j)
+{
+    JobBody *b;
+
+    memcpy(&b, j->body, sizeof b);
+    return b;
+}
+
+Job *job_alloc_spilled(uint64_t id, uint32_t body_size, int with_body, uint64_t off)
+{
+    Job *j = slab_alloc(job_size(SLOT));
+    JobBody *b = NULL;
+
+    if (!j)
+        return NULL;
+    if (with_body && !(b = tb_malloc(sizeof *b + (size_t)body_size))) {
+        slab_free(j, job_size(SLOT));
+        return NULL;
+    }
+    memset(j, 0, offsetof(Job, body));
+    j->id = id;
+    j->body_size = body_size;
+    j->spilled = 1;
+    if (b) {
+        b->off = 0;
+        b->skip = 0;
+        job_load(j, b);
+    } else {
+        job_spill_set_off(j, off);
+    }
+    return j;
+}
+
+const char *job_body(const Job *j)
+{
+    if (!j->spilled)
+        return j->body;
+    if (!j->loaded)
+        return NULL;
+    return slot_body(j)->data + slot_body(j)->skip;
+}
+
+char *job_body_mut(Job *j)
+{
+    return (char *)job_body(j);
+}
+
+uint64_t job_spill_off(const Job *j)
+{
+    uint64_t off;
+
+    if (j->loaded)
+        return slot_body(j)->off;
+    memcpy(&off, j->body, sizeof off);
+    return off;
+}
+
+void job_spill_set_off(Job *j, uint64_t off)
+{
+    if (j->loaded)
+        slot_body(j)->off = off;
+    else
+        memcpy(j->body, &off, sizeof off);
+}
+
+void job_unload(Job *j)
+{
+    JobBody *b = slot_body(j);
+    uint64_t off = b->off;
+
+    tb_free(b);
+    j->loaded = 0;
+    memcpy(j->body, &off, sizeof off);
+}
+
+void job_load(Job *j, JobBody *b)
+{
+    memcpy(j->body, &b, sizeof b);
+    j->loaded = 1;
 }
 
 Job *job_alloc(uint64_t id, uint32_t body_size)
@@ -33,7 +134,9 @@ void job_free(Job *j)
     if (!j)
         return;
     slab_free(j->ext, sizeof *j->ext);
-    slab_free(j, job_size(j->body_size));
+    if (j->spilled && j->loaded)
+        tb_free(slot_body(j));
+    slab_free(j, job_alloc_size(j));
 }
 
 JobExt *job_ext_get(Job *j)

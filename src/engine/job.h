@@ -15,6 +15,14 @@
  * stay zero until a job is first reserved, live in a JobExt that
  * job_ext_get() allocates on first need and the job keeps until it dies.
  * Invariant: a job that is not READY has its JobExt.
+ *
+ * Read-behind (spill.h): a spilled job's body lives in its binlog record.
+ * Such a job is allocated without a body: in place of body[] it has an
+ * 8-byte slot holding either the record's offset in binlog.<file> or, when
+ * its body is loaded, a JobBody holding the body and that offset. A job is
+ * allocated in one form and keeps it: the spilled form is chosen at put
+ * (and at replay) for a tube over its max_memory_size, so no pointer to a
+ * job ever changes. Use job_body() rather than body[].
  */
 #ifndef TUBED_JOB_H
 #define TUBED_JOB_H
@@ -60,19 +68,51 @@ struct Job {
     uint32_t pri;
     uint32_t body_size;  /* without the trailing "\r\n" */
     uint32_t ttr;        /* seconds, at least 1 */
-    uint32_t file;       /* binlog file holding its record; 0 if none */
+    uint32_t file : 29;  /* binlog file holding its record; 0 if none */
+    uint32_t spilled : 1; /* its body is in its record; body[] is the slot */
+    uint32_t loaded : 1; /* spilled, and a copy of the body is in memory */
+    uint32_t reading : 1; /* spilled, and a read-ahead of it is in flight */
     uint32_t heap_pos : 30; /* ready, delay or TTR heap (HEAP_MAX_LEN) */
     uint32_t state : 2;
     char body[];
 };
 
+/* A spilled job's body in memory: its bytes start at data + skip (a body
+ * read back comes with its record's head in front). */
+typedef struct JobBody {
+    uint64_t off;        /* its record's offset in binlog.<job's file> */
+    uint32_t skip;
+    uint32_t pad;
+    char data[];
+} JobBody;
+
 /* What a job with a body of n bytes costs, header included. */
 size_t job_cost(uint32_t body_size);
+/* What j costs now: a spilled job's header only (its loaded body, bounded
+ * by its tube's max_memory_size, is counted there). */
+size_t job_mem(const Job *j);
+/* What a spilled job's header costs. */
+size_t job_spilled_cost(void);
 
 /* A job with every field zero but id and body_size; NULL if out of memory.
  * job_free() also frees its JobExt. */
 Job *job_alloc(uint64_t id, uint32_t body_size);
 void job_free(Job *j);
+/* A job in the spilled form. With a body (put: the body is read into it
+ * before its record is written) it is loaded; without, it is on disk only
+ * at offset off (replay). NULL if out of memory. */
+Job *job_alloc_spilled(uint64_t id, uint32_t body_size, int with_body, uint64_t off);
+
+/* j's body: in the job, or its loaded copy; NULL when on disk only. */
+const char *job_body(const Job *j);
+char *job_body_mut(Job *j);
+/* A spilled job's record offset, and setting it (compaction moves it). */
+uint64_t job_spill_off(const Job *j);
+void job_spill_set_off(Job *j, uint64_t off);
+/* A spilled, loaded job drops its body (its record is on disk). */
+void job_unload(Job *j);
+/* A spilled job on disk only takes b (b->off is its record's offset). */
+void job_load(Job *j, JobBody *b);
 
 /* j's JobExt, allocated (zeroed) if it has none; NULL if out of memory. */
 JobExt *job_ext_get(Job *j);

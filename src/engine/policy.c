@@ -12,6 +12,7 @@
 #include "log.h"
 #include "oldest.h"
 #include "queue.h"
+#include "spill.h"
 
 /* ---- resolving ---------------------------------------------------------- */
 
@@ -66,6 +67,7 @@ static void on_destroy(void *arg, Tube *t)
     }
     list_remove(&t->child_link);
     oldest_free(t);
+    spill_tube_gone(e, t);
 }
 
 void policy_init(Engine *e)
@@ -127,6 +129,9 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
     int was = j->state, ok;
 
     if (was == JOB_RESERVED || !(x = job_ext_get(j)))
+        return -1;
+    /* Its record is written again in dst: its body must be here. */
+    if (spill_load(e, j) < 0)
         return -1;
     if (dst != src && policy_make_room(e, dst, j->body_size) < 0)
         return -1;
@@ -413,13 +418,15 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
             c->total_discarded++;
             continue;
         }
-        copy = queue_job_new(e, e->next_id++, j->body_size, 0);
+        copy = spill_wanted(e, c, j->body_size)
+             ? queue_job_new_spilled(e, e->next_id++, j->body_size, 0, 1, 0)
+             : queue_job_new(e, e->next_id++, j->body_size, 0);
         if (!copy || (x->delay && !job_ext_get(copy))) {
             queue_job_free(e, copy);
             c->total_discarded++;
             continue;
         }
-        memcpy(copy->body, j->body, j->body_size);
+        memcpy(job_body_mut(copy), job_body(j), j->body_size);
         copy->pri = j->pri;
         copy->ttr = j->ttr;
         copy->created = e->now;

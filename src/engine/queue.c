@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "oldest.h"
+#include "spill.h"
 #include "worker.h"
 
 #define URGENT_THRESHOLD 1024
@@ -134,11 +135,26 @@ Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget)
     return j;
 }
 
+Job *queue_job_new_spilled(Engine *e, uint64_t id, uint32_t body_size, int check_budget,
+                           int with_body, uint64_t off)
+{
+    Job *j;
+
+    if (check_budget && e->cfg->job_memory &&
+        e->job_bytes + job_spilled_cost() > e->cfg->job_memory)
+        return NULL;
+    j = job_alloc_spilled(id, body_size, with_body, off);
+    if (j)
+        e->job_bytes += job_spilled_cost();
+    return j;
+}
+
 void queue_job_free(Engine *e, Job *j)
 {
     if (!j)
         return;
-    e->job_bytes -= job_cost(j->body_size);
+    e->job_bytes -= job_mem(j);
+    spill_freed(e, j);
     job_free(j);
 }
 
@@ -244,6 +260,7 @@ void queue_delete(Engine *e, Job *j)
 
     queue_detach(e, j);
     queue_expiry_remove(e, j);
+    spill_forget(e, j);
     t->cur_bytes -= j->body_size;
     job_table_remove(&e->jobs, j);
     queue_job_free(e, j);
@@ -255,9 +272,17 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
     /* Make room in the TTR heap and get the JobExt first: they are the only
      * steps that can fail, and the job must stay where it was if they do. */
     JobExt *x = job_ext_get(j);
+    int rc;
 
     if (!x || heap_reserve(&e->ttr, e->ttr.len + 1) < 0)
         return -1;
+    /* A reserved job's body is in memory (spill.h): read it now if the
+     * read-ahead has not; a record that cannot be read buries the job. */
+    if ((rc = spill_load(e, j)) < 0) {
+        if (rc == -2)
+            spill_bury_damaged(e, j);
+        return -1;
+    }
     queue_detach(e, j);
     x->deadline = w->no_ttr ? INT64_MAX : e->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_insert(&e->ttr, j); /* cannot fail now */

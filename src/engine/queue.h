@@ -21,6 +21,10 @@
  * past the budget (only puts check the budget: replay must load all). */
 Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget);
 void queue_job_free(Engine *e, Job *j);
+/* The same in the spilled form (job.h, spill.h): with its body in memory
+ * (a put), or on disk only at offset off (replay). */
+Job *queue_job_new_spilled(Engine *e, uint64_t id, uint32_t body_size, int check_budget,
+                           int with_body, uint64_t off);
 
 /* Register a fresh job (from put) in the table and its tube, then make it
  * ready or delayed. Returns 0, or -1 if it had to be buried instead. */

@@ -38,6 +38,7 @@ struct Tube {
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
     TubePolicy pol;      /* its keys from the config file (policy.c) */
     struct OldestIdx *oldest; /* discard order, once it has discarded (oldest.h) */
+    struct SpillRing *spill; /* its jobs on disk only, while it has some (spill.h) */
     List children;       /* fanout: its children's child_link, when a parent */
     List child_link;     /* in the parent's children, when a linked child */
     Tube *parent;        /* the fanout parent it is linked to, or NULL */
@@ -51,6 +52,7 @@ struct Tube {
     uint64_t urgent_ct, reserved_ct, buried_ct;
     uint64_t cur_bytes;      /* body bytes of its jobs, every state */
     uint64_t reserved_bytes; /* ... of its reserved jobs */
+    uint64_t spilled_ct, spilled_bytes; /* its jobs whose body is on disk only */
     uint64_t total_expired, total_discarded, total_timeouts;
     uint64_t total_jobs, cmd_delete, cmd_pause;
     uint32_t using_ct, watching_ct, waiting_ct;

@@ -156,7 +156,7 @@ static uint64_t put_job(Engine *e, const char *tube, uint32_t pri, uint32_t dela
 {
     size_t n = strlen(body);
     Tube *t = engine_tube(e, tube, strlen(tube));
-    Job *j = engine_job_new(e, (uint32_t)n, pri, delay, 60);
+    Job *j = engine_job_new(e, NULL, (uint32_t)n, pri, delay, 60);
     uint64_t id;
 
     FZ_CHECK(t && j, "out of memory setting up jobs");

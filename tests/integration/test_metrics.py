@@ -47,6 +47,11 @@ SERVER_FAMILIES = [
     ("tubed_binlog_live_bytes", "gauge"),
     ("tubed_binlog_records_written_total", "counter"),
     ("tubed_binlog_records_migrated_total", "counter"),
+    ("tubed_binlog_spilled_jobs", "gauge"),
+    ("tubed_binlog_spilled_bytes", "gauge"),
+    ("tubed_binlog_spill_reads_total", "counter"),
+    ("tubed_binlog_spill_waits_total", "counter"),
+    ("tubed_binlog_spill_errors_total", "counter"),
 ]
 
 # (family, type, stats-tubes key it shows; None: computed)
@@ -54,6 +59,8 @@ TUBE_FAMILIES = [
     ("tubed_tube_jobs", "gauge", None),
     ("tubed_tube_jobs_urgent", "gauge", "current-jobs-urgent"),
     ("tubed_tube_body_bytes", "gauge", "current-bytes"),
+    # without read-behind every body is in memory
+    ("tubed_tube_memory_bytes", "gauge", "current-bytes"),
     ("tubed_tube_jobs_created_total", "counter", "total-jobs"),
     ("tubed_tube_jobs_deleted_total", "counter", "cmd-delete"),
     ("tubed_tube_jobs_expired_total", "counter", "total-expired"),
@@ -176,6 +183,10 @@ def test_metrics_families_and_values(binary):
         eq(m.value("tubed_draining"), 0, "draining")
         eq(m.value("tubed_binlog_enabled"), 0, "binlog_enabled without -b")
         eq(m.value("tubed_binlog_healthy"), 1, "binlog_healthy without -b")
+        for f in ("tubed_binlog_spilled_jobs", "tubed_binlog_spilled_bytes",
+                  "tubed_binlog_spill_reads_total", "tubed_binlog_spill_waits_total",
+                  "tubed_binlog_spill_errors_total"):
+            eq(m.value(f), 0, "%s without -b" % f)
         eq(m.value("tubed_max_job_size_bytes"), 4096, "-z")
         # the scrape's own connection is a client connection too
         eq(m.value("tubed_connections"), int(st["current-connections"]) + 1, "connections")

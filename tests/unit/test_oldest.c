@@ -73,7 +73,7 @@ static size_t nknown;
 
 static uint64_t put(World *x, uint32_t delay)
 {
-    Job *j = engine_job_new(&x->e, 1, 0, delay, 60);
+    Job *j = engine_job_new(&x->e, NULL, 1, 0, delay, 60);
     uint64_t id;
 
     if (!j)

@@ -83,7 +83,7 @@ static size_t take_body(BsConn *b, const char *p, size_t len)
         size_t k = j->body_size - b->body_got;
         if (k > n)
             k = n;
-        memcpy(j->body + b->body_got, p, k);
+        memcpy(job_body_mut(j) + b->body_got, p, k);
         b->body_got += (uint32_t)k;
         i = k;
     }

@@ -34,13 +34,20 @@ static void hold(BsConn *b)
     conn_hold(conn(b), engine_ticket(eng(b)));
 }
 
-static void reply_job(BsConn *b, const char *word, const Job *j)
+static void reply_job(BsConn *b, const char *word, Job *j)
 {
     char head[64];
     uint64_t size = j->body_size;
     size_t n = conn_format_head(head, word, j->id, &size);
+    /* A body on disk only (read-behind) is read back here if the
+     * read-ahead has not; a record that cannot be read is reported. */
+    const char *body = engine_body(eng(b), j);
 
-    conn_reply_body(conn(b), head, n, j->body, j->body_size);
+    if (!body) {
+        conn_reply(conn(b), "INTERNAL_ERROR\r\n", 16);
+        return;
+    }
+    conn_reply_body(conn(b), head, n, body, j->body_size);
 }
 
 static void reply_id(BsConn *b, const char *word, uint64_t id)
@@ -102,7 +109,7 @@ static void do_put(BsConn *b, const Cmd *cmd)
     set_flag(b, BS_PRODUCER, &bs_front(conn(b))->producer_ct);
     /* The id is taken now, as beanstalkd does: a put that then fails
      * (EXPECTED_CRLF, DRAINING) still uses it up. */
-    j = engine_job_new(e, cmd->bytes, cmd->pri, cmd->delay, cmd->ttr);
+    j = engine_job_new(e, b->use, cmd->bytes, cmd->pri, cmd->delay, cmd->ttr);
     if (!j) {
         bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_OUT_OF_MEMORY);
         return;

@@ -249,9 +249,10 @@ void stats_binlog(const Engine *e, Buf *b)
                (unsigned long long)bl->compactions);
     key_quoted(b, "fsync-mode", fsync_mode(e->cfg, mode, sizeof mode));
     buf_printf(b, "last-fsync-ms-ago: %lld\n"
-               "spilled-jobs: 0\n"
-               "spilled-bytes: 0\n",
-               (long long)(ago > 0 ? ago : 0));
+               "spilled-jobs: %llu\n"
+               "spilled-bytes: %llu\n",
+               (long long)(ago > 0 ? ago : 0), (unsigned long long)e->spill.jobs,
+               (unsigned long long)e->spill.bytes);
 }
 
 void stats_job(const Engine *e, const Job *j, Buf *b)

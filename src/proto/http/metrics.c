@@ -133,6 +133,17 @@ static void server_families(const Beanstalk *f, Buf *b)
            "Binlog records written.", bl->records_written);
     single(b, "tubed_binlog_records_migrated_total", PROM_COUNTER,
            "Binlog records rewritten by compaction.", bl->records_migrated);
+    single(b, "tubed_binlog_spilled_jobs", PROM_GAUGE,
+           "Jobs whose body is in the binlog only (read-behind).", e->spill.jobs);
+    single(b, "tubed_binlog_spilled_bytes", PROM_GAUGE,
+           "Body bytes in the binlog only (read-behind).", e->spill.bytes);
+    single(b, "tubed_binlog_spill_reads_total", PROM_COUNTER,
+           "Spilled bodies read back ahead of need by the reader thread.", e->spill.reads);
+    single(b, "tubed_binlog_spill_waits_total", PROM_COUNTER,
+           "Spilled bodies a command needed before the read-ahead had them (read on the loop).",
+           e->spill.waits);
+    single(b, "tubed_binlog_spill_errors_total", PROM_COUNTER,
+           "Spilled bodies whose record could not be read back.", e->spill.errors);
 }
 
 /* ---- per tube ----------------------------------------------------------- */
@@ -147,6 +158,7 @@ static int64_t pause_left(const Engine *e, const Tube *t)
 
 static uint64_t v_urgent(const Engine *e, const Tube *t) { return t->urgent_ct; }
 static uint64_t v_bytes(const Engine *e, const Tube *t) { return t->cur_bytes; }
+static uint64_t v_mem_bytes(const Engine *e, const Tube *t) { return t->cur_bytes - t->spilled_bytes; }
 static uint64_t v_created(const Engine *e, const Tube *t) { return t->total_jobs; }
 static uint64_t v_deleted(const Engine *e, const Tube *t) { return t->cmd_delete; }
 static uint64_t v_expired(const Engine *e, const Tube *t) { return t->total_expired; }
@@ -179,6 +191,9 @@ static const struct {
      "Ready jobs in the tube with priority below 1024 (also counted as ready).", v_urgent},
     {"tubed_tube_body_bytes", PROM_GAUGE,
      "Body bytes of the tube's jobs, in every state.", v_bytes},
+    {"tubed_tube_memory_bytes", PROM_GAUGE,
+     "Body bytes of the tube's jobs held in memory (read-behind keeps the rest "
+     "in the binlog only).", v_mem_bytes},
     {"tubed_tube_jobs_created_total", PROM_COUNTER,
      "Jobs created in the tube (put, and fanout copies).", v_created},
     {"tubed_tube_jobs_deleted_total", PROM_COUNTER,

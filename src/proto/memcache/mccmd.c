@@ -92,7 +92,7 @@ static void do_set(McConn *m, const McCmd *cmd)
         engine_tube_unref(e, t);
         return;
     }
-    j = engine_job_new(e, cmd->bytes, t->pol.priority, 0,
+    j = engine_job_new(e, t, cmd->bytes, t->pol.priority, 0,
                        (uint32_t)(t->pol.ttr_ms / 1000));
     exp = expiry_mono(e, cmd->exptime);
     if (j && exp && job_ext_get(j))

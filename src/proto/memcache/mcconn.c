@@ -55,7 +55,7 @@ static size_t take_body(McConn *m, const char *p, size_t len)
         if (k > n)
             k = n;
         if (m->in_job)
-            memcpy(m->in_job->body + m->body_got, p, (size_t)k);
+            memcpy(job_body_mut(m->in_job) + m->body_got, p, (size_t)k);
         m->body_got += k;
         i = (size_t)k;
     }

@@ -106,13 +106,20 @@ static size_t value_head(char *head, const char *key, size_t key_len, uint32_t n
 
 #define VALUE_HEAD_MAX (MC_MAX_LINE + 40)
 
-static void reply_value(McConn *m, const char *key, size_t key_len, const Job *j)
+#define UNREADABLE "SERVER_ERROR the item cannot be read back from the binlog\r\n"
+
+static void reply_value(McConn *m, const char *key, size_t key_len, Job *j)
 {
     char head[VALUE_HEAD_MAX];
     size_t n = value_head(head, key, key_len, j->body_size);
+    const char *body = engine_body(eng(m), j); /* read back if on disk only */
 
+    if (!body) {
+        mc_reply(m, UNREADABLE, sizeof UNREADABLE - 1);
+        return;
+    }
     front(m)->ct.bytes_written += n + j->body_size + 2;
-    conn_reply_body(&m->conn, head, n, j->body, j->body_size);
+    conn_reply_body(&m->conn, head, n, body, j->body_size);
     mc_reply_lit(m, "END\r\n");
 }
 
@@ -124,10 +131,16 @@ static void take(McConn *m, Job *j, const char *key, size_t key_len)
     Buf *b = &f->tmp;
     char head[VALUE_HEAD_MAX];
     size_t n = value_head(head, key, key_len, j->body_size);
+    const char *body = engine_body(eng(m), j);
 
+    if (!body) {
+        give_back(m, j);
+        mc_reply(m, UNREADABLE, sizeof UNREADABLE - 1);
+        return;
+    }
     b->len = 0;
     b->oom = 0;
-    if (buf_append(b, head, n) < 0 || buf_append(b, j->body, j->body_size) < 0 ||
+    if (buf_append(b, head, n) < 0 || buf_append(b, body, j->body_size) < 0 ||
         buf_append(b, "\r\nEND\r\n", 7) < 0) {
         give_back(m, j);
         mc_reply_no_memory(m);

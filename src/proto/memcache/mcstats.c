@@ -203,9 +203,10 @@ static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
     v[TS_BYTES] = bytes_of(t);
     v[TS_TOTAL_ITEMS] = t->total_jobs;
     v[TS_EXPIRED] = t->total_expired;
-    /* Every body is in memory (no read-behind yet). */
-    v[TS_MEM_ITEMS] = v[TS_ITEMS];
-    v[TS_MEM_BYTES] = v[TS_BYTES];
+    /* Read-behind: jobs whose body is on disk only are not in memory (a
+     * reserved job's body always is, spill.h). */
+    v[TS_MEM_ITEMS] = v[TS_ITEMS] - t->spilled_ct;
+    v[TS_MEM_BYTES] = v[TS_BYTES] - t->spilled_bytes;
     v[TS_DISCARDED] = t->total_discarded;
     v[TS_WAITERS] = engine_tube_waiting(&f->srv->eng, t);
     v[TS_OPEN] = t->reserved_ct;

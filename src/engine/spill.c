@@ -1,0 +1,645 @@
+#include "spill.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blcodec.h"
+#include "blfile.h"
+#include "core.h"
+#include "job.h"
+#include "log.h"
+
+/* A record read back may be a BL_JOBX one although the job has no times
+ * any more: ask for that much more than the job's own record size. */
+#define SLACK BL_JOBX_EXTRA
+
+static uint64_t budget_of(const Tube *t)
+{
+    return t->pol.max_memory_size;
+}
+
+uint64_t spill_tube_mem_bytes(const Tube *t)
+{
+    return t->cur_bytes - t->spilled_bytes;
+}
+
+int spill_wanted(const Engine *e, const Tube *t, uint32_t n)
+{
+    const Binlog *b = &e->binlog;
+
+    return t && budget_of(t) && b->enabled && b->healthy && t->pol.journal &&
+           spill_tube_mem_bytes(t) + n > budget_of(t);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static void fds_reset(SpillFd *fds)
+{
+    for (int i = 0; i < SPILL_FDS; i++)
+        fds[i].fd = -1;
+}
+
+static void fds_close_below(SpillFd *fds, uint32_t index)
+{
+    for (int i = 0; i < SPILL_FDS; i++)
+        if (fds[i].fd >= 0 && (index == UINT32_MAX || fds[i].index < index)) {
+            close(fds[i].fd);
+            fds[i].fd = -1;
+        }
+}
+
+/* An fd of binlog.index, from the cache or opened (a free slot, or the
+ * lowest index's: files are read oldest first). -1 with errno. */
+static int fd_of(SpillFd *fds, const char *dir, uint32_t index)
+{
+    char path[4096];
+    int victim = 0;
+
+    for (int i = 0; i < SPILL_FDS; i++) {
+        if (fds[i].fd >= 0 && fds[i].index == index)
+            return fds[i].fd;
+        if (fds[victim].fd >= 0 && (fds[i].fd < 0 || fds[i].index < fds[victim].index))
+            victim = i;
+    }
+    snprintf(path, sizeof path, "%s/binlog.%u", dir, index);
+    if (fds[victim].fd >= 0)
+        close(fds[victim].fd);
+    fds[victim].fd = open(path, O_RDONLY | O_CLOEXEC);
+    fds[victim].index = index;
+    return fds[victim].fd;
+}
+
+/* Read r->len bytes at r->off (fewer at the end of the file). */
+static void read_record(SpillFd *fds, const char *dir, SpillRead *r)
+{
+    int fd = fd_of(fds, dir, r->file);
+
+    r->n = 0;
+    r->err = 0;
+    if (fd < 0) {
+        r->err = errno;
+        return;
+    }
+    while (r->n < r->len) {
+        ssize_t k = pread(fd, r->buf->data + r->n, r->len - r->n, (off_t)(r->off + r->n));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            r->err = errno;
+            return;
+        }
+        if (k == 0)
+            return; /* the file ends: the decode says whether it was enough */
+        r->n += (uint32_t)k;
+    }
+}
+
+/* ---- the reader thread ------------------------------------------------ */
+
+static int push(SpillRead **v, size_t *n, size_t *cap, const SpillRead *r)
+{
+    /* (the reader thread copies out what it reads under mu, so the queue
+     * may move while it reads) */
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        SpillRead *p = tb_realloc(*v, c * sizeof *p);
+        if (!p)
+            return -1;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = *r;
+    return 0;
+}
+
+static void *reader(void *arg)
+{
+    Spill *s = arg;
+
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        SpillRead r;
+        size_t at;
+        uint64_t one = 1;
+
+        while (s->next == s->len && !s->quit)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->quit)
+            break;
+        at = s->next;
+        r = s->q[at];
+        fds_close_below(s->thread_fds, s->min_file);
+        pthread_mutex_unlock(&s->mu);
+        read_record(s->thread_fds, s->dir, &r);
+        pthread_mutex_lock(&s->mu);
+        s->q[at] = r; /* the queue may have moved (grown), not its order */
+        s->next = at + 1;
+        if (write(s->efd, &one, sizeof one) < 0)
+            (void)0; /* the counter is full: the loop is awake anyway */
+    }
+    fds_close_below(s->thread_fds, UINT32_MAX);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- reading back ----------------------------------------------------- */
+
+static SpillRing *ring_of(Tube *t)
+{
+    return t->spill;
+}
+
+static void ring_inflight(Tube *t, Job *j, int add)
+{
+    SpillRing *r = ring_of(t);
+
+    if (add) {
+        j->reading = 1;
+        if (r)
+            r->inflight += j->body_size;
+        return;
+    }
+    if (j->reading && r)
+        r->inflight -= r->inflight < j->body_size ? r->inflight : j->body_size;
+    j->reading = 0;
+}
+
+/* j's body is in memory now: the counts move. */
+static void loaded(Engine *e, Job *j, JobBody *b)
+{
+    Tube *t = j->tube;
+
+    ring_inflight(t, j, 0);
+    job_load(j, b);
+    t->spilled_ct--;
+    t->spilled_bytes -= j->body_size;
+    e->spill.jobs--;
+    e->spill.bytes -= j->body_size;
+}
+
+/* Is the record read for j whole, and j's? Points b->skip at the body. */
+static int check_record(const Job *j, const SpillRead *r)
+{
+    BlRecord rec;
+    long n = bl_decode(r->buf->data, r->n, &rec);
+
+    if (n <= 0 || (rec.type != BL_JOB && rec.type != BL_JOBX) || rec.id != j->id ||
+        rec.body_size != j->body_size)
+        return -1;
+    r->buf->skip = (uint32_t)(rec.body - r->buf->data);
+    r->buf->off = r->off;
+    return 0;
+}
+
+static void report(Engine *e, const Job *j, const SpillRead *r)
+{
+    e->spill.errors++;
+    log_err("binlog: job %llu: its body cannot be read back from binlog.%u at offset "
+            "%llu (%s)", (unsigned long long)j->id, r->file, (unsigned long long)r->off,
+            r->err ? strerror(r->err) : "damaged record: checksum or structure");
+}
+
+static int prepare(Engine *e, Job *j, SpillRead *r)
+{
+    (void)e;
+    r->id = j->id;
+    r->file = j->file;
+    r->off = job_spill_off(j);
+    r->len = (uint32_t)(bl_job_record_size(j) + SLACK);
+    r->buf = tb_malloc(sizeof *r->buf + r->len);
+    return r->buf ? 0 : -1;
+}
+
+int spill_load(Engine *e, Job *j)
+{
+    SpillRead r;
+
+    if (!j->spilled || j->loaded)
+        return 0;
+    if (prepare(e, j, &r) < 0)
+        return -1;
+    read_record(e->spill.loop_fds, e->spill.dir, &r);
+    if (r.err || check_record(j, &r) < 0) {
+        report(e, j, &r);
+        tb_free(r.buf);
+        return -2;
+    }
+    loaded(e, j, r.buf);
+    e->spill.waits++;
+    return 0;
+}
+
+/* A read-back answer for j: the body goes to j if it is still wanted. */
+static void answered(Engine *e, SpillRead *r)
+{
+    Job *j = job_table_find(&e->jobs, r->id);
+
+    /* Deleted, read on the loop meanwhile, or its record moved: stale. */
+    if (!j || !j->spilled || j->loaded || !j->reading || j->file != r->file ||
+        job_spill_off(j) != r->off) {
+        tb_free(r->buf);
+        return;
+    }
+    if (r->err || check_record(j, r) < 0) {
+        report(e, j, r);
+        ring_inflight(j->tube, j, 0);
+        tb_free(r->buf);
+        return;
+    }
+    loaded(e, j, r->buf);
+    e->spill.reads++;
+}
+
+static void on_read(EvSource *src, uint32_t events)
+{
+    enum { CHUNK = 64 };
+    Spill *s = container_of(src, Spill, ev);
+    Engine *e = container_of(s, Engine, spill);
+    SpillRead got[CHUNK];
+    uint64_t cnt;
+
+    (void)events;
+    if (read(s->efd, &cnt, sizeof cnt) < 0 && errno != EAGAIN)
+        log_warn("spill: eventfd: %s", strerror(errno));
+    for (;;) {
+        size_t n;
+
+        pthread_mutex_lock(&s->mu);
+        n = s->next - s->head < CHUNK ? s->next - s->head : CHUNK;
+        memcpy(got, s->q + s->head, n * sizeof *got);
+        s->head += n;
+        if (s->head == s->len)
+            s->head = s->next = s->len = 0;
+        pthread_mutex_unlock(&s->mu);
+        if (!n)
+            break;
+        for (size_t i = 0; i < n; i++)
+            answered(e, &got[i]);
+    }
+    spill_after_commit(e); /* room for more, perhaps */
+}
+
+/* What t may hold in memory; a tube whose budget a reload removed reads
+ * every body back. */
+static uint64_t room_of(const Tube *t)
+{
+    return budget_of(t) ? budget_of(t) : UINT64_MAX;
+}
+
+/* Ask for the next bodies of t's ring while they fit its budget. */
+static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *cap)
+{
+    SpillRing *rg = ring_of(t);
+
+    while (rg->len) {
+        SpillSpan *sp = &rg->spans[rg->head];
+        Job *j = job_table_find(&e->jobs, sp->lo);
+        SpillRead r;
+
+        if (j && j->tube == t && j->spilled && !j->loaded && !j->reading &&
+            j->state != JOB_BURIED) {
+            if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t))
+                return 0;
+            if (prepare(e, j, &r) < 0)
+                return -1;
+            if (push(batch, n, cap, &r) < 0) {
+                tb_free(r.buf);
+                return -1;
+            }
+            ring_inflight(t, j, 1);
+        }
+        if (sp->lo++ == sp->hi) {
+            rg->head = (rg->head + 1) % rg->cap;
+            rg->len--;
+        }
+    }
+    return 0;
+}
+
+/* Hand a batch to the thread. */
+static int submit(Spill *s, SpillRead *batch, size_t n)
+{
+    int rc = 0;
+    size_t i;
+
+    pthread_mutex_lock(&s->mu);
+    for (i = 0; i < n; i++)
+        if (push(&s->q, &s->len, &s->cap, &batch[i]) < 0)
+            break;
+    if (i < n) {
+        s->len -= i; /* all or nothing: the caller gives them all back */
+        rc = -1;
+    } else {
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void pump(Engine *e)
+{
+    SpillRead *batch = NULL;
+    size_t n = 0, cap = 0;
+    List *l = e->spill.rings.next;
+
+    if (!e->spill.running)
+        return;
+    while (l != &e->spill.rings) {
+        SpillRing *rg = container_of(l, SpillRing, link);
+        l = l->next;
+        if (pump_tube(e, rg->tube, &batch, &n, &cap) < 0)
+            break;
+        if (!rg->len)
+            list_remove(&rg->link);
+    }
+    if (n && submit(&e->spill, batch, n) < 0) {
+        /* Out of memory: those jobs stay on disk, read when needed. */
+        for (size_t i = 0; i < n; i++) {
+            Job *j = job_table_find(&e->jobs, batch[i].id);
+            if (j)
+                ring_inflight(j->tube, j, 0);
+            tb_free(batch[i].buf);
+        }
+    }
+    tb_free(batch);
+}
+
+/* ---- spilling --------------------------------------------------------- */
+
+static int ring_push(Tube *t, uint64_t id)
+{
+    SpillRing *rg = t->spill;
+    SpillSpan *back;
+
+    if (!rg) {
+        if (!(rg = tb_malloc(sizeof *rg)))
+            return -1;
+        memset(rg, 0, sizeof *rg);
+        list_init(&rg->link);
+        rg->tube = t;
+        t->spill = rg;
+    }
+    back = rg->len ? &rg->spans[(rg->head + rg->len - 1) % rg->cap] : NULL;
+    if (back && id > back->hi && id - back->hi <= SPILL_GAP) {
+        back->hi = id;
+        return 0;
+    }
+    if (rg->len == rg->cap) {
+        size_t c = rg->cap ? rg->cap * 2 : 8;
+        SpillSpan *sp = tb_malloc(c * sizeof *sp);
+        if (!sp)
+            return -1;
+        for (size_t i = 0; i < rg->len; i++)
+            sp[i] = rg->spans[(rg->head + i) % rg->cap];
+        tb_free(rg->spans);
+        rg->spans = sp;
+        rg->head = 0;
+        rg->cap = c;
+    }
+    rg->spans[(rg->head + rg->len) % rg->cap] = (SpillSpan){id, id};
+    rg->len++;
+    return 0;
+}
+
+static void ring_link(Engine *e, Tube *t)
+{
+    if (t->spill && t->spill->len && !list_linked(&t->spill->link))
+        list_insert_tail(&e->spill.rings, &t->spill->link);
+}
+
+void spill_note(Engine *e, Job *j)
+{
+    Spill *s = &e->spill;
+
+    if (s->nevict == s->evict_cap) {
+        size_t c = s->evict_cap ? s->evict_cap * 2 : 256;
+        uint64_t *p = tb_realloc(s->evict, c * sizeof *p);
+        if (!p)
+            return; /* its body just stays in memory */
+        s->evict = p;
+        s->evict_cap = c;
+    }
+    s->evict[s->nevict++] = j->id;
+}
+
+void spill_count(Engine *e, Job *j)
+{
+    j->tube->spilled_ct++;
+    j->tube->spilled_bytes += j->body_size;
+    e->spill.jobs++;
+    e->spill.bytes += j->body_size;
+}
+
+/* Drop j's body (its record is written) if its tube is over budget. */
+static void evict(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+
+    if (!j->spilled || !j->loaded || j->state == JOB_RESERVED || !budget_of(t) ||
+        spill_tube_mem_bytes(t) <= budget_of(t) || !j->file)
+        return;
+    if (ring_push(t, j->id) < 0)
+        return; /* it stays in memory: nothing would read it back ahead */
+    job_unload(j);
+    spill_count(e, j);
+    ring_link(e, t);
+}
+
+void spill_after_commit(Engine *e)
+{
+    Spill *s = &e->spill;
+    const Binlog *b = &e->binlog;
+
+    if (s->nevict && b->healthy && !b->wbuf.len) {
+        for (size_t i = 0; i < s->nevict; i++) {
+            Job *j = job_table_find(&e->jobs, s->evict[i]);
+            if (j && !job_dead(j))
+                evict(e, j);
+        }
+        s->nevict = 0;
+        if (s->evict_cap > 4096) {
+            tb_free(s->evict);
+            s->evict = NULL;
+            s->evict_cap = 0;
+        }
+    }
+    if (!list_empty(&s->rings))
+        pump(e);
+}
+
+void spill_bury_damaged(Engine *e, Job *j)
+{
+    if ((j->state != JOB_READY && j->state != JOB_DELAYED) || !e->spill.bury)
+        return;
+    if (e->spill.bury(e, j) == 0)
+        log_err("binlog: job %llu buried: its body cannot be read back",
+                (unsigned long long)j->id);
+}
+
+/* ---- bookkeeping ------------------------------------------------------ */
+
+void spill_forget(Engine *e, Job *j)
+{
+    (void)e;
+    ring_inflight(j->tube, j, 0);
+    if (j->spilled && !j->loaded) {
+        j->tube->spilled_ct--;
+        j->tube->spilled_bytes -= j->body_size;
+    }
+}
+
+void spill_freed(Engine *e, const Job *j)
+{
+    if (j->spilled && !j->loaded) {
+        e->spill.jobs--;
+        e->spill.bytes -= j->body_size;
+    }
+}
+
+void spill_tube_flushed(Engine *e, Tube *t)
+{
+    (void)e;
+    /* Its reserved jobs are in memory: nothing of it is on disk only. */
+    t->spilled_ct = t->spilled_bytes = 0;
+    if (t->spill) {
+        t->spill->inflight = 0;
+        t->spill->len = 0;
+    }
+}
+
+void spill_tube_gone(Engine *e, Tube *t)
+{
+    (void)e;
+    if (!t->spill)
+        return;
+    list_remove(&t->spill->link);
+    tb_free(t->spill->spans);
+    tb_free(t->spill);
+    t->spill = NULL;
+}
+
+static int job_id_cmp(const void *a, const void *b)
+{
+    uint64_t x = (*(Job *const *)a)->id, y = (*(Job *const *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    Job **v;
+    size_t n;
+} Collect;
+
+static void collect(HashNode *node, void *arg)
+{
+    Collect *c = arg;
+    Job *j = container_of(node, Job, hnode);
+
+    if (j->spilled && !j->loaded)
+        c->v[c->n++] = j;
+}
+
+int spill_after_replay(Engine *e)
+{
+    Collect c = {NULL, 0};
+
+    if (!e->spill.jobs)
+        return 0;
+    /* Read back in id order: the order a plain backlog drains in. */
+    if (!(c.v = tb_malloc(e->spill.jobs * sizeof *c.v)))
+        return -1;
+    hash_each(&e->jobs, collect, &c);
+    qsort(c.v, c.n, sizeof *c.v, job_id_cmp);
+    for (size_t i = 0; i < c.n; i++)
+        if (ring_push(c.v[i]->tube, c.v[i]->id) == 0)
+            ring_link(e, c.v[i]->tube);
+    tb_free(c.v);
+    return 0;
+}
+
+void spill_files_dropped(Engine *e, uint32_t index)
+{
+    Spill *s = &e->spill;
+
+    fds_close_below(s->loop_fds, index);
+    if (!s->running)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->min_file = index;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int spill_init(Engine *e)
+{
+    Spill *s = &e->spill;
+    sigset_t all, old;
+    int rc;
+
+    list_init(&s->rings);
+    fds_reset(s->thread_fds);
+    fds_reset(s->loop_fds);
+    s->dir = e->cfg->binlog_dir;
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->efd < 0)
+        return -1;
+    s->ev.handler = on_read;
+    if (ev_add(e->loop, &s->ev, s->efd, EPOLLIN) < 0) {
+        close(s->efd);
+        s->efd = -1;
+        return -1;
+    }
+    /* Signals always reach the loop's thread, never this one. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL) ||
+         pthread_create(&s->thread, NULL, reader, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        ev_del(e->loop, &s->ev);
+        close(s->efd);
+        s->efd = -1;
+        errno = EAGAIN;
+        return -1;
+    }
+    s->running = 1;
+    return 0;
+}
+
+void spill_stop(Engine *e)
+{
+    Spill *s = &e->spill;
+
+    if (!s->dir)
+        return; /* never started */
+    fds_close_below(s->loop_fds, UINT32_MAX);
+    if (s->running) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+        for (size_t i = s->head; i < s->len; i++)
+            tb_free(s->q[i].buf);
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        ev_del(e->loop, &s->ev);
+        s->running = 0;
+    }
+    if (s->efd >= 0)
+        close(s->efd);
+    s->efd = -1;
+    tb_free(s->q);
+    tb_free(s->evict);
+    s->q = NULL;
+    s->evict = NULL;
+    s->head = s->next = s->len = s->cap = s->nevict = s->evict_cap = 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * spill.h — read-behind: tubes whose bodies outgrow max_memory_size.
+ *
+ * Contract. With -b, a tube whose policy sets max_memory_size keeps at
+ * most that many body bytes in memory; the other bodies live only in their
+ * binlog record (extensions.md §5, doc/binlog.md "Read-behind").
+ *
+ * - Spilling. A put into a tube already at its budget gets a job in the
+ *   spilled form (job.h), its body still in memory. Once the binlog has
+ *   written the record (the commit after the put), spill_after_commit()
+ *   drops the body, so what the tube holds in memory stays within budget.
+ *   Replay restores such a tube's jobs on disk only.
+ * - Reading back. Each spilling tube has a FIFO of the ids of its jobs on
+ *   disk, in the order they were spilled (id order for a plain backlog).
+ *   Whenever the tube has room under its budget for the next one, a reader
+ *   thread reads that body back (pread of its record) and the loop checks
+ *   the record and hands the body to the job: a worker draining the tube
+ *   finds the next bodies already in memory. A command that needs a body
+ *   still on disk (a priority jump, peek of a spilled job, a move)
+ *   reads it on the loop itself (spill_load(), counted as a wait).
+ * - Invariant: a reserved job's body is in memory (queue_reserve() loads
+ *   it), so flush-tube and the budget never meet a reserved job on disk.
+ * - A record that cannot be read back (I/O error, checksum, not the job's
+ *   record) is logged, counted (tubed_binlog_spill_errors_total), and the job is buried
+ *   when a reserve meets it; nothing crashes and no other job is touched.
+ *
+ * The reader thread touches no server state: it gets (file, offset,
+ * length, buffer) requests and hands back filled buffers by eventfd.
+ */
+#ifndef TUBED_SPILL_H
+#define TUBED_SPILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spillstate.h"
+
+/* Start the reader (binlog_open() calls it). -1 with errno on failure. */
+int spill_init(Engine *e);
+void spill_stop(Engine *e);
+
+/* Should a new job of n body bytes for t take the spilled form? */
+int spill_wanted(const Engine *e, const Tube *t, uint32_t n);
+
+/* j (spilled) has a new record: its body may go once that is written. */
+void spill_note(Engine *e, Job *j);
+
+/* After the binlog's commit: drop the bodies that are written and over
+ * budget, then ask for the next bodies of every spilling tube. */
+void spill_after_commit(Engine *e);
+
+/* Bring j's body into memory now, on the loop. 0 (also when it was there
+ * or j is not spilled), -1 out of memory, -2 the record cannot be read. */
+int spill_load(Engine *e, Job *j);
+
+/* A reserve met j, whose record cannot be read: bury it. */
+void spill_bury_damaged(Engine *e, Job *j);
+
+/* j leaves its tube for good (deleted, forgotten at replay). */
+void spill_forget(Engine *e, Job *j);
+/* j is freed: the engine-wide counts. */
+void spill_freed(Engine *e, const Job *j);
+/* A spilled job on disk only now belongs to its tube (replay). */
+void spill_count(Engine *e, Job *j);
+/* flush-tube took every job of t that is not reserved. */
+void spill_tube_flushed(Engine *e, Tube *t);
+/* t is being freed. */
+void spill_tube_gone(Engine *e, Tube *t);
+/* After replay: the rings of the tubes that came back spilled. */
+int spill_after_replay(Engine *e);
+/* Binlog files below index are gone: close what points at them. */
+void spill_files_dropped(Engine *e, uint32_t index);
+
+/* In-memory figures of t (memcache mem_items / mem_bytes, metrics). */
+uint64_t spill_tube_mem_bytes(const Tube *t);
+
+#endif
