@@ -4,7 +4,8 @@ killed with SIGKILL at random moments and restarted, round after round,
 and after every restart the server's whole content is checked against a
 precise ledger of what every client was told.
 
-Tubes (CONF): p0, p1 plain; lim (max_items with discard_old_when_full);
+Tubes (CONF; every tube keeps at most 3 KiB of bodies in memory, the
+rest only in the binlog: read-behind): p0, p1 plain; lim (max_items with discard_old_when_full);
 exp (max_age, move_expired_to dlq) and dlq; fan (fanout) with children
 fan+a and fan+b; fl, which only producers and flush-tube touch.
 
@@ -65,7 +66,11 @@ MAX_AGE = 2.0
 SLACK_LO = 0.5      # expiry is never earlier than max_age minus this
 SLACK_HI = 5.0      # ... and done by max_age plus this (ASan, loaded machine)
 LIM_MAX = 12
+# Read-behind everywhere: a small top-level max_memory_size spills every
+# tube past its first few KiB of bodies, so kills land during spills,
+# read-backs and drains, and the checks below cover spilled jobs too.
 CONF = """\
+max_memory_size = 3K
 [tube lim]
 max_items = %d
 discard_old_when_full = true
@@ -968,6 +973,22 @@ def prepare(st):
 
 
 @slow
+def binlog_spilled(s):
+    """stats-binlog spilled-jobs now, on a connection of its own."""
+    c = s.bs(timeout=30)
+    try:
+        reply, body = c.cmd_body("stats-binlog")
+        if not reply.startswith(b"OK ") or body is None:
+            raise TestFailure("stats-binlog: got %r" % reply)
+        for line in body.decode().splitlines():
+            if line.startswith("spilled-jobs: "):
+                return int(line.split(": ")[1])
+        raise TestFailure("stats-binlog has no spilled-jobs: %r" % body)
+    finally:
+        c.close()
+        s.srv.clients.remove(c)
+
+
 @no_server
 @tubed_only("tubed's binlog, config file, memcache port and operator commands")
 def test_soak_mixed_kill9(binary):
@@ -978,11 +999,13 @@ def test_soak_mixed_kill9(binary):
         prepare(st)
         errs = []
         rounds = 0
+        spilled = []  # stats-binlog spilled-jobs after each restart
         for k in range(ROUNDS):
             run_round(st, rnd, rnd.uniform(1.0, 2.5))
             rounds += 1
             s.restart()
             wait_up(s)
+            spilled.append(binlog_spilled(s))
             c = s.bs(timeout=30)
             errs += verify(st, c, "after kill %d" % (k + 1))
             c.close()
@@ -1002,10 +1025,11 @@ def test_soak_mixed_kill9(binary):
             s.srv.clients.remove(c)
         vs = st.verify_stats
         print("soak_mixed: seed %d, %d kill -9 rounds, %d jobs, %d job checks (%s), "
-              "%d jobs in the end; ops %s"
+              "%d jobs in the end; spilled jobs after each restart %s; ops %s"
               % (SEED, rounds, len(st.recs), st.checked,
                  ", ".join("%s %d" % kv for kv in sorted(vs.items())), st.present,
-                 ", ".join("%s %d" % kv for kv in sorted(st.counts.items()))), flush=True)
+                 spilled, ", ".join("%s %d" % kv for kv in sorted(st.counts.items()))),
+              flush=True)
         msgs = []
         if st.errors:
             msgs.append("during the load: " + " | ".join(st.errors[:12]))
@@ -1019,6 +1043,8 @@ def test_soak_mixed_kill9(binary):
                      if st.counts[k] < v]
             if st.verify_stats["held at the kill, back"] < 1:
                 short.append("no job was held at a kill")
+            if max(spilled) < 1:
+                short.append("no body was ever spilled (read-behind untested)")
             if short:
                 msgs.append("too little load to mean anything: " + ", ".join(short))
         if msgs:
