@@ -206,6 +206,8 @@ static void report(Engine *e, const Job *j, const SpillRead *r)
             r->err ? strerror(r->err) : "damaged record: checksum or structure");
 }
 
+static int submit(Spill *s, SpillRead *batch, size_t n);
+
 static int prepare(Engine *e, Job *j, SpillRead *r)
 {
     (void)e;
@@ -215,6 +217,25 @@ static int prepare(Engine *e, Job *j, SpillRead *r)
     r->len = (uint32_t)(bl_job_record_size(j) + SLACK);
     r->buf = tb_malloc(sizeof *r->buf + r->len);
     return r->buf ? 0 : -1;
+}
+
+int spill_fetch(Engine *e, Job *j)
+{
+    SpillRead r;
+
+    if (!j->spilled || j->loaded)
+        return 0;
+    e->spill.waits++;
+    if (j->reading)
+        return 1;
+    if (!e->spill.running || prepare(e, j, &r) < 0)
+        return 0;
+    if (submit(&e->spill, &r, 1) < 0) {
+        tb_free(r.buf);
+        return 0;
+    }
+    ring_inflight(j->tube, j, 1);
+    return 1;
 }
 
 int spill_load(Engine *e, Job *j)
@@ -236,25 +257,49 @@ int spill_load(Engine *e, Job *j)
     return 0;
 }
 
+/* A ready job's body is in memory: a worker parked for it (spill_fetch)
+ * is served now. */
+static void ready_now(Engine *e, Job *j)
+{
+    if (j->state == JOB_READY)
+        e->on_ready(e, j->tube);
+}
+
 /* A read-back answer for j: the body goes to j if it is still wanted. */
 static void answered(Engine *e, SpillRead *r)
 {
     Job *j = job_table_find(&e->jobs, r->id);
 
-    /* Deleted, read on the loop meanwhile, or its record moved: stale. */
-    if (!j || !j->spilled || j->loaded || !j->reading || j->file != r->file ||
-        job_spill_off(j) != r->off) {
+    if (!j || !j->spilled) {
+        tb_free(r->buf); /* deleted meanwhile */
+        return;
+    }
+    if (j->loaded || j->file != r->file || job_spill_off(j) != r->off) {
+        /* Read on the loop meanwhile (a peek, a move), perhaps dropped and
+         * moved since: a worker may still wait for it. */
         tb_free(r->buf);
+        ring_inflight(j->tube, j, 0);
+        if (j->loaded)
+            ready_now(e, j);
+        else if (j->state == JOB_READY)
+            spill_fetch(e, j);
         return;
     }
     if (r->err || check_record(j, r) < 0) {
+        Tube *t = j->tube;
         report(e, j, r);
-        ring_inflight(j->tube, j, 0);
+        ring_inflight(t, j, 0);
         tb_free(r->buf);
+        /* Workers parked for it go on with the next job. */
+        if (j->state == JOB_READY) {
+            spill_bury_damaged(e, j);
+            e->on_ready(e, t);
+        }
         return;
     }
     loaded(e, j, r->buf);
     e->spill.reads++;
+    ready_now(e, j);
 }
 
 static void on_read(EvSource *src, uint32_t events)

@@ -16,8 +16,10 @@
  *   thread reads that body back (pread of its record) and the loop checks
  *   the record and hands the body to the job: a worker draining the tube
  *   finds the next bodies already in memory. A command that needs a body
- *   still on disk (a priority jump, peek of a spilled job, a move)
- *   reads it on the loop itself (spill_load(), counted as a wait).
+ *   still on disk (a priority jump, a restart's first reserves) parks a
+ *   worker that may wait until the reader brings it (spill_fetch());
+ *   reserve-with-timeout 0, peek, a move or compaction read it on the
+ *   loop itself (spill_load()). Both count as waits.
  * - Invariant: a reserved job's body is in memory (queue_reserve() loads
  *   it), so flush-tube and the budget never meet a reserved job on disk.
  * - A record that cannot be read back (I/O error, checksum, not the job's
@@ -48,6 +50,12 @@ void spill_note(Engine *e, Job *j);
 /* After the binlog's commit: drop the bodies that are written and over
  * budget, then ask for the next bodies of every spilling tube. */
 void spill_after_commit(Engine *e);
+
+/* A worker that may wait wants j: 1 when j's body is on its way (a read
+ * is in flight; the loop calls the engine's on_ready for j's tube once it
+ * is in, or once j was buried because it cannot be read), 0 when it is in
+ * memory or cannot be asked for (read it with spill_load()). */
+int spill_fetch(Engine *e, Job *j);
 
 /* Bring j's body into memory now, on the loop. 0 (also when it was there
  * or j is not spilled), -1 out of memory, -2 the record cannot be read. */

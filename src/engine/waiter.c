@@ -2,6 +2,7 @@
 
 #include "policy.h"
 #include "queue.h"
+#include "spill.h"
 #include "watch.h"
 
 /* The next job t hands out: never one past its expiry (expired here, on
@@ -143,8 +144,16 @@ int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out)
     Job *j = waiter_find(e, w);
 
     *out = j;
-    if (j)
+    if (j) {
+        /* Its body is on disk only (read-behind): a worker that may wait
+         * waits for the reader thread rather than make everyone wait for
+         * a read on the loop; it is served when the body is in. */
+        if (timeout != 0 && !deadline_soon(e, w) && spill_fetch(e, j) > 0) {
+            *out = NULL;
+            return start_wait(e, w, timeout);
+        }
         return take(e, w, j);
+    }
     if (deadline_soon(e, w))
         return WAIT_DEADLINE_SOON;
     if (timeout == 0)
@@ -191,6 +200,9 @@ void waiter_serve(Engine *e, Tube *t)
          * watches, and served w there: then it waits no more. */
         if (!w->waiting)
             continue;
+        /* On disk only: served when the reader brings it (spill.h). */
+        if (spill_fetch(e, j) > 0)
+            break;
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }
