@@ -418,6 +418,24 @@ void binlog_put(Engine *e, Job *j)
     bl(e)->reserved += DEL;
 }
 
+int64_t binlog_rewrite(Engine *e, Job *j)
+{
+    Binlog *b = bl(e);
+    BlRecord r;
+
+    if (!b->enabled || !j->file || !job_body(j))
+        return -1;
+    if (reserve(e, bl_job_record_size(j), b->reserved) < 0)
+        return -1;
+    job_record(e, j, &r, BL_JOB);
+    if (append(e, &r) < 0)
+        return -1;
+    must_sync(b, j->tube);
+    unpin(b, j);
+    pin(b, j);
+    return (int64_t)(b->cur_used - bl_record_size(&r));
+}
+
 void binlog_state(Engine *e, Job *j)
 {
     BlRecord r;

@@ -67,6 +67,12 @@ void binlog_unpin(Engine *e, Job *j);
  * new tube is not journaled); binlog_put() then logs it in the new one. */
 void binlog_leave(Engine *e, Job *j, int to_journaled);
 
+/* Write j's record again (its body is in memory) and let the old one go:
+ * the new record's offset in the current file, or -1 (nothing changed)
+ * when the disk has no room. Read-behind uses it to turn a job whose body
+ * is in the job into one whose body is in its record. */
+int64_t binlog_rewrite(Engine *e, Job *j);
+
 /* The sequence number of the last record placed, or 0 when every record
  * is already durable: what an acknowledgement must wait for. */
 uint64_t binlog_ticket(const Engine *e);

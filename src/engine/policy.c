@@ -356,6 +356,19 @@ void policy_reload(Engine *e)
         if (age != t->pol.max_age_ms)
             rekey(e, t);
     }
+    /* Read-behind: a tube now over its budget spills what it holds, a
+     * batch per loop iteration (engine.c). */
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+
+        if (t->pol.max_memory_size && t->pol.journal &&
+            spill_tube_mem_bytes(t) > t->pol.max_memory_size) {
+            t->shrink = 1;
+            t->shrink_phase = 0;
+            t->shrink_pos = t->ready.len;
+            e->spill.shrinking++;
+        }
+    }
     /* Children of a parent whose fanout is now off are let go. */
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];

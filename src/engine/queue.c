@@ -1,5 +1,7 @@
 #include "queue.h"
 
+#include <string.h>
+
 #include "clock.h"
 #include "oldest.h"
 #include "spill.h"
@@ -49,6 +51,10 @@ void queue_detach(Engine *e, Job *j)
         tube_timer_update(&e->tubes, t); /* removal: cannot fail */
         break;
     case JOB_RESERVED:
+        /* A spilled job's body may go again once it is back in its tube
+         * (released, buried, timed out) and the tube is over budget. */
+        if (j->spilled)
+            spill_note(e, j);
         heap_remove(&e->ttr, j->heap_pos);
         list_remove(&j->ext->link);
         j->ext->owner = NULL;
@@ -147,6 +153,33 @@ Job *queue_job_new_spilled(Engine *e, uint64_t id, uint32_t body_size, int check
     if (j)
         e->job_bytes += job_spilled_cost();
     return j;
+}
+
+void queue_relocate(Engine *e, Job *old, Job *n)
+{
+    Tube *t = old->tube;
+    uint64_t off = job_spill_off(n);
+    JobBody *b;
+
+    memcpy(&b, n->body, sizeof b);
+    memcpy(n, old, offsetof(Job, body));
+    n->spilled = 1;
+    n->loaded = 1;
+    n->reading = 0;
+    memcpy(n->body, &b, sizeof b);
+    job_spill_set_off(n, off);
+    job_table_remove(&e->jobs, old);
+    job_table_insert(&e->jobs, n);
+    if (n->ext)
+        n->ext->job = n;
+    if (n->state == JOB_READY)
+        t->ready.items[n->heap_pos] = n;
+    else if (n->state == JOB_DELAYED)
+        t->delay.items[n->heap_pos] = n;
+    if (n->ext && n->ext->expires)
+        t->expiry.items[n->ext->exp_pos] = n;
+    old->ext = NULL; /* n has it now */
+    queue_job_free(e, old);
 }
 
 void queue_job_free(Engine *e, Job *j)

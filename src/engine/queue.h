@@ -23,6 +23,10 @@ Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget)
 void queue_job_free(Engine *e, Job *j);
 /* The same in the spilled form (job.h, spill.h): with its body in memory
  * (a put), or on disk only at offset off (replay). */
+/* n, a job in the spilled form holding old's body, takes old's place in
+ * every container (table, heaps, JobExt) and old is freed. old is neither
+ * reserved nor dead. */
+void queue_relocate(Engine *e, Job *old, Job *n);
 Job *queue_job_new_spilled(Engine *e, uint64_t id, uint32_t body_size, int check_budget,
                            int with_body, uint64_t off);
 

@@ -207,6 +207,7 @@ static void report(Engine *e, const Job *j, const SpillRead *r)
 }
 
 static int submit(Spill *s, SpillRead *batch, size_t n);
+static uint64_t room_of(const Tube *t);
 
 static int prepare(Engine *e, Job *j, SpillRead *r)
 {
@@ -225,7 +226,6 @@ int spill_fetch(Engine *e, Job *j)
 
     if (!j->spilled || j->loaded)
         return 0;
-    e->spill.waits++;
     if (j->reading)
         return 1;
     if (!e->spill.running || prepare(e, j, &r) < 0)
@@ -300,6 +300,11 @@ static void answered(Engine *e, SpillRead *r)
     loaded(e, j, r->buf);
     e->spill.reads++;
     ready_now(e, j);
+    /* Not taken at once and past the budget (read for a worker that went
+     * elsewhere, or asked for again after a read on the loop): it goes
+     * again once the tube is over budget at the next commit. */
+    if (j->state != JOB_RESERVED && spill_tube_mem_bytes(j->tube) > room_of(j->tube))
+        spill_note(e, j);
 }
 
 static void on_read(EvSource *src, uint32_t events)

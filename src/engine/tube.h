@@ -53,6 +53,9 @@ struct Tube {
     uint64_t cur_bytes;      /* body bytes of its jobs, every state */
     uint64_t reserved_bytes; /* ... of its reserved jobs */
     uint64_t spilled_ct, spilled_bytes; /* its jobs whose body is on disk only */
+    uint8_t shrink;      /* over a budget a reload set: spill its bodies (engine.c) */
+    uint8_t shrink_phase; /* 0: ready heap, 1: delay heap */
+    size_t shrink_pos;   /* next heap position to look at, downwards */
     uint64_t total_expired, total_discarded, total_timeouts;
     uint64_t total_jobs, cmd_delete, cmd_pause;
     uint32_t using_ct, watching_ct, waiting_ct;

@@ -103,7 +103,8 @@ void worker_cancel(Engine *e, Worker *w)
     e->waiting_ct--;
 }
 
-/* Reserve j for w: WAIT_RESERVED, or WAIT_NO_MEMORY with nothing changed. */
+/* Reserve j for w: WAIT_RESERVED, or WAIT_NO_MEMORY with nothing changed
+ * (or with j buried, when its spilled body cannot be read). */
 static int take(Engine *e, Worker *w, Job *j)
 {
     return queue_reserve(e, w, j) < 0 ? WAIT_NO_MEMORY : WAIT_RESERVED;
@@ -148,7 +149,9 @@ int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out)
         /* Its body is on disk only (read-behind): a worker that may wait
          * waits for the reader thread rather than make everyone wait for
          * a read on the loop; it is served when the body is in. */
-        if (timeout != 0 && !deadline_soon(e, w) && spill_fetch(e, j) > 0) {
+        if (timeout != 0 && w->nwatch == 1 && !deadline_soon(e, w) &&
+            spill_fetch(e, j) > 0) {
+            e->spill.waits++;
             *out = NULL;
             return start_wait(e, w, timeout);
         }
@@ -200,9 +203,18 @@ void waiter_serve(Engine *e, Tube *t)
          * watches, and served w there: then it waits no more. */
         if (!w->waiting)
             continue;
-        /* On disk only: served when the reader brings it (spill.h). */
-        if (spill_fetch(e, j) > 0)
-            break;
+        /* With bodies on disk only, w may wait although one of its tubes
+         * has a job (spill_fetch): t's top is then not necessarily the
+         * best job for a worker watching more. */
+        if (w->nwatch > 1 && e->spill.jobs) {
+            Job *best = waiter_find(e, w);
+            if (!w->waiting)
+                continue; /* expiring on the way served it, as above */
+            if (best)
+                j = best;
+        } else if (spill_fetch(e, j) > 0) {
+            break; /* served when the reader brings it (spill.h) */
+        }
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }

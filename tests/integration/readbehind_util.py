@@ -1,0 +1,364 @@
+"""Helpers for the read-behind tests (test_readbehind*.py; spec
+extensions.md §5, kestrel.md §6, doc/binlog.md "Read-behind").
+
+Not a test file (the runner loads only test_*.py).  A server here is a
+tubed with --config FILE (the text given), -b DIR, and on free 127.0.0.1
+ports a memcache listener and the HTTP metrics listener; every port is
+picked afresh per start attempt.  Servers are stopped by pid (kill -9 where
+a test says so) and the temporary directory is removed at the end.
+
+    with RB(binary, "[tube rb]\\nmax_memory_size = 64K\\n", "-f", "0") as s:
+        c = s.bs()                        beanstalk client
+        m = s.mc()                        memcache client (mcproto.Mc)
+        s.metrics()                       one scrape (http_util.Metrics)
+        spilled(c)                        (spilled-jobs, spilled-bytes)
+        s.kill9(); s.restart()            same config and binlog directory
+
+Bodies: make_bodies() gives distinct bodies of an exact size that carry
+their index and random bytes, CR LF inside, some ending in CR LF, so a body
+served from the wrong record, cut or shifted, never passes for another.
+"""
+
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "mc_clients"))
+
+import harness  # noqa: E402
+from harness import TestFailure, check, eq, fail  # noqa: E402
+from http_util import Metrics, get, listening  # noqa: E402
+from mcproto import Mc  # noqa: E402
+
+# A ceiling for anything that polls (the machine is shared, ASan is slow);
+# never a speed assertion.
+DEADLINE = 30.0
+
+KIB = 1024
+
+
+# ------------------------------------------------------------------ bodies
+
+def make_body(tag, i, size, rnd):
+    """One body of exactly `size` bytes (size >= 40): '<tag-i>' first, CR LF
+    in the middle, random bytes, every third one ending in CR LF."""
+    head = b"<%s-%06d>" % (harness._b(tag), i)
+    tail = b"\r\n" if i % 3 == 0 else b"|"
+    n = size - len(head) - len(tail) - 2
+    check(n >= 8, "make_body: size %d too small" % size)
+    mid = rnd.randbytes(n)
+    cut = n // 2
+    return head + mid[:cut] + b"\r\n" + mid[cut:] + tail
+
+
+def make_bodies(tag, n, size, seed, start=0):
+    """n bodies; size is an int or a (lo, hi) range (inclusive)."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(start, start + n):
+        s = size if isinstance(size, int) else rnd.randint(size[0], size[1])
+        out.append(make_body(tag, i, s, rnd))
+    return out
+
+
+# ------------------------------------------------------------------ server
+
+class RB:
+    """tubed --config FILE -b DIR --memcache-port P --metrics-port H ARGS."""
+
+    def __init__(self, binary, conf, *args, memcache=True, metrics=True):
+        self.binary = binary
+        self.args = [str(a) for a in args]
+        self.tmp = tempfile.mkdtemp(prefix="tubed-rb-")
+        self.conf_path = os.path.join(self.tmp, "tubed.conf")
+        self.write_conf(conf)
+        self.bdir = os.path.join(self.tmp, "binlog")
+        os.mkdir(self.bdir)
+        self.memcache = memcache
+        self.with_metrics = metrics
+        self.mport = None
+        self.hport = None
+        self.srv = None
+        self.old = []
+
+    def write_conf(self, text):
+        tmp = self.conf_path + ".new"
+        with open(tmp, "wb") as f:
+            f.write(harness._b(text))
+        os.rename(tmp, self.conf_path)
+
+    def base_args(self):
+        """The arguments that name the config and binlog (no ports)."""
+        return ["--config", self.conf_path, "-b", self.bdir] + self.args
+
+    def _argv(self, port):
+        a = [self.binary, "-l", harness.HOST, "-p", str(port)]
+        if self.memcache:
+            self.mport = harness._free_port()
+            a += ["--memcache-port", str(self.mport)]
+        if self.with_metrics:
+            self.hport = harness._free_port()
+            a += ["--metrics-port", str(self.hport)]
+        return harness.VALGRIND + a + self.base_args()
+
+    def start(self, extra=()):
+        self.extra = [str(x) for x in extra]
+        last = ""
+        for _ in range(8):
+            argv = (lambda port: self._argv(port) + self.extra)
+            self.srv = harness.Server(self.binary, argv=argv)
+            self.srv.start()
+            ports = [p for p, on in ((self.mport, self.memcache),
+                                     (self.hport, self.with_metrics)) if on]
+            deadline = time.monotonic() + 10
+            while self.srv.alive() and time.monotonic() < deadline and \
+                    not all(listening(self.srv.pid, p) for p in ports):
+                time.sleep(0.01)
+            if self.srv.alive() and all(listening(self.srv.pid, p) for p in ports):
+                return self.srv
+            last = self.srv.stderr_text()[-500:]
+            self.srv.stop()
+        fail("tubed did not start with its memcache/metrics ports: %s" % last)
+
+    def restart(self, extra=()):
+        return self.start(extra)
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        return self
+
+    def bs(self, timeout=harness.DEFAULT_TIMEOUT):
+        return self.srv.client(timeout)
+
+    def mc(self, timeout=harness.DEFAULT_TIMEOUT):
+        sock = socket.create_connection((harness.HOST, self.mport), timeout=timeout)
+        c = Mc(None, None, timeout=timeout, sock=sock)
+        self.srv.clients.append(c)
+        return c
+
+    # http_util.get() wants .http()
+    def http(self, timeout=5.0):
+        from http_util import HttpConn
+        return HttpConn(self.hport, timeout)
+
+    def metrics(self):
+        r = get(self, "/metrics")
+        eq(r.status, 200, "GET /metrics status")
+        return Metrics(r.text())
+
+    def stderr(self):
+        return self.srv.stderr_text()
+
+    def kill9(self):
+        s = self.srv
+        check(s.alive(), "server died before the test killed it (%s): %s"
+              % (harness._describe_rc(s.proc.poll()), s.stderr_text()[-800:]))
+        s.signal(signal.SIGKILL)
+        s.proc.wait(10)
+        problems = s.stop()
+        check(not problems, "; ".join(problems))
+        self.old.append(s)
+        self.srv = None
+
+    def sigterm(self, timeout=15):
+        """SIGTERM; the server must exit 0; returns its stderr."""
+        s = self.srv
+        check(s.alive(), "server died before SIGTERM (%s): %s"
+              % (harness._describe_rc(s.proc.poll()), s.stderr_text()[-800:]))
+        s.signal(signal.SIGTERM)
+        try:
+            rc = s.proc.wait(timeout)
+        except Exception:
+            rc = None
+        text = s.stderr_text()
+        problems = [p for p in s.stop() if "exited on its own" not in p]
+        check(rc is not None, "server still running %ds after SIGTERM" % timeout)
+        eq(rc, 0, "exit status after SIGTERM (stderr: %s)" % text[-500:].strip())
+        check(not problems, "; ".join(problems))
+        self.old.append(s)
+        self.srv = None
+        return text
+
+    def __exit__(self, et, ev, tb):
+        problems = []
+        if self.srv is not None:
+            s, self.srv = self.srv, None
+            died = not s.alive()
+            text = s.stderr_text() if died else ""
+            problems = s.stop()
+            if problems and died:
+                problems.append("its output: %r" % text[-1500:])
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if problems:
+            if et is None:
+                raise TestFailure("; ".join(problems))
+            if issubclass(et, (TestFailure, OSError)):
+                raise TestFailure("%s | %s" % (ev, "; ".join(problems))) from ev
+        return False
+
+
+# ------------------------------------------------------------------ stats
+
+def stats_binlog(c):
+    line, body = c.cmd_body("stats-binlog")
+    check(body is not None and line.startswith(b"OK "),
+          "stats-binlog: expected OK <n>, got %r" % line)
+    d = harness.parse_yaml_dict(body)
+    keys = list(d)
+    eq(keys[-2:], ["spilled-jobs", "spilled-bytes"],
+       "the last keys of stats-binlog (extensions.md §2)")
+    return d
+
+
+def spilled(c):
+    """(spilled-jobs, spilled-bytes) from stats-binlog."""
+    d = stats_binlog(c)
+    return int(d["spilled-jobs"]), int(d["spilled-bytes"])
+
+
+def wait_spilled(c, jobs, nbytes=None, what="", timeout=DEADLINE):
+    """Poll stats-binlog until spilled-jobs == jobs (and spilled-bytes ==
+    nbytes when given); fails with the last value seen."""
+    deadline = time.monotonic() + timeout
+    got = None
+    while True:
+        got = spilled(c)
+        if got[0] == jobs and (nbytes is None or got[1] == nbytes):
+            return got
+        if time.monotonic() > deadline:
+            fail("%stimed out after %.0fs waiting for spilled-jobs %d%s; last "
+                 "seen %r" % (what + ": " if what else "", timeout, jobs,
+                              "" if nbytes is None else
+                              " and spilled-bytes %d" % nbytes, got))
+        time.sleep(0.02)
+
+
+def wait_for(pred, what, timeout=DEADLINE, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            fail("timed out after %.0fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def mc_tube_stats(m, tube):
+    """The memcache queue_<tube>_* stats as {key: int}."""
+    st = m.stats()
+    pre = "queue_%s_" % tube
+    out = {}
+    for k, v in st.items():
+        if k.startswith(pre):
+            rest = k[len(pre):]
+            if rest in ("items", "bytes", "mem_items", "mem_bytes",
+                        "total_items", "open_transactions"):
+                out[rest] = int(v)
+    return out
+
+
+def counter(s, name, **labels):
+    """One sample of the metrics scrape, as an int."""
+    return int(s.metrics().value(name, **labels))
+
+
+def spill_metrics(s):
+    """(reads, waits, errors) counters."""
+    m = s.metrics()
+    return (int(m.value("tubed_binlog_spill_reads_total")),
+            int(m.value("tubed_binlog_spill_waits_total")),
+            int(m.value("tubed_binlog_spill_errors_total")))
+
+
+# ------------------------------------------------------------------ client
+
+def put_many(c, bodies, pri=100, delay=0, ttr=60, batch=50):
+    """Pipelined puts (batches); returns the ids in order."""
+    ids = []
+    pris = pri if isinstance(pri, (list, tuple)) else [pri] * len(bodies)
+    delays = delay if isinstance(delay, (list, tuple)) else [delay] * len(bodies)
+    for i in range(0, len(bodies), batch):
+        part = range(i, min(i + batch, len(bodies)))
+        c.send(b"".join(b"put %d %d %d %d\r\n%s\r\n"
+                        % (pris[k], delays[k], ttr, len(bodies[k]), bodies[k])
+                        for k in part))
+        for k in part:
+            line = c.read_line()
+            m = re.fullmatch(rb"INSERTED (\d+)", line)
+            check(m is not None, "put #%d: expected INSERTED <id>, got %r" % (k, line))
+            ids.append(int(m.group(1)))
+    return ids
+
+
+def peek_body(c, jid):
+    """peek <id> → body (asserts FOUND with that id)."""
+    line, body = c.cmd_body("peek %d" % jid)
+    check(re.fullmatch(rb"FOUND %d \d+" % jid, line) is not None,
+          "peek %d: expected FOUND %d <n>, got %r" % (jid, jid, line))
+    return body
+
+
+def check_bodies(c, jobs, what, chunk=100):
+    """Every id of {id: body} peeks back byte for byte."""
+    ids = sorted(jobs)
+    bad, lost = [], []
+    for i in range(0, len(ids), chunk):
+        part = ids[i:i + chunk]
+        c.send(b"".join(b"peek %d\r\n" % j for j in part))
+        for j in part:
+            line, body = c.read_reply()
+            if line == b"NOT_FOUND":
+                lost.append(j)
+                continue
+            check(re.fullmatch(rb"FOUND %d \d+" % j, line) is not None,
+                  "%s: peek %d answered %r" % (what, j, line))
+            if body != jobs[j]:
+                bad.append(j)
+    check(not lost and not bad, "%s: %d of %d jobs NOT_FOUND %s, %d with another "
+          "body %s" % (what, len(lost), len(ids), lost[:8], len(bad), bad[:8]))
+
+
+def reserve_exact(c, jid, body, what="", timeout=None, plain=False):
+    """reserve-with-timeout (plain: reserve) must hand out jid with body."""
+    line, got = c.cmd_body("reserve" if plain else
+                           "reserve-with-timeout %d" % (timeout or 5))
+    m = re.fullmatch(rb"RESERVED (\d+) (\d+)", line)
+    check(m is not None, "%sexpected RESERVED %d, got %r" % (what, jid, line))
+    eq(int(m.group(1)), jid, "%sid reserved" % what)
+    check(got == body, "%sjob %d: body differs (%d bytes, expected %d: %r...)"
+          % (what, jid, len(got), len(body), got[:30]))
+
+
+def job_stats(c, jid):
+    line, body = c.cmd_body("stats-job %d" % jid)
+    if line == b"NOT_FOUND":
+        return None
+    check(body is not None, "stats-job %d: %r" % (jid, line))
+    return harness.parse_yaml_dict(body)
+
+
+def list_jobs(c, tube, state="all"):
+    """Every id of list-jobs <tube> <state>, paged."""
+    out, frm = [], 0
+    while True:
+        line, body = c.cmd_body("list-jobs %s %s %d 1000" % (tube, state, frm))
+        if line == b"NOT_FOUND":
+            return out
+        check(body is not None, "list-jobs: %r" % line)
+        page = [int(x) for x in harness.parse_yaml_list(body)]
+        if not page:
+            return out
+        out += page
+        frm = page[-1] + 1
