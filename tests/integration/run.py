@@ -137,7 +137,7 @@ def main():
                     help="parallel tests (default 4)")
     ap.add_argument("-v", dest="verbose", action="store_true",
                     help="print a line for every test")
-    ap.add_argument("--timeout", type=float, default=170.0,
+    ap.add_argument("--timeout", type=float, default=600.0,
                     help="abort the whole run after this many seconds")
     opts = ap.parse_args()
 
