@@ -169,6 +169,7 @@ bench: all
 	python3 tests/bench/policies.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
+	BUILD=$(BUILD) bash tests/bench/readbehind.sh
 
 deb:
 	bash pkg/deb.sh

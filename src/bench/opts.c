@@ -87,7 +87,11 @@ static void usage(FILE *f)
 "      --workers N         produce-consume: reserving connections (default 1)\n"
 "      --prefill N         reserve-delete, mc-get, mc-open-close: put (set) N\n"
 "                          jobs first (not measured), then drain them\n"
-"                          (default: the -n count)\n"
+"                          (default: the -n count); 0 with --tube: drain\n"
+"                          -n jobs already in that tube (put earlier)\n"
+"      --tube NAME         use the tube (queue) NAME instead of\n"
+"                          bench.<pid>.0 (implies -t 1): a put run and a\n"
+"                          later drain run can share it\n"
 "      --watch N           watch workload with N tubes: each connection\n"
 "                          watches all N and does put+reserve+delete\n"
 "                          round trips (same as -w watch -t N)\n"
@@ -127,13 +131,13 @@ static void usage(FILE *f)
 "                   together (kestrel's reliable read); op = one item\n"
 "                   confirmed.  Not with --memcached (memcached has no /open)\n"
 "\n"
-"Tubes and queues are named bench.<pid>.<k>, so a run never touches other\n"
-"clients' jobs.  Jobs are put with priority 1024, delay 0, ttr 60; items are\n"
-"set with flags 0, exptime 0.  The prefill and the drain of the memcache\n"
-"workloads take the queues in turn, k = 0, 1, ..., N-1, 0, ...  -c for\n"
-"produce-consume is split evenly between producers and workers.  Latency is\n"
-"measured from sending a request to reading its reply (with pipelining,\n"
-"that includes waiting behind the requests before it).\n"
+"Tubes and queues are named bench.<pid>.<k> (unless --tube), so a run never\n"
+"touches other clients' jobs.  Jobs are put with priority 1024, delay 0,\n"
+"ttr 60; items are set with flags 0, exptime 0.  The prefill and the drain\n"
+"of the memcache workloads take the queues in turn, k = 0, 1, ..., N-1,\n"
+"0, ...  -c for produce-consume is split evenly between producers and\n"
+"workers.  Latency is measured from sending a request to reading its reply\n"
+"(with pipelining, that includes waiting behind the requests before it).\n"
 "\n"
 "Exit status: 0 all replies as expected; 1 unexpected replies, failed ops,\n"
 "connection failure, server stall or time limit; 2 bad usage.\n",
@@ -186,6 +190,19 @@ static enum workload parse_workload(const char *s)
 	bad_usage("-w: unknown workload '%s'", s);
 }
 
+/* A name the beanstalk protocol accepts (letters, digits and - + / ; . $ _
+ * ( ), not starting with a hyphen), of 1 to 63 bytes: the workloads keep
+ * tube names in 64-byte buffers. */
+static const char *parse_tube(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63 || s[0] == '-' ||
+	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789-+/;.$_()") != n)
+		bad_usage("--tube: '%s' is not a tube name of 1 to 63 bytes", s);
+	return s;
+}
+
 static enum protocol parse_protocol(const char *s)
 {
 	for (size_t i = 0; i < sizeof protocol_names / sizeof protocol_names[0]; i++)
@@ -206,6 +223,7 @@ enum {
 	OPT_IDLE,
 	OPT_PROTOCOL,
 	OPT_MEMCACHED,
+	OPT_TUBE,
 	OPT_HELP,
 };
 
@@ -231,6 +249,7 @@ static const struct option long_opts[] = {
 	{"idle", required_argument, NULL, OPT_IDLE},
 	{"protocol", required_argument, NULL, OPT_PROTOCOL},
 	{"memcached", no_argument, NULL, OPT_MEMCACHED},
+	{"tube", required_argument, NULL, OPT_TUBE},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
 };
@@ -257,7 +276,7 @@ static void parse_one(int ch, struct bench_opts *o, struct given *g)
 	case 'q': o->quiet = true; break;
 	case OPT_PRODUCERS: o->producers = (unsigned)parse_uint("--producers", optarg, 1, MAX_CONNECTIONS); g->producers = true; break;
 	case OPT_WORKERS: o->workers = (unsigned)parse_uint("--workers", optarg, 1, MAX_CONNECTIONS); g->workers = true; break;
-	case OPT_PREFILL: o->prefill = parse_uint("--prefill", optarg, 1, UINT64_MAX - 1); g->prefill = true; break;
+	case OPT_PREFILL: o->prefill = parse_uint("--prefill", optarg, 0, UINT64_MAX - 1); g->prefill = true; break;
 	case OPT_WATCH: g->watch_tubes = (unsigned)parse_uint("--watch", optarg, 1, MAX_TUBES); g->watch = true; break;
 	case OPT_CSV: o->csv = true; break;
 	case OPT_LABEL: o->label = optarg; break;
@@ -266,6 +285,7 @@ static void parse_one(int ch, struct bench_opts *o, struct given *g)
 	case OPT_IDLE: o->idle = (unsigned)parse_uint("--idle", optarg, 0, MAX_CONNECTIONS); break;
 	case OPT_PROTOCOL: o->protocol = parse_protocol(optarg); g->protocol = true; break;
 	case OPT_MEMCACHED: o->memcached = true; break;
+	case OPT_TUBE: o->tube = parse_tube(optarg); break;
 	case OPT_HELP: usage(stdout); exit(0);
 	default: bad_usage("unknown or incomplete option (see above)");
 	}
@@ -338,7 +358,13 @@ static void check_drain(struct bench_opts *o, const struct given *g)
 		o->prefill = o->tubes; /* a get leaves the key: nothing runs dry */
 		return;
 	}
-	if (!g->prefill) {
+	if (g->prefill && o->prefill == 0) {
+		/* The jobs are in --tube already: the drain takes -n of them. */
+		if (!o->tube)
+			bad_usage("--prefill 0 needs --tube NAME (the tube holding the jobs to drain)");
+		if (!g->requests && o->duration == 0)
+			bad_usage("--prefill 0 needs -n N (the jobs to drain) or -d");
+	} else if (!g->prefill) {
 		if (o->duration > 0)
 			bad_usage("%s with -d needs --prefill N (jobs to drain)",
 				  workload_name(o->workload));
@@ -380,6 +406,10 @@ void opts_parse(int argc, char **argv, struct bench_opts *o)
 	check_protocol(o, &g);
 	check_watch(o, &g);
 	check_produce_consume(o, &g);
+	if (o->tube && g.tubes && o->tubes != 1)
+		bad_usage("--tube names one tube: -t %u does not go with it", o->tubes);
+	if (o->tube && o->workload == WL_WATCH)
+		bad_usage("--tube does not go with the watch workload");
 	check_drain(o, &g);
 	if (!g.timeout)
 		o->timeout = o->duration > 0 ? o->duration + 60 : 600;

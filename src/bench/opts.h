@@ -47,7 +47,10 @@ struct bench_opts {
 	size_t size;           /* job body bytes */
 	uint64_t requests;     /* ops to complete, or OPTS_UNLIMITED with -d */
 	double duration;       /* seconds, 0 when counting ops */
-	uint64_t prefill;      /* drains: jobs put (or set) before measuring */
+	uint64_t prefill;      /* drains: jobs put (or set) before measuring; 0
+				  (with tube): drain jobs put by an earlier run */
+	const char *tube;      /* --tube: the one tube (queue) to use instead of
+				  bench.<pid>.0, or NULL */
 	bool memcached;        /* the server is a plain memcached: a get reads
 				  a key and leaves it, so the prefill sets each
 				  key once and a drain never runs dry */

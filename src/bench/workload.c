@@ -48,7 +48,10 @@ const char *phase_name(enum phase ph)
  * and jobs left over by an earlier run cannot disturb this one. */
 void wl_tube_name(const struct bench *b, unsigned k, char *out, size_t n)
 {
-	snprintf(out, n, "bench.%u.%u", b->run_id, k);
+	if (b->o->tube)
+		snprintf(out, n, "%s", b->o->tube); /* --tube: -t is 1 */
+	else
+		snprintf(out, n, "bench.%u.%u", b->run_id, k);
 }
 
 static enum role role_of(const struct bench_opts *o, unsigned i)
@@ -131,7 +134,7 @@ bool workload_has_phase(const struct bench *b, enum phase ph)
 {
 	switch (ph) {
 	case PHASE_SETUP: return true;
-	case PHASE_PREFILL: return workload_drains(b->o->workload);
+	case PHASE_PREFILL: return workload_drains(b->o->workload) && b->o->prefill > 0;
 	case PHASE_MEASURE: return true;
 	}
 	return false;
@@ -155,9 +158,10 @@ void workload_begin(struct bench *b, enum phase ph, uint64_t now)
 		b->target = b->o->requests;
 		/* A drain can only take what the prefill stored: asking for
 		 * more would block in reserve forever (or get END).  A
-		 * memcached's get takes nothing. */
+		 * memcached's get takes nothing; --prefill 0 drains jobs an
+		 * earlier run put into --tube. */
 		if (workload_drains(b->o->workload) && !b->o->memcached &&
-		    b->prefilled < b->target)
+		    b->o->prefill > 0 && b->prefilled < b->target)
 			b->target = b->prefilled;
 		b->puts_started = b->puts_failed = 0;
 		b->t_begin = now;

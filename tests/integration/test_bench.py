@@ -75,6 +75,29 @@ def test_bench_reserve_delete_drains(srv):
     eq(st["current-jobs-reserved"], 0, "jobs left reserved")
 
 
+def test_bench_named_tube_put_then_drain(srv):
+    # --tube: a put run and a later drain run (--prefill 0) share one tube.
+    run_bench(srv.binary, srv.port, "-w", "put", "--tube", "rb.x", "-c", 3, "-P", 4,
+              "-s", 300, "-n", 2000)
+    c = srv.client()
+    try:
+        eq(c.stats_tube("rb.x")["current-jobs-ready"], "2000", "jobs put into --tube")
+    finally:
+        c.close()
+    row, _ = run_bench(srv.binary, srv.port, "-w", "reserve-delete", "--tube", "rb.x",
+                       "--prefill", 0, "-n", 2000, "-c", 5, "-s", 300)
+    eq(row["ops"], "2000", "jobs drained")
+    st = counters(srv)
+    eq(st["cmd-put"], 2000, "no prefill puts")
+    eq(st["cmd-delete"], 2000, "deletes")
+    eq(st["current-jobs-ready"], 0, "jobs left ready")
+    for args in (["--prefill", 0, "-n", 5],                       # no --tube
+                 ["--prefill", 0, "--tube", "rb.x"],              # no -n
+                 ["--tube", "rb.x", "-t", 2, "-n", 5],            # one tube only
+                 ["--tube", "-bad", "-n", 5]):
+        run_bench(srv.binary, srv.port, "-w", "reserve-delete", *args, expect_rc=2)
+
+
 def test_bench_produce_consume(srv):
     row, _ = run_bench(srv.binary, srv.port, "-w", "produce-consume",
                        "--producers", 3, "--workers", 3, "-P", 4, "-n", 3000)
