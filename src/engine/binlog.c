@@ -20,6 +20,7 @@
 #include "job.h"
 #include "log.h"
 #include "numparse.h"
+#include "queue.h"
 #include "spill.h"
 
 #define DEL BL_DELETE_SIZE
@@ -358,7 +359,8 @@ static void pin(Binlog *b, Job *j)
     j->file = f->index;
     if (j->spilled) {
         job_spill_set_off(j, b->cur_used - size);
-        spill_note(b->eng, j); /* its body may go once this is written */
+        if (j->loaded)
+            spill_note(b->eng, j); /* its body may go once this is written */
     }
     f->live_jobs++;
     f->live_bytes += size;
@@ -680,30 +682,52 @@ typedef struct {
     Engine *e;
     uint32_t index;
     int failed;
+    uint64_t damaged;  /* a spilled job whose record cannot be read */
 } MoveCtx;
+
+/* j's record again, in the current file. A spilled body is read from
+ * its record: into j (load: compaction, one file's worth at most; the body
+ * stays in memory until the new record is written, so a failed write
+ * loses nothing), or only for the copy (recovery, which rewrites every
+ * job and must not hold every body). 0, -1 (no room, no memory: stop),
+ * -2 (its record cannot be read). */
+static int rewrite_record(MoveCtx *m, Job *j, int load)
+{
+    void *tmp = NULL;
+    const char *body = NULL;
+    BlRecord r;
+    int rc = load ? spill_load(m->e, j) : spill_borrow(m->e, j, &tmp, &body);
+
+    if (load && rc == 0)
+        body = job_body(j);
+
+    if (rc < 0)
+        return rc;
+    rc = -1;
+    /* Moving must not eat the room kept for delete records. */
+    if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) == 0) {
+        job_record(m->e, j, &r, BL_JOB);
+        r.body = body;
+        rc = append(m->e, &r);
+    }
+    tb_free(tmp);
+    return rc;
+}
 
 static void move_job(HashNode *n, void *arg)
 {
     MoveCtx *m = arg;
     Job *j = container_of(n, Job, hnode);
-    BlRecord r;
+
+    int rc;
 
     if (m->failed || j->file != m->index || job_dead(j))
         return;
-    /* A body on disk only is read to be written again (then it may go
-     * again, spill_note()); one that cannot be read keeps its file. */
-    if (spill_load(m->e, j) < 0) {
-        m->failed = 1;
-        return;
-    }
-    /* Moving must not eat the room kept for delete records. */
-    if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) < 0) {
-        m->failed = 1;
-        return;
-    }
-    job_record(m->e, j, &r, BL_JOB);
-    if (append(m->e, &r) < 0) {
-        m->failed = 1;
+    if ((rc = rewrite_record(m, j, 1)) < 0) {
+        if (rc == -2 && !m->damaged)
+            m->damaged = j->id; /* dropped after the walk (compact()) */
+        else if (rc != -2)
+            m->failed = 1;
         return;
     }
     unpin(bl(m->e), j);
@@ -711,12 +735,27 @@ static void move_job(HashNode *n, void *arg)
     bl(m->e)->records_migrated++;
 }
 
+/* A spilled job whose record cannot be read any more has lost its body:
+ * it is deleted (and said so), or its file could never go. Replay would
+ * have refused the file, and --recover dropped the record, the same way. */
+static void drop_damaged(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    if (!j || j->state == JOB_RESERVED)
+        return;
+    log_err("binlog: job %llu is lost: its record in binlog.%u cannot be read back; "
+            "deleted so the file can go", (unsigned long long)id, j->file);
+    binlog_delete(e, j);
+    queue_delete(e, j);
+}
+
 /* Move the oldest file's live jobs forward when the files hold much more
  * than the live data. One file per call, so the pause stays short. */
 static uint64_t compact(Engine *e)
 {
     Binlog *b = bl(e);
-    MoveCtx m = {e, 0, 0};
+    MoveCtx m = {e, 0, 0, 0};
     uint64_t before = b->records_migrated;
 
     if (b->nfiles < 2 ||
@@ -724,6 +763,8 @@ static uint64_t compact(Engine *e)
         return 0;
     m.index = b->files[0].index;
     hash_each(&e->jobs, move_job, &m);
+    if (m.damaged)
+        drop_damaged(e, m.damaged);
     if (b->records_migrated != before)
         b->compactions++;
     return b->records_migrated - before;
@@ -797,17 +838,15 @@ static void snapshot_job(HashNode *n, void *arg)
 {
     MoveCtx *m = arg;
     Job *j = container_of(n, Job, hnode);
-    BlRecord r;
+
+    int rc;
 
     if (m->failed || job_dead(j))
         return;
-    if (spill_load(m->e, j) < 0) {
-        m->failed = 1;
-        return;
-    }
-    job_record(m->e, j, &r, BL_JOB);
-    if (append(m->e, &r) < 0) {
-        m->failed = 1;
+    /* A spilled job whose record cannot be read keeps pinning it. */
+    if ((rc = rewrite_record(m, j, 0)) < 0) {
+        if (rc != -2)
+            m->failed = 1;
         return;
     }
     if (j->file) {
@@ -824,7 +863,7 @@ static void snapshot_job(HashNode *n, void *arg)
 static void try_recover(Engine *e)
 {
     Binlog *b = bl(e);
-    MoveCtx m = {e, 0, 0};
+    MoveCtx m = {e, 0, 0, 0};
 
     if (e->now - b->last_recover_try < NS_PER_SEC)
         return;
@@ -848,7 +887,7 @@ static void try_recover(Engine *e)
  * files are gone and the next start needs no flag. */
 static int rewrite_all(Engine *e)
 {
-    MoveCtx m = {e, 0, 0};
+    MoveCtx m = {e, 0, 0, 0};
 
     hash_each(&e->jobs, snapshot_job, &m);
     if (m.failed || write_pending(bl(e)) < 0 || sync_now(e) < 0)

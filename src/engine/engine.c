@@ -265,8 +265,12 @@ static int shrink_job(Engine *e, Job *j)
     int64_t off;
     Job *n;
 
-    if (j->spilled || j->state == JOB_RESERVED || !j->file || job_dead(j))
+    if (j->state == JOB_RESERVED || !j->file || job_dead(j) || (j->spilled && !j->loaded))
         return 0;
+    if (j->spilled) {
+        spill_note(e, j); /* its body goes at the next commit */
+        return 1;
+    }
     n = queue_job_new_spilled(e, j->id, j->body_size, 0, 1, 0);
     if (!n)
         return -1;

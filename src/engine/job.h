@@ -68,7 +68,8 @@ struct Job {
     uint32_t pri;
     uint32_t body_size;  /* without the trailing "\r\n" */
     uint32_t ttr;        /* seconds, at least 1 */
-    uint32_t file : 29;  /* binlog file holding its record; 0 if none */
+    uint32_t file : 28;  /* binlog file holding its record; 0 if none */
+    uint32_t ringed : 1; /* spilled, and its id is in its tube's ring */
     uint32_t spilled : 1; /* its body is in its record; body[] is the slot */
     uint32_t loaded : 1; /* spilled, and a copy of the body is in memory */
     uint32_t reading : 1; /* spilled, and a read-ahead of it is in flight */

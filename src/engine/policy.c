@@ -133,6 +133,7 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
     /* Its record is written again in dst: its body must be here. */
     if (spill_load(e, j) < 0)
         return -1;
+    j->ringed = 0; /* src's ring has it; dst's does not */
     if (dst != src && policy_make_room(e, dst, j->body_size) < 0)
         return -1;
     /* Everything that can fail first: heap room, and log room for the

@@ -238,6 +238,28 @@ int spill_fetch(Engine *e, Job *j)
     return 1;
 }
 
+int spill_borrow(Engine *e, Job *j, void **buf, const char **body)
+{
+    SpillRead r;
+
+    *buf = NULL;
+    if (!j->spilled || j->loaded) {
+        *body = job_body(j);
+        return 0;
+    }
+    if (prepare(e, j, &r) < 0)
+        return -1;
+    read_record(e->spill.loop_fds, e->spill.dir, &r);
+    if (r.err || check_record(j, &r) < 0) {
+        report(e, j, &r);
+        tb_free(r.buf);
+        return -2;
+    }
+    *buf = r.buf;
+    *body = r.buf->data + r.buf->skip;
+    return 0;
+}
+
 int spill_load(Engine *e, Job *j)
 {
     SpillRead r;
@@ -270,8 +292,12 @@ static void answered(Engine *e, SpillRead *r)
 {
     Job *j = job_table_find(&e->jobs, r->id);
 
-    if (!j || !j->spilled) {
-        tb_free(r->buf); /* deleted meanwhile */
+    if (!j || !j->spilled || job_dead(j)) {
+        /* Deleted or flushed meanwhile: a worker parked for it waits for
+         * a job that is gone; the tubes with waiters are served after the
+         * batch (on_read). */
+        tb_free(r->buf);
+        e->spill.serve_all = 1;
         return;
     }
     if (j->loaded || j->file != r->file || job_spill_off(j) != r->off) {
@@ -279,9 +305,9 @@ static void answered(Engine *e, SpillRead *r)
          * moved since: a worker may still wait for it. */
         tb_free(r->buf);
         ring_inflight(j->tube, j, 0);
-        if (j->loaded)
-            ready_now(e, j);
-        else if (j->state == JOB_READY)
+        if (j->loaded || j->state != JOB_READY)
+            e->on_ready(e, j->tube); /* taken by another path, perhaps */
+        else
             spill_fetch(e, j);
         return;
     }
@@ -333,6 +359,11 @@ static void on_read(EvSource *src, uint32_t events)
         for (size_t i = 0; i < n; i++)
             answered(e, &got[i]);
     }
+    if (s->serve_all) {
+        s->serve_all = 0;
+        for (size_t i = 0; i < e->tubes.len; i++)
+            e->on_ready(e, e->tubes.list[i]);
+    }
     spill_after_commit(e); /* room for more, perhaps */
 }
 
@@ -353,8 +384,10 @@ static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *c
         Job *j = job_table_find(&e->jobs, sp->lo);
         SpillRead r;
 
+        if (j && j->tube == t && !job_dead(j))
+            j->ringed = 0; /* passed: a later drop puts it back */
         if (j && j->tube == t && j->spilled && !j->loaded && !j->reading &&
-            j->state != JOB_BURIED) {
+            j->state != JOB_BURIED && !job_dead(j)) {
             if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t))
                 return 0;
             if (prepare(e, j, &r) < 0)
@@ -495,8 +528,11 @@ static void evict(Engine *e, Job *j)
     if (!j->spilled || !j->loaded || j->state == JOB_RESERVED || !budget_of(t) ||
         spill_tube_mem_bytes(t) <= budget_of(t) || !j->file)
         return;
-    if (ring_push(t, j->id) < 0)
+    /* Already in the ring (read for a compaction, a peek): not again, or
+     * the ring would grow with every read on the loop. */
+    if (!j->ringed && ring_push(t, j->id) < 0)
         return; /* it stays in memory: nothing would read it back ahead */
+    j->ringed = 1;
     job_unload(j);
     spill_count(e, j);
     ring_link(e, t);
@@ -608,8 +644,10 @@ int spill_after_replay(Engine *e)
     hash_each(&e->jobs, collect, &c);
     qsort(c.v, c.n, sizeof *c.v, job_id_cmp);
     for (size_t i = 0; i < c.n; i++)
-        if (ring_push(c.v[i]->tube, c.v[i]->id) == 0)
+        if (ring_push(c.v[i]->tube, c.v[i]->id) == 0) {
+            c.v[i]->ringed = 1;
             ring_link(e, c.v[i]->tube);
+        }
     tb_free(c.v);
     return 0;
 }

@@ -61,6 +61,12 @@ int spill_fetch(Engine *e, Job *j);
  * or j is not spilled), -1 out of memory, -2 the record cannot be read. */
 int spill_load(Engine *e, Job *j);
 
+/* j's body to write j's record again (compaction, recovery) without
+ * taking it into j: *body points into *buf (free it with tb_free(); NULL
+ * when the body was in memory already). 0, -1 out of memory, -2 the record
+ * cannot be read (logged, counted). */
+int spill_borrow(Engine *e, Job *j, void **buf, const char **body);
+
 /* A reserve met j, whose record cannot be read: bury it. */
 void spill_bury_damaged(Engine *e, Job *j);
 

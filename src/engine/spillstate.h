@@ -79,6 +79,7 @@ typedef struct Spill {
     uint64_t jobs, bytes;          /* bodies on disk only */
     uint64_t reads, waits, errors; /* read back ahead, on the loop, failed */
     unsigned shrinking;  /* tubes a reload put over budget (engine.c) */
+    int serve_all;       /* an answer's job was gone: serve every tube */
     /* Bury a ready or delayed job and log it (0), -1 if out of memory:
      * the engine installs it, as the queue and binlog sit above spill.c. */
     int (*bury)(Engine *e, Job *j);
