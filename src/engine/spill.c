@@ -126,20 +126,23 @@ static void *reader(void *arg)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         SpillRead r;
+        uint64_t seq, one = 1;
         size_t at;
-        uint64_t one = 1;
 
         while (s->next == s->len && !s->quit)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->quit)
             break;
-        at = s->next;
-        r = s->q[at];
+        seq = s->base + s->next;
+        r = s->q[s->next];
         fds_close_below(s->thread_fds, s->min_file);
         pthread_mutex_unlock(&s->mu);
         read_record(s->thread_fds, s->dir, &r);
         pthread_mutex_lock(&s->mu);
-        s->q[at] = r; /* the queue may have moved (grown), not its order */
+        /* The queue may have grown (moved) or dropped answered requests
+         * from its front meanwhile, never reordered. */
+        at = (size_t)(seq - s->base);
+        s->q[at] = r;
         s->next = at + 1;
         if (write(s->efd, &one, sizeof one) < 0)
             (void)0; /* the counter is full: the loop is awake anyway */
@@ -351,8 +354,18 @@ static void on_read(EvSource *src, uint32_t events)
         n = s->next - s->head < CHUNK ? s->next - s->head : CHUNK;
         memcpy(got, s->q + s->head, n * sizeof *got);
         s->head += n;
-        if (s->head == s->len)
+        if (s->head == s->len) {
+            s->base += s->len;
             s->head = s->next = s->len = 0;
+        } else if (s->head >= 1024 && s->head * 2 >= s->len) {
+            /* Never empty under a steady drain: drop the answered front
+             * so the queue does not grow for ever. */
+            memmove(s->q, s->q + s->head, (s->len - s->head) * sizeof *s->q);
+            s->base += s->head;
+            s->next -= s->head;
+            s->len -= s->head;
+            s->head = 0;
+        }
         pthread_mutex_unlock(&s->mu);
         if (!n)
             break;

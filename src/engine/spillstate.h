@@ -68,6 +68,8 @@ typedef struct Spill {
      * answer in place), [next, len) waiting for the thread. */
     SpillRead *q;
     size_t head, next, len, cap;
+    uint64_t base;       /* requests dropped from the front so far: the
+                          * thread keeps its request's place as base + i */
     uint32_t min_file;   /* under mu: files below it are gone */
     SpillFd thread_fds[SPILL_FDS]; /* the thread's own */
     SpillFd loop_fds[SPILL_FDS];   /* the loop's, for spill_load() */
