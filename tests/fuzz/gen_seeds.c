@@ -443,6 +443,63 @@ static void gen_binlog(void)
     rec(&g, &r);
     g.b[g.n - 9] = 'Q';
     bl_put("unknown-type-repaired", 2, &g);
+    /* Read-behind (flag bits 5-7): tubes with a budget come back with their
+     * bodies on disk only; the harness reads them back and damages one. */
+    typical(&f);
+    bl_put("readbehind-typical", 0x20, &f);
+    bl_put("readbehind-typical-all", 0x40, &f);
+    bl_put("readbehind-typical-damage", 0x20 | 0x80, &f);
+    bl_put("readbehind-typical-all-damage", 0x40 | 0x80, &f);
+    bl_put("readbehind-typical-small", 0x10 | 0x40, &f);
+    g.n = 0;
+    header(&g);
+    {
+        /* A backlog in tubes with and without a budget (b*: 1 KiB, d*: none,
+         * others 64 bytes), bodies of every size, a JOBX record, states,
+         * deletes and a job written again (compaction's move). */
+        static const char *const tubes[] = {"backlog", "default", "spill", "big+x"};
+        char body[700];
+        for (uint64_t id = 1; id <= 24; id++) {
+            size_t len = (size_t)(id * 29 % sizeof body);
+            for (size_t k = 0; k < len; k++)
+                body[k] = (char)(id * 7 + k);
+            body[len] = 0;
+            for (size_t k = 0; k < len; k++)
+                if (!body[k])
+                    body[k] = '\r';
+            job(&g, id, tubes[id % 4], body, id % 5 == 0 ? 3 : 0, 0);
+        }
+        r = (BlRecord){0};
+        r.type = BL_JOBX;
+        r.id = 25;
+        r.pri = 5;
+        r.ttr = 10;
+        r.created_wall = 1700000000LL * 1000000000LL;
+        r.entered_wall = 1700000001LL * 1000000000LL;
+        r.exptime_wall = 4000000000LL * 1000000000LL;
+        r.tube = "spill";
+        r.tube_len = 5;
+        r.body = "with times";
+        r.body_size = 10;
+        rec(&g, &r);
+        state(&g, 3, 2, 9);
+        del(&g, 7);
+        del(&g, 8);
+        job(&g, 6, "spill", "moved", 0, 0);
+    }
+    bl_put("readbehind-backlog", 0x20, &g);
+    bl_put("readbehind-backlog-all-damage", 0x40 | 0x80, &g);
+    bl_put("readbehind-backlog-damage-recover", 0x20 | 0x80 | 1, &g);
+    /* The backlog over several files, the first damaged (--recover
+     * rewrites every job, reading every body back). */
+    f = g;
+    fb(&f, "--FILE--", 8);
+    header(&f);
+    job(&f, 30, "spill", "in the second file", 0, 0);
+    del(&f, 1);
+    bl_put("readbehind-two-files", 0x20 | 4, &f);
+    f.b[200] ^= 0x11;
+    bl_put("readbehind-two-files-damaged-recover", 0x20 | 4 | 1, &f);
 }
 
 int main(int argc, char **argv)
