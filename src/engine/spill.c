@@ -241,43 +241,51 @@ int spill_fetch(Engine *e, Job *j)
     return 1;
 }
 
-int spill_borrow(Engine *e, Job *j, void **buf, const char **body)
+/* Read j's record on the loop: *out holds it, checked. 0, -1 out of
+ * memory, -2 unreadable (logged, counted). */
+static int read_now(Engine *e, Job *j, JobBody **out)
 {
     SpillRead r;
+
+    if (prepare(e, j, &r) < 0)
+        return -1;
+    read_record(e->spill.loop_fds, e->spill.dir, &r);
+    if (r.err || check_record(j, &r) < 0) {
+        report(e, j, &r);
+        tb_free(r.buf);
+        return -2;
+    }
+    *out = r.buf;
+    return 0;
+}
+
+int spill_borrow(Engine *e, Job *j, void **buf, const char **body)
+{
+    JobBody *b;
+    int rc;
 
     *buf = NULL;
     if (!j->spilled || j->loaded) {
         *body = job_body(j);
         return 0;
     }
-    if (prepare(e, j, &r) < 0)
-        return -1;
-    read_record(e->spill.loop_fds, e->spill.dir, &r);
-    if (r.err || check_record(j, &r) < 0) {
-        report(e, j, &r);
-        tb_free(r.buf);
-        return -2;
-    }
-    *buf = r.buf;
-    *body = r.buf->data + r.buf->skip;
+    if ((rc = read_now(e, j, &b)) < 0)
+        return rc;
+    *buf = b;
+    *body = b->data + b->skip;
     return 0;
 }
 
 int spill_load(Engine *e, Job *j)
 {
-    SpillRead r;
+    JobBody *b;
+    int rc;
 
     if (!j->spilled || j->loaded)
         return 0;
-    if (prepare(e, j, &r) < 0)
-        return -1;
-    read_record(e->spill.loop_fds, e->spill.dir, &r);
-    if (r.err || check_record(j, &r) < 0) {
-        report(e, j, &r);
-        tb_free(r.buf);
-        return -2;
-    }
-    loaded(e, j, r.buf);
+    if ((rc = read_now(e, j, &b)) < 0)
+        return rc;
+    loaded(e, j, b);
     e->spill.waits++;
     return 0;
 }
