@@ -204,6 +204,7 @@ static void set_unhealthy(Engine *e, const char *why)
 }
 
 static void settle_inflight(Engine *e);
+static void drop_dead_files(Engine *e);
 static int strict(const Engine *e);
 static int append(Engine *e, const BlRecord *r);
 
@@ -623,6 +624,8 @@ void binlog_commit(Engine *e)
         report_lost(e, b->written_lsn + 1);
         return;
     }
+    if (b->healthy)
+        drop_dead_files(e); /* (the tick's call skips while records wait) */
     if (strict(e)) {
         sync_if_needed(e);
     } else if (b->must_sync_from) {
@@ -660,6 +663,10 @@ static void drop_dead_files(Engine *e)
     Binlog *b = bl(e);
     int dropped = 0;
 
+    /* A file whose jobs were just written again elsewhere (a move, a
+     * reload's spill) goes only once those records are written. */
+    if (b->wbuf.len)
+        return;
     while (b->nfiles > 1 && b->files[0].live_jobs == 0) {
         char path[4096];
         bl_file_name(b, b->files[0].index, path, sizeof path);
@@ -678,11 +685,22 @@ static void drop_dead_files(Engine *e)
     }
 }
 
+/* A spilled job written again by a recovery: it points at its new record
+ * only once that is on disk (until then its old record is its body's only
+ * copy, and a failed recovery must not lose it). */
+typedef struct {
+    Job *job;
+    uint32_t index;
+    uint64_t off;
+} Repin;
+
 typedef struct {
     Engine *e;
     uint32_t index;
     int failed;
     uint64_t damaged;  /* a spilled job whose record cannot be read */
+    Repin *repin;      /* recovery: spilled jobs to point at new records */
+    size_t nrepin, repin_cap;
 } MoveCtx;
 
 /* j's record again, in the current file. A spilled body is read from
@@ -727,7 +745,7 @@ static void move_job(HashNode *n, void *arg)
         if (rc == -2 && !m->damaged)
             m->damaged = j->id; /* dropped after the walk (compact()) */
         else if (rc != -2)
-            m->failed = 1;
+            m->failed = 1; /* no room, no memory, an I/O error: next tick */
         return;
     }
     unpin(bl(m->e), j);
@@ -755,7 +773,7 @@ static void drop_damaged(Engine *e, uint64_t id)
 static uint64_t compact(Engine *e)
 {
     Binlog *b = bl(e);
-    MoveCtx m = {e, 0, 0, 0};
+    MoveCtx m = {e, 0, 0, 0, NULL, 0, 0};
     uint64_t before = b->records_migrated;
 
     if (b->nfiles < 2 ||
@@ -849,6 +867,22 @@ static void snapshot_job(HashNode *n, void *arg)
             m->failed = 1;
         return;
     }
+    if (j->spilled && !j->loaded && j->file) {
+        Binlog *b = bl(m->e);
+        if (m->nrepin == m->repin_cap) {
+            size_t c = m->repin_cap ? m->repin_cap * 2 : 64;
+            Repin *p = tb_realloc(m->repin, c * sizeof *p);
+            if (!p) {
+                m->failed = 1;
+                return;
+            }
+            m->repin = p;
+            m->repin_cap = c;
+        }
+        m->repin[m->nrepin++] =
+            (Repin){j, cur_file(b)->index, b->cur_used - bl_job_record_size(j)};
+        return;
+    }
     if (j->file) {
         unpin(bl(m->e), j);
         bl(m->e)->reserved -= DEL;
@@ -857,13 +891,37 @@ static void snapshot_job(HashNode *n, void *arg)
     bl(m->e)->reserved += DEL;
 }
 
+/* The recovery's records are on disk: its spilled jobs point at them. */
+static void repin_all(MoveCtx *m)
+{
+    Binlog *b = bl(m->e);
+
+    for (size_t i = 0; i < m->nrepin; i++) {
+        Job *j = m->repin[i].job;
+        BlFile *f = bl_file_of(b, m->repin[i].index);
+        uint64_t size = bl_job_record_size(j);
+
+        unpin(b, j);
+        j->file = m->repin[i].index;
+        if (f) {
+            f->live_jobs++;
+            f->live_bytes += size;
+        }
+        b->live_bytes += size;
+        job_spill_set_off(j, m->repin[i].off);
+    }
+    tb_free(m->repin);
+    m->repin = NULL;
+    m->nrepin = m->repin_cap = 0;
+}
+
 /* After a failed write or fsync the current file cannot be trusted: start
  * a fresh file holding every live job, and be healthy again once it is on
  * disk. Older files then hold nothing live and are dropped. */
 static void try_recover(Engine *e)
 {
     Binlog *b = bl(e);
-    MoveCtx m = {e, 0, 0, 0};
+    MoveCtx m = {e, 0, 0, 0, NULL, 0, 0};
 
     if (e->now - b->last_recover_try < NS_PER_SEC)
         return;
@@ -876,8 +934,10 @@ static void try_recover(Engine *e)
     hash_each(&e->jobs, snapshot_job, &m);
     if (m.failed || write_pending(b) < 0 || sync_now(e) < 0) {
         b->healthy = 0;
+        tb_free(m.repin); /* they keep their old records */
         return;
     }
+    repin_all(&m);
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
              e->jobs.len, cur_file(b)->index);
 }
@@ -887,11 +947,14 @@ static void try_recover(Engine *e)
  * files are gone and the next start needs no flag. */
 static int rewrite_all(Engine *e)
 {
-    MoveCtx m = {e, 0, 0, 0};
+    MoveCtx m = {e, 0, 0, 0, NULL, 0, 0};
 
     hash_each(&e->jobs, snapshot_job, &m);
-    if (m.failed || write_pending(bl(e)) < 0 || sync_now(e) < 0)
+    if (m.failed || write_pending(bl(e)) < 0 || sync_now(e) < 0) {
+        tb_free(m.repin);
         return -1;
+    }
+    repin_all(&m);
     drop_dead_files(e);
     log_info("binlog: --recover: %zu jobs rewritten; damaged files removed", e->jobs.len);
     return 0;

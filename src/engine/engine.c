@@ -245,6 +245,10 @@ int64_t engine_next_due(const Engine *e)
 
     if (e->ngraves || !list_empty(&e->grave_buried))
         return e->now; /* flushed jobs wait to be freed */
+    /* A reload's spill goes on without clients, and what it placed is
+     * written at once (engine_commit()). */
+    if ((e->spill.shrinking && e->binlog.healthy) || e->binlog.wbuf.len)
+        return e->now;
     if (w < due)
         due = w;
     return b < due ? b : due;
@@ -289,12 +293,13 @@ static int shrink_job(Engine *e, Job *j)
 static int shrink_tube(Engine *e, Tube *t)
 {
     uint64_t budget = t->pol.max_memory_size, over, freed = 0;
-    int n = 0;
+    int n = 0, looked = 0;
 
     if (!budget || !t->pol.journal || spill_tube_mem_bytes(t) <= budget)
         return 0;
     over = spill_tube_mem_bytes(t) - budget;
-    while (freed < over && n < SHRINK_BATCH) {
+    /* Bounded work per iteration: what it spills and what it looks at. */
+    while (freed < over && n < SHRINK_BATCH && looked++ < 16 * SHRINK_BATCH) {
         Heap *h = t->shrink_phase == 0 ? &t->ready : &t->delay;
         uint32_t size;
         Job *j;
@@ -303,10 +308,19 @@ static int shrink_tube(Engine *e, Tube *t)
         if (t->shrink_pos > h->len)
             t->shrink_pos = h->len;
         if (t->shrink_pos == 0) {
-            if (t->shrink_phase == 1)
+            if (t->shrink_phase == 0) {
+                t->shrink_phase = 1;
+                t->shrink_pos = t->delay.len;
+                continue;
+            }
+            /* Jobs that came in meanwhile (moves, expiry into a dead-letter
+             * tube) may sit behind the cursor: another pass while this one
+             * found something. */
+            if (!t->shrink_moved)
                 return 0;
-            t->shrink_phase = 1;
-            t->shrink_pos = t->delay.len;
+            t->shrink_moved = 0;
+            t->shrink_phase = 0;
+            t->shrink_pos = t->ready.len;
             continue;
         }
         j = h->items[--t->shrink_pos];
@@ -316,6 +330,7 @@ static int shrink_tube(Engine *e, Tube *t)
         if (r) {
             freed += size;
             n++;
+            t->shrink_moved = 1;
         }
     }
     return 1;

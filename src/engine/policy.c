@@ -165,6 +165,7 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
     }
     queue_expiry_update(e, j); /* room was reserved */
     binlog_put(e, j);
+    spill_check_budget(e, dst); /* a body that came in may go to disk */
     tube_unref(&e->tubes, src);
     return 0;
 }
@@ -362,13 +363,7 @@ void policy_reload(Engine *e)
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];
 
-        if (t->pol.max_memory_size && t->pol.journal &&
-            spill_tube_mem_bytes(t) > t->pol.max_memory_size) {
-            t->shrink = 1;
-            t->shrink_phase = 0;
-            t->shrink_pos = t->ready.len;
-            e->spill.shrinking++;
-        }
+        spill_check_budget(e, t);
     }
     /* Children of a parent whose fanout is now off are let go. */
     for (size_t i = 0; i < e->tubes.len; i++) {

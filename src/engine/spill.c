@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "blcodec.h"
 #include "blfile.h"
+#include "clock.h"
 #include "core.h"
 #include "job.h"
 #include "log.h"
@@ -179,6 +180,8 @@ static void loaded(Engine *e, Job *j, JobBody *b)
 {
     Tube *t = j->tube;
 
+    if (j->reading)
+        e->spill.serve_all = 1; /* a worker parked for it may sit elsewhere */
     ring_inflight(t, j, 0);
     job_load(j, b);
     t->spilled_ct--;
@@ -209,8 +212,17 @@ static void report(Engine *e, const Job *j, const SpillRead *r)
             r->err ? strerror(r->err) : "damaged record: checksum or structure");
 }
 
+/* Could the read succeed later? A missing file is damage (it was
+ * removed under us); running out of descriptors or an EIO may pass. */
+static int transient(const SpillRead *r)
+{
+    return r->err && r->err != ENOENT;
+}
+
 static int submit(Spill *s, SpillRead *batch, size_t n);
 static uint64_t room_of(const Tube *t);
+static int ring_push(Tube *t, uint64_t id);
+static void ring_link(Engine *e, Tube *t);
 
 static int prepare(Engine *e, Job *j, SpillRead *r)
 {
@@ -231,7 +243,7 @@ int spill_fetch(Engine *e, Job *j)
         return 0;
     if (j->reading)
         return 1;
-    if (!e->spill.running || prepare(e, j, &r) < 0)
+    if (!e->spill.running || e->now < e->spill.backoff_until || prepare(e, j, &r) < 0)
         return 0;
     if (submit(&e->spill, &r, 1) < 0) {
         tb_free(r.buf);
@@ -251,9 +263,10 @@ static int read_now(Engine *e, Job *j, JobBody **out)
         return -1;
     read_record(e->spill.loop_fds, e->spill.dir, &r);
     if (r.err || check_record(j, &r) < 0) {
+        int rc = transient(&r) ? -3 : -2; /* an I/O error may pass */
         report(e, j, &r);
         tb_free(r.buf);
-        return -2;
+        return rc;
     }
     *out = r.buf;
     return 0;
@@ -322,12 +335,29 @@ static void answered(Engine *e, SpillRead *r)
             spill_fetch(e, j);
         return;
     }
-    if (r->err || check_record(j, r) < 0) {
+    if (transient(r)) {
+        /* An I/O error (no descriptor left, EIO): the record may be fine.
+         * The job stays on disk and in the ring; reading ahead pauses a
+         * second, and a worker parked for it reads it on the loop, where
+         * a failure is a temporary error (OUT_OF_MEMORY), not a burial. */
         Tube *t = j->tube;
         report(e, j, r);
         ring_inflight(t, j, 0);
         tb_free(r->buf);
-        /* Workers parked for it go on with the next job. */
+        e->spill.backoff_until = e->now + NS_PER_SEC;
+        if (ring_push(t, j->id) == 0) {
+            j->ringed = 1;
+            ring_link(e, t);
+        }
+        e->on_ready(e, t);
+        return;
+    }
+    if (check_record(j, r) < 0) {
+        Tube *t = j->tube;
+        report(e, j, r);
+        ring_inflight(t, j, 0);
+        tb_free(r->buf);
+        /* Damage: workers parked for it go on with the next job. */
         if (j->state == JOB_READY) {
             spill_bury_damaged(e, j);
             e->on_ready(e, t);
@@ -453,7 +483,7 @@ static void pump(Engine *e)
     size_t n = 0, cap = 0;
     List *l = e->spill.rings.next;
 
-    if (!e->spill.running)
+    if (!e->spill.running || e->now < e->spill.backoff_until)
         return;
     while (l != &e->spill.rings) {
         SpillRing *rg = container_of(l, SpillRing, link);
@@ -579,6 +609,18 @@ void spill_after_commit(Engine *e)
     }
     if (!list_empty(&s->rings))
         pump(e);
+}
+
+void spill_check_budget(Engine *e, Tube *t)
+{
+    if (!t->shrink && t->pol.max_memory_size && t->pol.journal &&
+        spill_tube_mem_bytes(t) > t->pol.max_memory_size) {
+        t->shrink = 1;
+        t->shrink_phase = 0;
+        t->shrink_moved = 0;
+        t->shrink_pos = t->ready.len;
+        e->spill.shrinking++;
+    }
 }
 
 void spill_bury_damaged(Engine *e, Job *j)

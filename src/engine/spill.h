@@ -58,7 +58,8 @@ void spill_after_commit(Engine *e);
 int spill_fetch(Engine *e, Job *j);
 
 /* Bring j's body into memory now, on the loop. 0 (also when it was there
- * or j is not spilled), -1 out of memory, -2 the record cannot be read. */
+ * or j is not spilled), -1 out of memory, -2 the record is damaged (not
+ * j's, checksum), -3 it could not be read (an I/O error: may pass). */
 int spill_load(Engine *e, Job *j);
 
 /* j's body to write j's record again (compaction, recovery) without
@@ -66,6 +67,10 @@ int spill_load(Engine *e, Job *j);
  * when the body was in memory already). 0, -1 out of memory, -2 the record
  * cannot be read (logged, counted). */
 int spill_borrow(Engine *e, Job *j, void **buf, const char **body);
+
+/* t holds more bodies than its budget (a reload set it, jobs moved in):
+ * mark it so the engine spills what it holds, a batch per iteration. */
+void spill_check_budget(Engine *e, Tube *t);
 
 /* A reserve met j, whose record cannot be read: bury it. */
 void spill_bury_damaged(Engine *e, Job *j);

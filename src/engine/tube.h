@@ -55,6 +55,7 @@ struct Tube {
     uint64_t spilled_ct, spilled_bytes; /* its jobs whose body is on disk only */
     uint8_t shrink;      /* over a budget a reload set: spill its bodies (engine.c) */
     uint8_t shrink_phase; /* 0: ready heap, 1: delay heap */
+    uint8_t shrink_moved; /* this pass spilled something (look again) */
     size_t shrink_pos;   /* next heap position to look at, downwards */
     uint64_t total_expired, total_discarded, total_timeouts;
     uint64_t total_jobs, cmd_delete, cmd_pause;
