@@ -87,6 +87,7 @@ class RB:
         self.hport = None
         self.srv = None
         self.old = []
+        self.env = None  # the server's environment (None: ours)
 
     def write_conf(self, text):
         tmp = self.conf_path + ".new"
@@ -113,7 +114,7 @@ class RB:
         last = ""
         for _ in range(8):
             argv = (lambda port: self._argv(port) + self.extra)
-            self.srv = harness.Server(self.binary, argv=argv)
+            self.srv = harness.Server(self.binary, argv=argv, env=self.env)
             self.srv.start()
             ports = [p for p, on in ((self.mport, self.memcache),
                                      (self.hport, self.with_metrics)) if on]
@@ -362,3 +363,18 @@ def list_jobs(c, tube, state="all"):
             return out
         out += page
         frm = page[-1] + 1
+
+
+def worker(s, *tubes):
+    """A beanstalk connection to s watching exactly `tubes`."""
+    w = s.bs()
+    for t in tubes:
+        w.watch(t)
+    if "default" not in tubes:
+        w.ignore("default")
+    return w
+
+
+def mem_bytes(s, tube):
+    """tubed_tube_memory_bytes of `tube` (metrics)."""
+    return int(s.metrics().value("tubed_tube_memory_bytes", tube=tube))

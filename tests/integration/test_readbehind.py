@@ -24,7 +24,7 @@ import time
 import harness
 from harness import check, eq, fail, no_server, slow, tubed_only, unq
 from policy_util import port_listening, run_tubed, stats_tubes
-from readbehind_util import (KIB, RB, check_bodies, job_stats, list_jobs,
+from readbehind_util import (KIB, RB, mem_bytes, worker, check_bodies, job_stats, list_jobs,
                              make_bodies, mc_tube_stats, peek_body, put_many,
                              reserve_exact, spill_metrics, spilled, wait_for,
                              wait_spilled)
@@ -32,17 +32,6 @@ from readbehind_util import (KIB, RB, check_bodies, job_stats, list_jobs,
 EXT = "read-behind is a tubed extension"
 
 
-def _worker(s, *tubes):
-    w = s.bs()
-    for t in tubes:
-        w.watch(t)
-    if "default" not in tubes:
-        w.ignore("default")
-    return w
-
-
-def _mem_bytes(s, tube):
-    return int(s.metrics().value("tubed_tube_memory_bytes", tube=tube))
 
 
 # ------------------------------------------------------------ spilling
@@ -122,7 +111,7 @@ def test_top_level_default_and_sections(binary):
             st = mc_tube_stats(m, tube)
             eq((st["items"], st["mem_items"], st["mem_bytes"]), (20, k, k * KIB),
                "queue_%s items / mem_items / mem_bytes" % tube)
-            eq(_mem_bytes(s, tube), k * KIB, "tubed_tube_memory_bytes{%s}" % tube)
+            eq(mem_bytes(s, tube), k * KIB, "tubed_tube_memory_bytes{%s}" % tube)
         check_bodies(c, jobs, "bodies of five tubes")
 
 
@@ -187,7 +176,7 @@ def test_read_back_lowest_id_first(binary):
         reads, waits, errors = spill_metrics(s)
         eq((reads, waits, errors), (5, 0, 0), "(reads, waits, errors) after the "
            "read-ahead filled the room of 5 deleted bodies")
-        eq(_mem_bytes(s, "rb"), B, "memory bytes of rb")
+        eq(mem_bytes(s, "rb"), B, "memory bytes of rb")
         # The 5 read back are ids[k..k+4]: peeking them reads nothing more.
         for j, b in zip(ids[k:k + 5], bodies[k:k + 5]):
             eq(peek_body(c, j), b, "job %d" % j)
@@ -212,7 +201,7 @@ def test_drain_fifo_across_the_boundary(binary):
         ids = put_many(c, bodies)
         n_sp = spilled(c)[0]
         check(n_sp > 100, "only %d of 150 jobs spilled with a 16 KiB budget" % n_sp)
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         for j, b in zip(ids, bodies):
             reserve_exact(w, j, b, "drain: ")
             w.expect("delete %d" % j, "DELETED")
@@ -226,7 +215,7 @@ def test_drain_fifo_across_the_boundary(binary):
               "after draining %d spilled jobs: reads %d, waits %d, errors %d "
               "(expected reads <= %d <= reads + waits, no errors)"
               % (n_sp, reads, waits, errors, n_sp))
-        eq(_mem_bytes(s, "rb"), 0, "memory bytes of the empty tube")
+        eq(mem_bytes(s, "rb"), 0, "memory bytes of the empty tube")
 
 
 @no_server
@@ -245,7 +234,7 @@ def test_priority_jump_served_first(binary):
         upri = [5, 1, 3]
         uids = [c.put(b, pri=p) for b, p in zip(urg, upri)]
         eq(spilled(c), (27, 24 * KIB + 3 * 2 * KIB), "after 3 urgent puts")
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         for i in (1, 2, 0):
             reserve_exact(w, uids[i], urg[i], "urgent pri %d: " % upri[i],
                           plain=(i == 1))
@@ -271,7 +260,7 @@ def test_waiting_reserve_keeps_priority_across_tubes(binary):
         c, p = s.bs(), s.bs()
         c.use("b")
         p.use("a")
-        w = _worker(s, "a", "b")
+        w = worker(s, "a", "b")
         wrong = []
         for trial in range(200):
             fill = put_many(c, make_bodies("fb%d" % trial, 4, KIB, trial), pri=5)
@@ -316,7 +305,7 @@ def test_peek_variants_and_stats_job_on_spilled(binary):
         eq(c.peek("peek-ready"), (r, b[0]), "peek-ready")
         eq(c.peek("peek-delayed"), (d2, b[2]), "peek-delayed")
         eq(peek_body(c, d1), b[1], "peek of a spilled delayed job")
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         eq(w.cmd_body("reserve-job %d" % bu), (b"RESERVED %d 1500" % bu, b[3]),
            "reserve-job of a spilled job")
         w.expect("bury %d 9" % bu, "BURIED")
@@ -346,7 +335,7 @@ def test_job_lifecycle_on_spilled(binary):
         fids = put_many(c, fill, pri=100)
         eq(spilled(c), (12, 12 * KIB), "after 20 puts")
         j, body = fids[15], fill[15]             # spilled
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         eq(w.cmd_body("reserve-job %d" % j), (b"RESERVED %d %d" % (j, KIB), body),
            "reserve-job %d" % j)
         w.expect("touch %d" % j, "TOUCHED")
@@ -364,7 +353,7 @@ def test_job_lifecycle_on_spilled(binary):
         c.expect("kick 1", "KICKED 1")
         eq(unq(job_stats(c, j)["state"]), "ready", "state after kick")
         # A worker that disconnects with the job reserved gives it back.
-        w2 = _worker(s, "rb")
+        w2 = worker(s, "rb")
         reserve_exact(w2, j, body, "reserve before disconnecting: ")
         w2.close()
         wait_for(lambda: unq(job_stats(c, j)["state"]) == "ready",
@@ -395,7 +384,7 @@ def test_released_and_buried_bodies_leave_memory(binary):
         bodies = make_bodies("rel", 40, KIB, 11)
         ids = put_many(c, bodies)
         eq(spilled(c), (32, 32 * KIB), "after 40 puts")
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         got = []
         for j, b in zip(ids[:24], bodies[:24]):
             reserve_exact(w, j, b, "reserve: ")
@@ -409,7 +398,7 @@ def test_released_and_buried_bodies_leave_memory(binary):
         last = [None]
 
         def within():
-            last[0] = (_mem_bytes(s, "rb"), spilled(c))
+            last[0] = (mem_bytes(s, "rb"), spilled(c))
             return last[0][0] <= B
         deadline = time.monotonic() + 10
         while not within():
@@ -439,7 +428,7 @@ def test_move_job_on_spilled(binary):
         dl = c.put(fill[18], pri=60, delay=3600)
         bu = c.put(fill[19], pri=70)
         ids += [dl, bu]
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         eq(w.cmd_body("reserve-job %d" % bu)[1], fill[19], "reserve-job of job %d" % bu)
         w.expect("bury %d 70" % bu, "BURIED")
         rdy = ids[15]
@@ -450,7 +439,7 @@ def test_move_job_on_spilled(binary):
         wait_spilled(c, sp0 - 2, None, "the 2 spilled jobs moved to a tube "
                      "without a budget left the spilled count")
         c.expect("move-job %d other" % bu, "MOVED")
-        wait_for(lambda: _mem_bytes(s, "other") == 3 * KIB,
+        wait_for(lambda: mem_bytes(s, "other") == 3 * KIB,
                  "the 3 bodies moved into other (no budget) in memory")
         for j, state, pri in ((rdy, "ready", "50"), (dl, "delayed", "60"),
                               (bu, "buried", "70")):
@@ -485,7 +474,7 @@ def test_flush_tube_with_spilled_jobs(binary):
         c.use("rb")
         bodies = make_bodies("fl", 40, KIB, 13)
         ids = put_many(c, bodies)
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         eq(w.cmd_body("reserve-job %d" % ids[30]), (b"RESERVED %d %d" % (ids[30], KIB),
                                                     bodies[30]), "reserve-job")
         c.use("q")
@@ -505,7 +494,7 @@ def test_flush_tube_with_spilled_jobs(binary):
         w.expect("release %d 1 0" % ids[30], "RELEASED")
         eq(peek_body(c, ids[30]), bodies[30], "the reserved job after the flush")
         eq(list_jobs(c, "rb"), [ids[30]], "list-jobs rb after the flush")
-        eq(_mem_bytes(s, "rb"), KIB, "memory bytes of rb")
+        eq(mem_bytes(s, "rb"), KIB, "memory bytes of rb")
 
 
 @no_server
@@ -536,7 +525,7 @@ def test_expiry_of_spilled_jobs(binary):
         # dead has no budget: nothing of it stays on disk only.
         wait_spilled(c, 0, 0, "spilled once ex is expired into dead (no budget) "
                      "and ex2 deleted")
-        w = _worker(s, "dead")
+        w = worker(s, "dead")
         for j, b in sorted(zip(ids, bodies), key=lambda t: (200 - ids.index(t[0]), t[0])):
             reserve_exact(w, j, b, "dead-letter drain: ")
             w.expect("delete %d" % j, "DELETED")
@@ -549,15 +538,15 @@ def test_fanout_children_spill(binary):
     served intact in order; the parent (no budget) keeps everything."""
     conf = "[tube fan]\nfanout = true\n[tube fan+*]\nmax_memory_size = 4K\n"
     with RB(binary, conf) as s:
-        wa = _worker(s, "fan+a")
-        wb = _worker(s, "fan+b")
+        wa = worker(s, "fan+a")
+        wb = worker(s, "fan+b")
         c = s.bs()
         c.use("fan")
         bodies = make_bodies("fan", 20, KIB, 17)
         ids = put_many(c, bodies)
         eq(spilled(c), (32, 32 * KIB), "copies spilled in two children")
-        eq(_mem_bytes(s, "fan"), 20 * KIB, "memory bytes of the parent")
-        eq(_mem_bytes(s, "fan+a"), 4 * KIB, "memory bytes of fan+a")
+        eq(mem_bytes(s, "fan"), 20 * KIB, "memory bytes of the parent")
+        eq(mem_bytes(s, "fan+a"), 4 * KIB, "memory bytes of fan+a")
         for w, tube in ((wa, "fan+a"), (wb, "fan+b")):
             cids = list_jobs(c, tube)
             eq(len(cids), 20, "copies in %s" % tube)
@@ -585,7 +574,7 @@ def test_spilled_delayed_jobs_become_ready(binary):
         eq(spilled(c), (10, 20 * KIB), "10 delayed jobs over budget")
         wait_for(lambda: int(c.stats_tube("rb")["current-jobs-ready"]) == 10,
                  "the 10 delayed jobs ready")
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         for p, j, b in sorted(zip(pris, ids, bodies)):
             reserve_exact(w, j, b, "due job pri %d: " % p)
             w.expect("delete %d" % j, "DELETED")
@@ -680,7 +669,7 @@ def test_reload_raises_or_removes_the_budget(binary):
         s.write_conf("[tube rb]\nmax_memory_size = 16K\n")
         m.expect("reload", "Reloaded config.")
         wait_spilled(c, 14, 14 * KIB, "after a reload raising the budget to 16K")
-        eq(_mem_bytes(s, "rb"), 16 * KIB, "memory bytes with 16K")
+        eq(mem_bytes(s, "rb"), 16 * KIB, "memory bytes with 16K")
         s.write_conf("[tube rb]\n")
         m.expect("reload", "Reloaded config.")
         wait_spilled(c, 0, 0, "after a reload removing the budget")
@@ -688,7 +677,7 @@ def test_reload_raises_or_removes_the_budget(binary):
         more = make_bodies("rl2", 10, KIB, 24)
         jobs.update(zip(put_many(c, more), more))
         eq(spilled(c), (0, 0), "puts without a budget")
-        eq(_mem_bytes(s, "rb"), 40 * KIB, "memory bytes without a budget")
+        eq(mem_bytes(s, "rb"), 40 * KIB, "memory bytes without a budget")
 
 
 @no_server
@@ -712,7 +701,7 @@ def test_reload_lowers_the_budget(binary):
         last = [None]
 
         def within():
-            last[0] = (_mem_bytes(s, "rb"), spilled(c))
+            last[0] = (mem_bytes(s, "rb"), spilled(c))
             return last[0][0] <= 4 * KIB
         deadline = time.monotonic() + 10
         while not within():
@@ -740,7 +729,7 @@ def test_random_commands_against_a_model(binary):
     conf = "[tube a]\nmax_memory_size = 8K\n[tube b]\nmax_memory_size = 6K\n"
     with RB(binary, conf, "-f", "0") as s:
         c = s.bs()
-        w = _worker(s, "a", "b")
+        w = worker(s, "a", "b")
         model = {}        # id -> [body, pri, state, tube]
         n = 0
 

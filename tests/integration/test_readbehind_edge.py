@@ -21,8 +21,7 @@ import time
 
 import harness
 from harness import Skip, check, eq, fail, no_server, tubed_only, unq
-from http_util import listening
-from readbehind_util import (KIB, RB, check_bodies, job_stats, make_bodies,
+from readbehind_util import (KIB, RB, mem_bytes, worker, check_bodies, job_stats, make_bodies,
                              mc_tube_stats, put_many, reserve_exact,
                              spill_metrics, spilled, stats_binlog, wait_for,
                              wait_spilled)
@@ -124,25 +123,6 @@ class RBX(RB):
             a = ["prlimit", "--nofile=%d:%d" % (self.nofile, self.nofile)] + a
         return a
 
-    def start(self, extra=()):
-        self.extra = [str(x) for x in extra]
-        last = ""
-        for _ in range(8):
-            argv = (lambda port: self._argv(port) + self.extra)
-            self.srv = harness.Server(self.binary, argv=argv, env=self.env)
-            self.srv.start()
-            ports = [p for p, on in ((self.mport, self.memcache),
-                                     (self.hport, self.with_metrics)) if on]
-            deadline = time.monotonic() + 10
-            while self.srv.alive() and time.monotonic() < deadline and \
-                    not all(listening(self.srv.pid, p) for p in ports):
-                time.sleep(0.01)
-            if self.srv.alive() and all(listening(self.srv.pid, p) for p in ports):
-                return self.srv
-            last = self.srv.stderr_text()[-500:]
-            self.srv.stop()
-        fail("tubed did not start: %s" % last)
-
     def slow_reads(self, on=True):
         if on:
             open(self.slow_flag, "w").close()
@@ -156,17 +136,6 @@ class RBX(RB):
             os.unlink(self.fail_flag)
 
 
-def _worker(s, *tubes):
-    w = s.bs()
-    for t in tubes:
-        w.watch(t)
-    if "default" not in tubes:
-        w.ignore("default")
-    return w
-
-
-def _mem_bytes(s, tube):
-    return int(s.metrics().value("tubed_tube_memory_bytes", tube=tube))
 
 
 def _hog_fds(port, limit=200):
@@ -220,7 +189,7 @@ def test_move_of_the_job_a_worker_waits_for(binary):
         y = c.put(b"Y" * 90, pri=0)          # over budget: on disk only
         wait_spilled(c, 1, 90, "Y spilled")
         s.slow_reads()
-        w = _worker(s, "src")
+        w = worker(s, "src")
         _parked(s, w, "reserve-with-timeout 4")
         c.expect("move-job %d other" % y, "MOVED")
         t0 = time.monotonic()
@@ -309,7 +278,7 @@ def test_move_into_a_budgeted_tube_spills(binary):
                  "the expired jobs moved into rb", timeout=6)
         check_bodies(c, dict(zip(ids + eids, bodies + eb)), "bodies in rb")
         time.sleep(0.2)
-        mem = _mem_bytes(s, "rb")
+        mem = mem_bytes(s, "rb")
         check(mem <= 16 * KIB + KIB,
               "rb (max_memory_size 16K) holds %d body bytes in memory after 200 "
               "jobs of 1 KiB were moved in; spilled %r" % (mem, spilled(c)))
@@ -340,7 +309,7 @@ def test_fd_exhaustion_does_not_bury_the_backlog(binary):
         check(not buried, "after a transient EMFILE in the read-ahead, %d of 16 "
               "ready jobs are no longer ready: %s (errors counted: %d)"
               % (len(buried), buried[:8], spill_metrics(s)[2]))
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         for j, b in zip(ids[4:], bodies[4:]):
             reserve_exact(w, j, b, "drain: ")
             w.expect("delete %d" % j, "DELETED")
@@ -389,7 +358,7 @@ def test_flush_while_a_worker_waits_for_a_body(binary):
         put_many(c, make_bodies("fw", 10, KIB, 28), pri=[50] * 2 + [10] * 8)
         wait_spilled(c, 8, 8 * KIB, "8 spilled")
         s.slow_reads()
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         _parked(s, w, "reserve-with-timeout 5")
         c.expect("flush-tube rb", "FLUSHED 10")
         w.expect_silence(0.8)                  # the read came back: nothing
@@ -416,9 +385,9 @@ def test_timeout0_takes_the_job_a_worker_waits_for(binary):
         y = c.put(a[1], pri=1)                 # on disk only
         wait_spilled(c, 1, KIB, "y spilled")
         s.slow_reads()
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         _parked(s, w, "reserve-with-timeout 5")
-        w2 = _worker(s, "rb")
+        w2 = worker(s, "rb")
         eq(w2.cmd_body("reserve-with-timeout 0"), (b"RESERVED %d %d" % (y, KIB), a[1]),
            "reserve-with-timeout 0 takes y, read on the loop")
         eq(w.read_reply(timeout=5), (b"RESERVED %d %d" % (x, KIB), a[0]),
@@ -438,7 +407,7 @@ def test_delete_of_the_job_a_worker_waits_for(binary):
         y = c.put(a[1], pri=1)
         wait_spilled(c, 1, KIB, "y spilled")
         s.slow_reads()
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         _parked(s, w, "reserve-with-timeout 5")
         c.expect("delete %d" % y, "DELETED")
         eq(w.read_reply(timeout=5), (b"RESERVED %d %d" % (x, KIB), a[0]),
@@ -490,16 +459,16 @@ def test_move_spilled_between_budgeted_tubes(binary):
         wait_spilled(c, 22, 22 * KIB, "22 spilled in a")
         for j in ids[10:]:
             c.expect("move-job %d b" % j, "MOVED")
-        wait_for(lambda: _mem_bytes(s, "b") <= 3 * KIB and _mem_bytes(s, "a") <= 8 * KIB,
+        wait_for(lambda: mem_bytes(s, "b") <= 3 * KIB and mem_bytes(s, "a") <= 8 * KIB,
                  "both tubes within budget", timeout=5)
         wait_spilled(c, 30 - 8 - 3, None, "30 jobs, 11 bodies in memory")
         check_bodies(c, jobs, "after moving 20 to b")
         for j in ids[10:20]:
             c.expect("move-job %d a" % j, "MOVED")
-        wait_for(lambda: _mem_bytes(s, "b") <= 3 * KIB and _mem_bytes(s, "a") <= 8 * KIB,
+        wait_for(lambda: mem_bytes(s, "b") <= 3 * KIB and mem_bytes(s, "a") <= 8 * KIB,
                  "both tubes within budget after moving back", timeout=5)
         check_bodies(c, jobs, "after moving 10 back")
-        w = _worker(s, "a", "b")
+        w = worker(s, "a", "b")
         for j in sorted(ids):
             reserve_exact(w, j, jobs[j], "drain both: ")
             w.expect("delete %d" % j, "DELETED")
@@ -517,7 +486,7 @@ def test_kill9_during_reload_shrink(binary):
         bodies = make_bodies("ks", 2000, 300, 33)
         ids = put_many(c, bodies, batch=500)
         jobs = dict(zip(ids, bodies))
-        w = _worker(s, "rb")
+        w = worker(s, "rb")
         for j in ids[:5]:                      # some reserved, some buried
             reserve_exact(w, j, jobs[j], "before the reload: ")
         w.expect("bury %d 5" % ids[0], "BURIED")
@@ -528,7 +497,7 @@ def test_kill9_during_reload_shrink(binary):
         s.restart()
         c = s.bs()
         check_bodies(c, jobs, "after kill -9 during the shrink")
-        wait_for(lambda: _mem_bytes(s, "rb") <= 30 * 1024, "rb within its budget",
+        wait_for(lambda: mem_bytes(s, "rb") <= 30 * 1024, "rb within its budget",
                  timeout=10)
 
 
@@ -550,7 +519,7 @@ def test_reserve_timeout_zero_vs_waiting_reserve_order(binary):
             for j, body, pr in zip(ids, b, pris):
                 jobs[j] = (pr, body)
         order = sorted(jobs, key=lambda j: (jobs[j][0], j))
-        w = _worker(s, "p", "q")
+        w = worker(s, "p", "q")
         for k, j in enumerate(order):
             line, body = w.cmd_body("reserve-with-timeout %d" % (k % 2))
             eq(line, b"RESERVED %d %d" % (j, KIB), "reserve #%d" % k)
