@@ -421,22 +421,44 @@ void binlog_put(Engine *e, Job *j)
     bl(e)->reserved += DEL;
 }
 
+/* j's record again, in the current file. A spilled body is read from
+ * its record: into j (load: compaction, one file's worth at most; the body
+ * stays in memory until the new record is written, so a failed write
+ * loses nothing), or only for the copy (recovery, which rewrites every
+ * job and must not hold every body). 0, -1 (no room, no memory: stop),
+ * -2 (its record cannot be read). */
+static int rewrite_record(Engine *e, Job *j, int load)
+{
+    void *tmp = NULL;
+    const char *body = NULL;
+    BlRecord r;
+    int rc = load ? spill_load(e, j) : spill_borrow(e, j, &tmp, &body);
+
+    if (rc < 0)
+        return rc;
+    if (load)
+        body = job_body(j);
+    rc = -1;
+    /* Moving must not eat the room kept for delete records. */
+    if (reserve(e, bl_job_record_size(j), bl(e)->reserved) == 0) {
+        job_record(e, j, &r, BL_JOB);
+        r.body = body;
+        rc = append(e, &r);
+    }
+    tb_free(tmp);
+    return rc;
+}
+
 int64_t binlog_rewrite(Engine *e, Job *j)
 {
     Binlog *b = bl(e);
-    BlRecord r;
 
-    if (!b->enabled || !j->file || !job_body(j))
-        return -1;
-    if (reserve(e, bl_job_record_size(j), b->reserved) < 0)
-        return -1;
-    job_record(e, j, &r, BL_JOB);
-    if (append(e, &r) < 0)
+    if (!b->enabled || !j->file || !job_body(j) || rewrite_record(e, j, 1) < 0)
         return -1;
     must_sync(b, j->tube);
     unpin(b, j);
     pin(b, j);
-    return (int64_t)(b->cur_used - bl_record_size(&r));
+    return (int64_t)(b->cur_used - bl_job_record_size(j));
 }
 
 void binlog_state(Engine *e, Job *j)
@@ -703,35 +725,6 @@ typedef struct {
     size_t nrepin, repin_cap;
 } MoveCtx;
 
-/* j's record again, in the current file. A spilled body is read from
- * its record: into j (load: compaction, one file's worth at most; the body
- * stays in memory until the new record is written, so a failed write
- * loses nothing), or only for the copy (recovery, which rewrites every
- * job and must not hold every body). 0, -1 (no room, no memory: stop),
- * -2 (its record cannot be read). */
-static int rewrite_record(MoveCtx *m, Job *j, int load)
-{
-    void *tmp = NULL;
-    const char *body = NULL;
-    BlRecord r;
-    int rc = load ? spill_load(m->e, j) : spill_borrow(m->e, j, &tmp, &body);
-
-    if (load && rc == 0)
-        body = job_body(j);
-
-    if (rc < 0)
-        return rc;
-    rc = -1;
-    /* Moving must not eat the room kept for delete records. */
-    if (reserve(m->e, bl_job_record_size(j), bl(m->e)->reserved) == 0) {
-        job_record(m->e, j, &r, BL_JOB);
-        r.body = body;
-        rc = append(m->e, &r);
-    }
-    tb_free(tmp);
-    return rc;
-}
-
 static void move_job(HashNode *n, void *arg)
 {
     MoveCtx *m = arg;
@@ -741,7 +734,7 @@ static void move_job(HashNode *n, void *arg)
 
     if (m->failed || j->file != m->index || job_dead(j))
         return;
-    if ((rc = rewrite_record(m, j, 1)) < 0) {
+    if ((rc = rewrite_record(m->e, j, 1)) < 0) {
         if (rc == -2 && !m->damaged)
             m->damaged = j->id; /* dropped after the walk (compact()) */
         else if (rc != -2)
@@ -862,7 +855,7 @@ static void snapshot_job(HashNode *n, void *arg)
     if (m->failed || job_dead(j))
         return;
     /* A spilled job whose record cannot be read keeps pinning it. */
-    if ((rc = rewrite_record(m, j, 0)) < 0) {
+    if ((rc = rewrite_record(m->e, j, 0)) < 0) {
         if (rc != -2)
             m->failed = 1;
         return;

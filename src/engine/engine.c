@@ -425,10 +425,7 @@ uint32_t engine_max_body(const Engine *e, const Tube *t)
 Job *engine_job_new(Engine *e, const Tube *t, uint32_t body_size, uint32_t pri,
                     uint32_t delay, uint32_t ttr)
 {
-    uint64_t id = e->next_id++;
-    Job *j = spill_wanted(e, t, body_size)
-           ? queue_job_new_spilled(e, id, body_size, 1, 1, 0)
-           : queue_job_new(e, id, body_size, 1);
+    Job *j = queue_job_new_for(e, t, e->next_id++, body_size, 1);
 
     if (!j)
         return NULL;

@@ -427,9 +427,7 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
             c->total_discarded++;
             continue;
         }
-        copy = spill_wanted(e, c, j->body_size)
-             ? queue_job_new_spilled(e, e->next_id++, j->body_size, 0, 1, 0)
-             : queue_job_new(e, e->next_id++, j->body_size, 0);
+        copy = queue_job_new_for(e, c, e->next_id++, j->body_size, 0);
         if (!copy || (x->delay && !job_ext_get(copy))) {
             queue_job_free(e, copy);
             c->total_discarded++;

@@ -155,19 +155,23 @@ Job *queue_job_new_spilled(Engine *e, uint64_t id, uint32_t body_size, int check
     return j;
 }
 
+Job *queue_job_new_for(Engine *e, const Tube *t, uint64_t id, uint32_t body_size,
+                       int check_budget)
+{
+    if (spill_wanted(e, t, body_size))
+        return queue_job_new_spilled(e, id, body_size, check_budget, 1, 0);
+    return queue_job_new(e, id, body_size, check_budget);
+}
+
 void queue_relocate(Engine *e, Job *old, Job *n)
 {
     Tube *t = old->tube;
-    uint64_t off = job_spill_off(n);
-    JobBody *b;
 
-    memcpy(&b, n->body, sizeof b);
+    /* The header is old's; the slot after it (n's body) is n's own. */
     memcpy(n, old, offsetof(Job, body));
     n->spilled = 1;
     n->loaded = 1;
     n->reading = 0;
-    memcpy(n->body, &b, sizeof b);
-    job_spill_set_off(n, off);
     job_table_remove(&e->jobs, old);
     job_table_insert(&e->jobs, n);
     if (n->ext)

@@ -23,6 +23,10 @@ Job *queue_job_new(Engine *e, uint64_t id, uint32_t body_size, int check_budget)
 void queue_job_free(Engine *e, Job *j);
 /* The same in the spilled form (job.h, spill.h): with its body in memory
  * (a put), or on disk only at offset off (replay). */
+/* A new job for tube t: in the spilled form, with its body in memory, when
+ * t is at its read-behind budget (spill_wanted()), else the plain one. */
+Job *queue_job_new_for(Engine *e, const Tube *t, uint64_t id, uint32_t body_size,
+                       int check_budget);
 /* n, a job in the spilled form holding old's body, takes old's place in
  * every container (table, heaps, JobExt) and old is freed. old is neither
  * reserved nor dead. */
