@@ -32,16 +32,19 @@ SAN_DEFS := -DTUBED_SLAB_MALLOC
 OPT := -O1 -g
 endif
 CFLAGS_ALL := $(CSTD) $(WARN) $(OPT) $(SAN_FLAGS) $(SAN_DEFS) -pthread -DTUBED_VERSION='"$(VERSION)"' $(CFLAGS)
+# Each object (and unit binary) records the headers it includes in a .d file
+# beside it (-MMD); -MP adds an empty rule per header, so a deleted header
+# does not break the next build.
+DEPFLAGS   := -MMD -MP
 LDFLAGS_ALL := $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 # The layers, bottom up (doc/architecture.md): lib, config, engine, net,
 # proto/*; main.c wires them. Headers are included by bare name, so every
 # layer's directory is on the include path.
-SRC_DIRS  := src/lib src/config src/engine src/net $(sort $(dir $(wildcard src/proto/*/*.c)))
-SRC_DIRS  := $(patsubst %/,%,$(SRC_DIRS))
-INC       := $(addprefix -I,$(SRC_DIRS))
-LIB_SRC   := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))
-LIB_HDR   := $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.h))
+TUBED_SRC := src
+include src/layers.mk
+INC       := $(TUBED_INC)
+LIB_SRC   := $(TUBED_LIB_SRC)
 LIB_OBJ   := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 BENCH_SRC := $(wildcard src/bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:src/bench/%.c=$(BUILD)/obj/bench/%.o)
@@ -68,17 +71,15 @@ NODE_DEPS := nodejs npm
 .PHONY: all run check includes unit integration asan valgrind fuzz fuzz-regress bench install clean deb deps
 all: $(BUILD)/tubed $(BUILD)/tubed-bench $(BUILD)/tubed-cli
 
-$(BUILD)/obj/bench/%.o: src/bench/%.c $(wildcard src/bench/*.h)
+# tubed-bench is built apart from the server's layers (it reaches the one
+# file it shares, numparse.h, by a relative path).
+$(BUILD)/obj/bench/%.o: src/bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c -o $@ $<
 
-$(BUILD)/obj/cli/%.o: src/cli/%.c $(wildcard src/cli/*.h) $(LIB_HDR)
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(INC) -c -o $@ $<
-
-$(BUILD)/obj/%.o: src/%.c $(LIB_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(INC) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(INC) -c -o $@ $<
 
 $(BUILD)/unit:
 	mkdir -p $@
@@ -107,8 +108,12 @@ $(BUILD)/tubed-bench: $(BENCH_OBJ) $(BUILD)/obj/lib/numparse.o
 $(BUILD)/tubed-cli: $(CLI_OBJ) $(BUILD)/libtubed.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtubed.a
 
-$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a $(wildcard tests/unit/*.h) | $(BUILD)/unit
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a | $(BUILD)/unit
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(CHECK_CFLAGS) $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+# The recorded header dependencies (absent on a first build: nothing to
+# rebuild then).
+-include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/obj/main.d $(UNIT_BIN:=.d)
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
