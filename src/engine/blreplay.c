@@ -26,6 +26,8 @@ static inline Binlog *bl(Engine *e) { return &e->binlog; }
 typedef struct Replay {
     Engine *e;
     uint64_t max_id;
+    uint32_t unwritten;    /* the newest file, never written and removed: the
+                              next file takes its number, so none is missing */
     Tube *last_tube;       /* records of one tube come in runs */
     /* The live jobs in the order their records came, NULL where one died
      * (a job's index is in its heap_pos, which is free until it is placed).
@@ -347,7 +349,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     struct stat st;
     char *p = NULL;
     size_t cut = 0;
-    int fd, hdr, rc = 0;
+    int fd, hdr, rc = 0, unwritten = 0;
 
     bl_file_name(b, index, path, sizeof path);
     fd = open(path, O_RDWR | O_CLOEXEC);
@@ -373,7 +375,10 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
                  "tubed (doc/operations.md); refusing to start", path);
         rc = -1;
     } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
-        log_warn("binlog: %s holds no records (never written); ignored", path);
+        /* Made, then a crash before its header: it holds nothing. It goes,
+         * or once a newer file follows it would read as damage. */
+        log_warn("binlog: %s holds no records (never written); removed", path);
+        unwritten = 1;
     } else if (hdr != 0) {
         if (b->recover) {
             log_warn("binlog: --recover: %s has no valid header; all of it dropped", path);
@@ -397,6 +402,16 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     }
     if (p)
         munmap(p, (size_t)st.st_size);
+    if (unwritten) {
+        if (unlink(path) == 0) {
+            if (fsync(b->dirfd) < 0)
+                log_warn("binlog: sync %s: %s", b->dir, strerror(errno));
+            close(fd);
+            rp->unwritten = index;
+            return 0;
+        }
+        log_warn("binlog: remove %s: %s", path, strerror(errno)); /* kept, as before */
+    }
     if (rc == 0 && fstat(fd, &st) == 0) {
         if (bl_files_push(b, index) < 0)
             rc = -1;
@@ -593,7 +608,7 @@ int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
     hash_pending(&rp); /* on failure too: the caller frees what is there */
     if (rc == 0)
         rc = place_jobs(&rp);
-    *next_index = n ? idx[n - 1] + 1 : 1;
+    *next_index = rp.unwritten ? rp.unwritten : n ? idx[n - 1] + 1 : 1;
     tb_free(idx);
     tb_free(rp.order);
     return rc;

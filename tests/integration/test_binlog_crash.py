@@ -405,6 +405,33 @@ def test_zero_filled_older_file_refuses(binary):
 
 
 @no_server
+def test_never_written_newest_file_does_not_outlive_the_next_start(binary):
+    # A crash right after the server made a new file, before its header: the
+    # newest file is all zeros. The next start ignores it, and must remove
+    # it, or after one more crash it sits behind a newer file and reads as
+    # damage (seen in test_strict_mode_kill_under_load: "binlog.19 is
+    # damaged: zero-filled at offset 0; refusing to start").
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 1)
+        newest = max(n for n, _ in files)
+        blank = os.path.join(d, "binlog.%d" % (newest + 1))
+        with open(blank, "wb") as f:
+            f.write(b"\0" * 65536)
+        srv = ss.start(d, *SMALL)
+        check("never written" in srv.stderr_text(),
+              "the blank newest file should be reported, got %r"
+              % srv.stderr_text()[-600:])
+        check(not os.path.exists(blank) or os.path.getsize(blank) == 0
+              or any(open(blank, "rb").read(8)),
+              "%s (all zeros, never written) is still there after the start"
+              % blank)
+        _check_present(srv, jobs, "a start past a never-written newest file")
+        kill9(srv)
+        srv = ss.start(d, *SMALL)
+        _check_present(srv, jobs, "the start after that")
+
+
+@no_server
 def test_missing_file_in_sequence_refuses(binary):
     with TempDir() as d, Servers(binary) as ss:
         jobs, files = _make_binlog(ss, d, 3)
