@@ -40,7 +40,7 @@ typedef struct EngineHooks {
 
 struct Engine {
     const Config *cfg;
-    EvLoop *loop;           /* for the binlog's sync thread's eventfd */
+    EvLoop *loop;           /* the binlog's eventfds, posted deliveries */
     int64_t now;            /* monotonic ns, refreshed after each wake-up */
     int64_t started;        /* monotonic ns */
     uint64_t next_id;
@@ -74,8 +74,12 @@ struct Engine {
     unsigned shrink_holds;  /* who keeps the job table from shrinking now:
                                HOLD_GRAVE, HOLD_SWEEP (engine.c) */
     /* A tube has a job to hand out: waiter.c installs this, so the queue
-     * layer below it can announce ready jobs without knowing who waits. */
+     * layer below it can announce ready jobs without knowing who waits.
+     * It only notes the tube; engine_deliver() serves it afterwards. */
     void (*on_ready)(struct Engine *e, Tube *t);
+    List posted_tubes;      /* Tube.post_link: jobs to hand to waiters */
+    List ended_waiters;     /* Worker.end_link: waits that timed out */
+    EvPost deliver;         /* runs engine_deliver() after the handler */
 };
 
 #endif

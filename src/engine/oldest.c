@@ -3,12 +3,7 @@
 #include <string.h>
 
 #include "alloc.h"
-
-/* A min-heap of job ids. */
-typedef struct IdHeap {
-    uint64_t *v;
-    size_t len, cap;
-} IdHeap;
+#include "idheap.h"
 
 /* One per state a full tube discards from, in the order it does. */
 enum { NSTATES = 3 };
@@ -17,49 +12,6 @@ static const JobState order[NSTATES] = {JOB_READY, JOB_DELAYED, JOB_BURIED};
 struct OldestIdx {
     IdHeap by_state[NSTATES];
 };
-
-/* ---- the id heap ---------------------------------------------------------- */
-
-static void sift_down(IdHeap *h, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < h->len && h->v[l] < h->v[m])
-            m = l;
-        if (l + 1 < h->len && h->v[l + 1] < h->v[m])
-            m = l + 1;
-        if (m == i)
-            return;
-        uint64_t x = h->v[i];
-        h->v[i] = h->v[m];
-        h->v[m] = x;
-        i = m;
-    }
-}
-
-static int id_push(IdHeap *h, uint64_t id)
-{
-    size_t i;
-
-    if (h->len == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        uint64_t *v = tb_realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        h->v = v;
-        h->cap = cap;
-    }
-    for (i = h->len++; i > 0 && h->v[(i - 1) / 2] > id; i = (i - 1) / 2)
-        h->v[i] = h->v[(i - 1) / 2];
-    h->v[i] = id;
-    return 0;
-}
-
-static void id_pop(IdHeap *h)
-{
-    h->v[0] = h->v[--h->len];
-    sift_down(h, 0);
-}
 
 /* ---- a state's jobs ------------------------------------------------------- */
 
@@ -88,22 +40,16 @@ static int rebuild(Tube *t, int s)
     h->len = 0;
     if (order[s] == JOB_BURIED) {
         for (List *l = t->buried.next; l != &t->buried; l = l->next)
-            if (id_push(h, job_of_link(l)->id) < 0)
+            if (idheap_push(h, job_of_link(l)->id) < 0)
                 return -1;
         return 0;
     }
-    if (src->len > h->cap) {
-        uint64_t *v = tb_realloc(h->v, src->len * sizeof *v);
-        if (!v)
-            return -1;
-        h->v = v;
-        h->cap = src->len;
-    }
+    if (idheap_reserve(h, src->len) < 0)
+        return -1;
     for (k = 0; k < src->len; k++)
         h->v[k] = ((const Job *)src->items[k])->id;
     h->len = k;
-    for (size_t i = k / 2; i-- > 0;)
-        sift_down(h, i);
+    idheap_heapify(h);
     return 0;
 }
 
@@ -111,6 +57,8 @@ static int build(Tube *t)
 {
     if (!(t->oldest = tb_calloc(1, sizeof *t->oldest)))
         return -1;
+    for (int s = 0; s < NSTATES; s++)
+        idheap_init(&t->oldest->by_state[s], 0); /* smallest id on top */
     for (int s = 0; s < NSTATES; s++)
         if (rebuild(t, s) < 0) {
             oldest_free(t);
@@ -143,7 +91,7 @@ void oldest_note(Engine *e, Job *j)
     if (s < 0)
         return;
     h = &t->oldest->by_state[s];
-    if (id_push(h, j->id) < 0) {
+    if (idheap_push(h, j->id) < 0) {
         oldest_free(t); /* built again, complete, at the next pick */
         return;
     }
@@ -183,10 +131,10 @@ Job *oldest_pick(Engine *e, Tube *t)
         return scan(t);
     for (int s = 0; s < NSTATES; s++) {
         IdHeap *h = &t->oldest->by_state[s];
-        while (h->len && !in_state(e, t, s, h->v[0]))
-            id_pop(h);
+        while (h->len && !in_state(e, t, s, idheap_top(h)))
+            idheap_pop(h);
         if (h->len)
-            return job_table_find(&e->jobs, h->v[0]);
+            return job_table_find(&e->jobs, idheap_top(h));
     }
     return NULL;
 }
@@ -196,7 +144,7 @@ void oldest_free(Tube *t)
     if (!t->oldest)
         return;
     for (int s = 0; s < NSTATES; s++)
-        tb_free(t->oldest->by_state[s].v);
+        idheap_free(&t->oldest->by_state[s]);
     tb_free(t->oldest);
     t->oldest = NULL;
 }

@@ -415,7 +415,15 @@ static void on_read(EvSource *src, uint32_t events)
         for (size_t i = 0; i < e->tubes.len; i++)
             e->on_ready(e, e->tubes.list[i]);
     }
-    spill_after_commit(e); /* room for more, perhaps */
+    /* Room for more, perhaps; and bodies no worker took go again. Posted
+     * behind the delivery the answers posted, so a worker parked for a
+     * body takes it before anything is let go. */
+    ev_post(e->loop, &s->after_read);
+}
+
+static void after_read(EvPost *p)
+{
+    spill_after_commit(container_of(p, Engine, spill.after_read));
 }
 
 /* What t may hold in memory; a tube whose budget a reload removed reads
@@ -743,6 +751,7 @@ int spill_init(Engine *e)
     if (s->efd < 0)
         return -1;
     s->ev.handler = on_read;
+    s->after_read = (EvPost){.fn = after_read};
     if (ev_add(e->loop, &s->ev, s->efd, EPOLLIN) < 0) {
         close(s->efd);
         s->efd = -1;
@@ -783,6 +792,7 @@ void spill_stop(Engine *e)
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         ev_del(e->loop, &s->ev);
+        ev_unpost(e->loop, &s->after_read);
         s->running = 0;
     }
     if (s->efd >= 0)

@@ -64,6 +64,8 @@ typedef struct Spill {
     int running, quit;
     EvSource ev;         /* its eventfd */
     int efd;
+    EvPost after_read;   /* spill_after_commit() once the answers' waiters
+                            were served (posted after engine_deliver) */
     /* Under mu, one queue: [head, next) answered (the thread writes each
      * answer in place), [next, len) waiting for the thread. */
     SpillRead *q;

@@ -123,6 +123,7 @@ Tube *tubes_get(TubeSet *ts, const char *name, size_t len)
     list_init(&t->child_link);
     list_init(&t->waiting);
     list_init(&t->ready_link);
+    list_init(&t->post_link);
     t->timer_at = INT64_MAX;
     t->list_pos = ts->len;
     ts->list[ts->len++] = t;

@@ -35,6 +35,7 @@ struct Tube {
     List buried;         /* Job.link, oldest first */
     List waiting;        /* Watch.wait_link, first come first served */
     List ready_link;     /* server's list of tubes with jobs to hand out */
+    List post_link;      /* Engine.posted_tubes: to serve after this operation */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
     TubePolicy pol;      /* its keys from the config file (policy.c) */
     struct OldestIdx *oldest; /* discard order, once it has discarded (oldest.h) */
@@ -43,6 +44,7 @@ struct Tube {
     List child_link;     /* in the parent's children, when a linked child */
     Tube *parent;        /* the fanout parent it is linked to, or NULL */
     uint8_t registered;  /* a fanout child: the engine holds a reference */
+    uint8_t posted;      /* on Engine.posted_tubes (a reference is held) */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
     uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */

@@ -78,14 +78,77 @@ static void worker_tick_setpos(void *x, size_t pos)
     ((Worker *)x)->timer_pos = pos;
 }
 
+/* ---- delivery after the operation -------------------------------------- */
+
+/* t has a job to hand out (a put, a release, a delay or pause ending, a
+ * body read back): note it, and serve its waiters once the operation is
+ * over (engine_deliver), so no front-end code runs inside an engine
+ * operation. A tube nobody waits on is not noted: a worker that starts
+ * waiting later looks at its tubes itself (worker_reserve). */
+static void post_ready(Engine *e, Tube *t)
+{
+    if (t->posted || (!t->waiting_ct && list_empty(&e->wide_waiters)))
+        return;
+    t->posted = 1;
+    tube_ref(t); /* a job expiring meanwhile must not free it */
+    list_insert_tail(&e->posted_tubes, &t->post_link);
+    ev_post(e->loop, &e->deliver);
+}
+
+static void deliver_posted(EvPost *p)
+{
+    engine_deliver(container_of(p, Engine, deliver));
+}
+
 void waiter_init(Engine *e)
 {
     heap_init(&e->wait_timers, worker_tick_less, worker_tick_setpos);
-    e->on_ready = waiter_serve;
+    list_init(&e->posted_tubes);
+    list_init(&e->ended_waiters);
+    e->deliver = (EvPost){.fn = deliver_posted};
+    e->on_ready = post_ready;
+}
+
+void engine_deliver(Engine *e)
+{
+    List *n;
+
+    while ((n = list_first(&e->ended_waiters))) {
+        Worker *w = container_of(n, Worker, end_link);
+        list_remove(n);
+        w->ops->wake(w, (WaitEnd)w->ended_how, NULL);
+    }
+    /* A wake may make more jobs ready (a memcache get closing the job it
+     * had open): those tubes join the list and are served in turn. */
+    while ((n = list_first(&e->posted_tubes))) {
+        Tube *t = container_of(n, Tube, post_link);
+        list_remove(n);
+        t->posted = 0;
+        waiter_serve(e, t);
+        tube_unref(&e->tubes, t);
+    }
+}
+
+void waiter_fini(Engine *e)
+{
+    List *n;
+
+    ev_unpost(e->loop, &e->deliver);
+    while ((n = list_first(&e->ended_waiters)))
+        list_remove(n);
+    while ((n = list_first(&e->posted_tubes))) {
+        Tube *t = container_of(n, Tube, post_link);
+        list_remove(n);
+        t->posted = 0;
+        tube_unref(&e->tubes, t);
+    }
 }
 
 void worker_cancel(Engine *e, Worker *w)
 {
+    /* Its wait already ended but was not reported yet: it never will be. */
+    if (list_linked(&w->end_link))
+        list_remove(&w->end_link);
     if (!w->waiting)
         return;
     if (list_linked(&w->wide_link)) {
@@ -199,17 +262,11 @@ void waiter_serve(Engine *e, Tube *t)
 
         if (!j)
             break;
-        /* Expiring on the way may have moved a job to a tube w also
-         * watches, and served w there: then it waits no more. */
-        if (!w->waiting)
-            continue;
         /* With bodies on disk only, w may wait although one of its tubes
          * has a job (spill_fetch): t's top is then not necessarily the
          * best job for a worker watching more. */
         if (w->nwatch > 1 && e->spill.jobs) {
             Job *best = waiter_find(e, w);
-            if (!w->waiting)
-                continue; /* expiring on the way served it, as above */
             if (best)
                 j = best;
         } else if (spill_fetch(e, j) > 0) {
@@ -239,7 +296,10 @@ void waiter_tick(Engine *e)
         int soon = deadline_soon(e, w);
 
         worker_cancel(e, w);
-        w->ops->wake(w, soon ? WAIT_DEADLINE_SOON : WAIT_TIMED_OUT, NULL);
+        /* Reported by engine_deliver(), after the tick. */
+        w->ended_how = (uint8_t)(soon ? WAIT_DEADLINE_SOON : WAIT_TIMED_OUT);
+        list_insert_tail(&e->ended_waiters, &w->end_link);
+        ev_post(e->loop, &e->deliver);
     }
 }
 

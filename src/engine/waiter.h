@@ -6,9 +6,14 @@
  * from the watched tubes, DEADLINE_SOON, or TIMED_OUT) and otherwise parks
  * the worker in the waiting list of every tube it watches, with a timer
  * for its timeout and for the one-second safety margin before the TTR of a
- * job it holds. waiter_serve() hands a tube's ready jobs to its waiting
- * workers, first come first served; queue.c calls it whenever a job
- * becomes ready or a pause ends. waiter_tick() ends waits whose time came.
+ * job it holds. When a job becomes ready or a pause ends, queue.c calls
+ * e->on_ready(), which only notes the tube and posts engine_deliver() on
+ * the loop; engine_deliver() (engine.h) then runs waiter_serve(), which
+ * hands a tube's ready jobs to its waiting workers, first come first
+ * served, and wakes them. waiter_tick() ends waits whose time came; their
+ * wakes are delivered the same way. So a worker is never woken inside the
+ * operation that served it: that operation has finished and placed its
+ * binlog records first.
  */
 #ifndef TUBED_WAITER_H
 #define TUBED_WAITER_H
@@ -22,6 +27,8 @@
 #define SAFETY_MARGIN NS_PER_SEC
 
 void waiter_init(Engine *e);
+/* Drop what is posted and not delivered (engine_free). */
+void waiter_fini(Engine *e);
 void waiter_serve(Engine *e, Tube *t);
 void waiter_tick(Engine *e);
 int64_t waiter_next_due(const Engine *e);
@@ -32,8 +39,15 @@ int64_t waiter_next_due(const Engine *e);
 enum { WAIT_PENDING = 100 };
 /* timeout: ns to wait, INT64_MAX for ever, 0 to answer at once. */
 int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out);
-/* Stop waiting (no wake call). */
+/* Stop waiting (no wake call, nor one still to be delivered). */
 void worker_cancel(Engine *e, Worker *w);
+/* Hand the jobs that became ready to waiting workers and report waits
+ * that ended, calling the workers' ops->wake (worker.h). Runs by itself
+ * after each event handler (posted on e->loop); a front-end also calls it
+ * after each command, so the worker that waited first gets a job before
+ * the next pipelined command of the same client runs (beanstalkd's order).
+ * Cheap when nothing is pending. */
+void engine_deliver(Engine *e);
 
 /* Workers waiting in a reserve that watch t. */
 uint32_t engine_tube_waiting(const Engine *e, const Tube *t);

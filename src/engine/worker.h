@@ -6,7 +6,9 @@
  * session (memcache) and gives it a WorkerOps. The engine never sees the
  * connection: when a wait ends it calls ops->wake() with the outcome, and
  * the front-end formats the reply (RESERVED for beanstalk, VALUE for
- * memcache). A worker's reserved jobs are on its `reserved` list (JobExt
+ * memcache). ops->wake() is only ever called from engine_deliver(), after
+ * the operation that ended the wait has finished and logged its records,
+ * never from inside one, so a wake may call any engine operation. A worker's reserved jobs are on its `reserved` list (JobExt
  * links); JobExt.owner points back here, which is how "reserved by someone
  * else" is told apart.
  *
@@ -58,6 +60,8 @@ struct Worker {
     WatchSlot *wset;        /* index of a wide watch list, else NULL */
     uint32_t wset_cap;
     uint8_t waiting;
+    uint8_t ended_how;      /* WaitEnd, while on Engine.ended_waiters */
+    List end_link;          /* Engine.ended_waiters: a timed-out wait to report */
     uint8_t no_ttr;         /* its reservations never time out (memcache
                                /open: kestrel has no TTR by default) */
     List wide_link;         /* engine's wide_waiters, when wide and waiting */

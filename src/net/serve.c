@@ -21,7 +21,14 @@ static void on_wake(void *arg)
 {
     Server *s = arg;
 
-    s->eng.now = clock_mono();
+    s->eng.now = s->loop.now;
+}
+
+/* The loop woke for the engine's timers or a stall check: the loop runs
+ * engine_tick() and conn_check_stalled() after every wake-up anyway. */
+static void on_due(EvTimer *t)
+{
+    (void)t;
 }
 
 static void make_instance_id(Server *s)
@@ -321,16 +328,18 @@ int server_init(Server *s, const Config *cfg)
     list_init(&s->held);
     list_init(&s->stalled);
     make_instance_id(s);
+    /* The loop first: the engine posts on it and arms its eventfds. */
+    if (ev_init(&s->loop) < 0) {
+        log_err("epoll_create: %s", strerror(errno));
+        return -1;
+    }
+    ev_timer_init(&s->due, on_due);
     if (engine_init(&s->eng, &s->cfg, &s->loop) < 0 ||
         !(s->scratch = tb_malloc(SCRATCH_SIZE))) {
         log_err("out of memory at startup");
         return -1;
     }
     s->eng.hooks = (EngineHooks){on_durable, on_lost, s};
-    if (ev_init(&s->loop) < 0) {
-        log_err("epoll_create: %s", strerror(errno));
-        return -1;
-    }
     s->loop.on_wake = on_wake;
     s->loop.wake_arg = s;
     if (open_signals(s) < 0) {
@@ -349,30 +358,26 @@ static void free_dead(Server *s)
         conn_free(container_of(n, Conn, link));
 }
 
-static int next_timeout_ms(const Server *s)
+/* Wake for the engine's next timer or the next stall check. */
+static void arm_due(Server *s)
 {
-    int64_t due = engine_next_due(&s->eng), st = conn_next_stall(s), ms;
+    int64_t due = engine_next_due(&s->eng), st = conn_next_stall(s);
 
-    if (!list_empty(&s->pending_out))
-        return 0;
-    if (st < due)
-        due = st;
-    if (due == INT64_MAX)
-        return -1;
-    if (due <= s->eng.now)
-        return 0;
-    /* Round up: waking a little late is fine, early would spin. */
-    ms = (due - s->eng.now + NS_PER_MSEC - 1) / NS_PER_MSEC;
-    return ms > INT_MAX ? INT_MAX : (int)ms;
+    ev_timer_set(&s->loop, &s->due, st < due ? st : due);
 }
 
 int server_run(Server *s)
 {
     while (!s->stopping) {
+        /* What the tick and the stall check made ready, or ended, is
+         * delivered before this iteration's records are written. */
+        ev_run_posted(&s->loop);
         engine_commit(&s->eng);
         conn_flush_all(s);
         free_dead(s);
-        if (ev_poll(&s->loop, next_timeout_ms(s)) < 0) {
+        arm_due(s);
+        /* Replies still to send (a full socket buffer): look again at once. */
+        if (ev_poll(&s->loop, list_empty(&s->pending_out) ? -1 : 0) < 0) {
             log_err("epoll_wait: %s", strerror(errno));
             return -1;
         }
@@ -384,6 +389,7 @@ int server_run(Server *s)
     sd_notify("STOPPING=1\nSTATUS=stopping");
     for (int i = 0; i < s->nlisteners; i++)
         ev_del(&s->loop, &s->listeners[i].ev);
+    ev_run_posted(&s->loop);
     engine_commit(&s->eng);
     engine_settle(&s->eng);
     conn_flush_all(s);

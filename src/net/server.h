@@ -44,6 +44,7 @@ typedef struct Listener {
 struct Server {
     Config cfg;
     EvLoop loop;
+    EvTimer due;            /* the engine's next timer or stall check */
     Engine eng;
     List conns;             /* every open connection */
     List pending_out;       /* connections with replies to write */

@@ -76,6 +76,7 @@ static void loop_once(Server *s)
 {
     int ms;
 
+    ev_run_posted(&s->loop); /* as server_run() does */
     engine_commit(&s->eng);
     conn_flush_all(s);
     fz_free_dead(s);

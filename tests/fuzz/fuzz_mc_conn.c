@@ -123,6 +123,7 @@ static void loop_once(Server *s)
 {
     int ms;
 
+    ev_run_posted(&s->loop); /* as server_run() does */
     engine_commit(&s->eng);
     conn_flush_all(s);
     fz_free_dead(s);
@@ -285,15 +286,13 @@ static void count_job(HashNode *n, void *arg)
 
 static void check_server(const Server *s, const Memcache *f)
 {
-    uint64_t waiting = 0, deferred = 0;
+    uint64_t waiting = 0;
     Count k = {s, &f->proto, 0};
 
     hash_each(&s->eng.jobs, count_job, &k);
     FZ_CHECK(k.reserved == s->eng.jobs_ct.reserved && k.reserved == s->eng.ttr.len,
              "reserved %llu, counted %llu", (unsigned long long)s->eng.jobs_ct.reserved,
              (unsigned long long)k.reserved);
-    for (const List *n = f->deferred.next; n != &f->deferred; n = n->next)
-        deferred++;
     for (const List *n = s->conns.next; n != &s->conns; n = n->next) {
         const Conn *c = container_of(n, Conn, link);
         const Worker *w;
@@ -306,23 +305,23 @@ static void check_server(const Server *s, const Memcache *f)
         {
             const McConn *m = (const McConn *)c;
             int paused = c->state == CONN_PAUSED;
+            int ended; /* its wait timed out, not yet delivered */
             w = &m->worker;
+            ended = list_linked(&w->end_link);
             waiting += w->waiting;
             FZ_CHECK(w->no_ttr, "memcache worker with a TTR");
-            FZ_CHECK(m->waiting == w->waiting, "waiting %d, engine says %d", m->waiting,
-                     w->waiting);
-            FZ_CHECK(!(m->waiting && m->woke), "waiting and woken");
-            FZ_CHECK(list_linked(&m->defer_link) == m->woke, "deferred link %d, woke %d",
-                     list_linked(&m->defer_link), m->woke);
+            FZ_CHECK(m->waiting == (w->waiting || ended), "waiting %d, engine says %d, ended %d",
+                     m->waiting, w->waiting, ended);
+            FZ_CHECK(!(w->waiting && ended), "waiting and ended");
             if (c->state != CONN_CLOSING)
-                FZ_CHECK(paused == (m->waiting || m->woke), "paused %d, waiting %d, woke %d",
-                         paused, m->waiting, m->woke);
-            FZ_CHECK((m->get_key != NULL) == (m->waiting || m->woke) || c->state == CONN_CLOSING,
+                FZ_CHECK(paused == (m->waiting || ended), "paused %d, waiting %d, ended %d",
+                         paused, m->waiting, ended);
+            FZ_CHECK((m->get_key != NULL) == (m->waiting || ended) || c->state == CONN_CLOSING,
                      "get key without a wait");
             if (m->get_tube) {
                 FZ_CHECK(w->nwatch == 1 && w->watch[0].tube == m->get_tube,
                          "a get watches %u tubes", w->nwatch);
-                FZ_CHECK(m->waiting || m->woke, "a watch left after its get");
+                FZ_CHECK(m->waiting || ended, "a watch left after its get");
             } else {
                 FZ_CHECK(w->nwatch == 0, "watching %u tubes between gets", w->nwatch);
             }
@@ -337,8 +336,7 @@ static void check_server(const Server *s, const Memcache *f)
                 FZ_CHECK(ja->ext->deadline == INT64_MAX, "an open job with a TTR deadline");
                 for (const List *b = a->next; b != &w->reserved; b = b->next) {
                     const Job *jb = container_of(b, JobExt, link)->job;
-                    int pending = m->woke && (ja->id == m->wake_job || jb->id == m->wake_job);
-                    FZ_CHECK(ja->tube != jb->tube || pending,
+                    FZ_CHECK(ja->tube != jb->tube,
                              "two open jobs of tube %s", ja->tube->name);
                 }
             }
@@ -352,7 +350,6 @@ static void check_server(const Server *s, const Memcache *f)
         FZ_CHECK(t->refs > 0 || t == s->eng.default_tube, "tube %s with no reference",
                  t->name);
     }
-    (void)deferred;
 }
 
 /* ---- the config file -------------------------------------------------------- */

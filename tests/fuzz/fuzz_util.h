@@ -384,7 +384,11 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
         if (!is_bs)
             continue; /* fuzz_mc_conn checks the rest of a memcache one */
         FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
-        FZ_CHECK(paused == cn->waiting, "paused %d but waiting %d", paused, cn->waiting);
+        /* A wait the tick ended stays paused until engine_deliver(). */
+        FZ_CHECK(paused == (cn->waiting || list_linked(&cn->end_link)),
+                 "paused %d but waiting %d, ended %d", paused, cn->waiting,
+                 list_linked(&cn->end_link));
+        FZ_CHECK(!(cn->waiting && list_linked(&cn->end_link)), "waiting and ended");
         if (c0->flags & BS_PRODUCER)
             producers++;
         if (c0->flags & BS_WORKER)
@@ -401,9 +405,10 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
 
     for (size_t i = 0; i < nt; i++) {
         const Tube *t = s->eng.tubes.list[i];
-        /* A registered fanout child is held by its registration. */
+        /* A registered fanout child is held by its registration, a tube
+         * whose waiters are still to be served by its posting. */
         uint64_t refs = c.tube_jobs[i] + using[i] + watching[i] + holding[i] +
-                        (t == s->eng.default_tube) + t->registered;
+                        (t == s->eng.default_tube) + t->registered + t->posted;
         int64_t due = INT64_MAX;
         const Job *top = heap_top(&t->delay);
 
@@ -411,6 +416,8 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                  "tube %.*s not found by name", (int)t->name_len, t->name);
         FZ_CHECK(tube_name_valid(t->name, t->name_len), "tube with an invalid name %.*s",
                  (int)t->name_len, t->name);
+        FZ_CHECK(t->posted == list_linked(&t->post_link), "tube %s: posted %d", t->name,
+                 t->posted);
         FZ_CHECK(t->refs == refs, "tube %s: refs %llu, counted %llu", t->name,
                  (unsigned long long)t->refs, (unsigned long long)refs);
         FZ_CHECK(t->using_ct == using[i] && t->watching_ct == watching[i],

@@ -196,6 +196,9 @@ static size_t bs_consume(Conn *c, const char *p, size_t len)
             break;
         }
         pos += n;
+        /* Waiting workers get what this command made ready before this
+         * client's next command runs, as in beanstalkd. */
+        engine_deliver(bs_engine(c));
     }
     return pos;
 }

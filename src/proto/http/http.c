@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,22 +34,13 @@ static size_t out_pending(const Conn *c)
 static void timer_arm(Http *h)
 {
     List *n = list_first(&h->by_deadline);
-    struct itimerspec its;
     int64_t at;
 
-    if (!n || h->timer.fd < 0)
+    if (!n)
         return;
     at = container_of(n, HttpConn, link)->deadline;
-    if (h->armed_at && h->armed_at <= at)
-        return;
-    memset(&its, 0, sizeof its);
-    its.it_value.tv_sec = (time_t)(at / NS_PER_SEC);
-    its.it_value.tv_nsec = (long)(at % NS_PER_SEC);
-    if (timerfd_settime(h->timer.fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
-        log_warn("timerfd_settime: %s", strerror(errno));
-        return;
-    }
-    h->armed_at = at;
+    if (h->timer.at > at)
+        ev_timer_set(&h->srv->loop, &h->timer, at);
 }
 
 /* The next request head is due HTTP_IDLE_NS from now. Every deadline is
@@ -88,16 +78,12 @@ static void deadline_passed(Http *h, HttpConn *hc)
     }
 }
 
-static void on_timer(EvSource *src, uint32_t events)
+static void on_timer(EvTimer *t)
 {
-    Http *h = container_of(src, Http, timer);
+    Http *h = container_of(t, Http, timer);
     int64_t now = h->srv->eng.now;
-    uint64_t ticks;
     List *n;
 
-    if (read(src->fd, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
-        log_warn("timerfd read: %s", strerror(errno));
-    h->armed_at = 0;
     while ((n = list_first(&h->by_deadline))) {
         HttpConn *hc = container_of(n, HttpConn, link);
         if (hc->deadline > now)
@@ -312,22 +298,12 @@ int http_init(Http *h, Server *s, const Beanstalk *bs)
                    "Content-Length: 21\r\nConnection: close\r\n\r\n"
                    "too many connections\n",
     };
-    h->timer.handler = on_timer;
-    h->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (h->timer.fd < 0 || ev_add(&s->loop, &h->timer, h->timer.fd, EPOLLIN) < 0) {
-        log_err("metrics port: timer: %s", strerror(errno));
-        if (h->timer.fd >= 0)
-            close(h->timer.fd);
-        h->timer.fd = -1;
-        return -1;
-    }
+    ev_timer_init(&h->timer, on_timer);
     return 0;
 }
 
 void http_free(Http *h)
 {
-    if (h->timer.fd >= 0)
-        close(h->timer.fd);
-    h->timer.fd = -1;
+    ev_timer_stop(&h->timer);
     buf_free(&h->body);
 }

@@ -4,7 +4,7 @@
  *
  * Contract: http_init() fills an Http whose proto member main.c hands to
  * server_listen(s, &h->proto, "metrics", port); http_free() (after
- * server_free) gives back its timer. Each connection parses request heads
+ * server_free) stops its timer. Each connection parses request heads
  * with httpparse.h from the bytes the connection layer offers (a head may
  * arrive in any number of reads; pipelined requests are answered in
  * order), answers GET and HEAD, and never reads a body. Nothing here
@@ -20,10 +20,9 @@
  * HTTP_IDLE_NS of connecting or of its previous request; bytes trickling in
  * do not extend that (slowloris). A connection whose replies are still
  * being written gets more time only while the client keeps reading them.
- * The server has no timer hook for protocols, so the front-end keeps its
- * connections in a list ordered by deadline (every deadline is "now +
- * HTTP_IDLE_NS", so appending keeps the order) and arms one timerfd of its
- * own in the server's event loop for the earliest one.
+ * The front-end keeps its connections in a list ordered by deadline
+ * (every deadline is "now + HTTP_IDLE_NS", so appending keeps the order)
+ * and arms one of the event loop's timers (event.h) for the earliest.
  */
 #ifndef TUBED_HTTP_H
 #define TUBED_HTTP_H
@@ -45,8 +44,7 @@ typedef struct Http {
     Server *srv;
     const Beanstalk *bs;    /* its counters: commands, producers, workers */
     List by_deadline;       /* HttpConn.link, earliest deadline first */
-    EvSource timer;         /* timerfd for the earliest deadline; fd -1: none */
-    int64_t armed_at;       /* what the timer is set for; 0: not armed */
+    EvTimer timer;          /* for the earliest deadline */
     Buf body;               /* a reply body being rendered (reused) */
     uint64_t requests;      /* answered, every status */
 } Http;
@@ -59,7 +57,7 @@ typedef struct HttpConn {
     size_t out_left;        /* reply bytes unwritten at the last deadline */
 } HttpConn;
 
-/* -1 (logged) when the timer cannot be made. */
+/* 0 (it cannot fail; an int for the callers' error paths). */
 int http_init(Http *h, Server *s, const Beanstalk *bs);
 void http_free(Http *h);
 

@@ -19,13 +19,8 @@
  *            before anything is answered)
  *
  * A get that waits pauses the connection (its later pipelined commands
- * wait too). The engine ends a wait from deep inside its own operations
- * (a put making a job ready wakes the waiter before the put is finished),
- * where a memcache get must not change the engine again (a plain get
- * deletes the job it took). So the wake only records the outcome and
- * queues the connection on Memcache.deferred; an eventfd brings the loop
- * back at once, and the get is finished there (or in hangup/close, if the
- * connection ends first). Header only: mcconn.c (I/O), mccmd.c (set and
+ * wait too); the engine wakes it after the operation that served it
+ * (engine_deliver), where the get finishes at once. Header only: mcconn.c (I/O), mccmd.c (set and
  * the other commands), mcget.c (the get family and waits) and mcstats.c
  * (stats documents) all read these structs.
  */
@@ -56,8 +51,6 @@ typedef struct Memcache {
     McCounters ct;
     Hash tstats;            /* McTubeStat by tube name (mcstats.c) */
     int tstats_ok;          /* the table could be set up */
-    List deferred;          /* McConn.defer_link: waits ended, to finish */
-    EvSource defer_ev;      /* eventfd: the loop runs mc_run_deferred() */
     Buf tmp;                /* a taken job's reply, built before its delete */
 } Memcache;
 
@@ -86,17 +79,12 @@ typedef struct McConn {
     uint64_t body_len, body_got;
     Job *in_job;            /* set: the job the body goes into */
     Tube *in_tube;          /* set: its tube (a reference is held) */
-    /* A get in progress (waiting, or its wait ended and is deferred). */
+    /* A get in progress (waiting). */
     uint8_t fetch;          /* McFetch */
     uint8_t waiting;        /* parked in the engine */
-    uint8_t woke;           /* on Memcache.deferred */
-    uint8_t wake_how;       /* WaitEnd */
-    uint64_t wake_job;      /* id of the job the wait got */
-    int64_t wake_age_ms;    /* how long it had waited */
     Tube *get_tube;         /* the tube watched (reference held by the watch) */
     char *get_key;          /* the key to echo in VALUE */
     size_t get_key_len;
-    List defer_link;
 } McConn;
 
 static inline McConn *mc_conn(Conn *c) { return (McConn *)c; }

@@ -1,9 +1,6 @@
 #include "mcconn.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "mccmd.h"
@@ -20,7 +17,6 @@ static int mc_open(Conn *c)
     Engine *e = mc_engine(c);
 
     m->mstate = MC_LINE;
-    list_init(&m->defer_link);
     worker_init(e, &m->worker, &mc_worker_ops);
     /* kestrel has no TTR: an opened job stays until /close or /abort. */
     m->worker.no_ttr = 1;
@@ -104,30 +100,17 @@ static size_t mc_consume(Conn *c, const char *p, size_t len)
         else if (!(n = take_line(m, p + pos, len - pos)))
             break;
         pos += n;
+        /* Waiting workers get what this command made ready before this
+         * client's next command runs. */
+        engine_deliver(mc_engine(c));
     }
     return pos;
 }
 
-/* ---- waits ended inside the engine ------------------------------------- */
-
-static void on_deferred(EvSource *src, uint32_t events)
-{
-    Memcache *f = container_of(src, Memcache, defer_ev);
-    uint64_t v;
-
-    if (read(src->fd, &v, sizeof v) < 0 && errno != EAGAIN)
-        log_warn("memcache eventfd: %s", strerror(errno));
-    mc_run_deferred(f);
-}
-
 int memcache_init(Memcache *f, Server *s)
 {
-    int fd;
-
     memset(f, 0, sizeof *f);
     f->srv = s;
-    list_init(&f->deferred);
-    f->defer_ev.fd = -1;
     f->proto = (Proto){
         .name = "memcache",
         .size = sizeof(McConn),
@@ -144,24 +127,11 @@ int memcache_init(Memcache *f, Server *s)
         log_err("memcache: out of memory at startup");
         return -1;
     }
-    fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    f->defer_ev.handler = on_deferred;
-    if (fd < 0 || ev_add(&s->loop, &f->defer_ev, fd, EPOLLIN) < 0) {
-        log_err("memcache: eventfd: %s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        f->defer_ev.fd = -1;
-        mcstats_free(f);
-        return -1;
-    }
     return 0;
 }
 
 void memcache_free(Memcache *f)
 {
-    if (f->defer_ev.fd >= 0)
-        close(f->defer_ev.fd);
-    f->defer_ev.fd = -1;
     mcstats_free(f);
     buf_free(&f->tmp);
 }

@@ -51,18 +51,6 @@ static Job *open_job(McConn *m, const Tube *t)
     return NULL;
 }
 
-static Job *reserved_job(McConn *m, uint64_t id)
-{
-    List *head = &m->worker.reserved;
-
-    for (List *n = head->next; n != head; n = n->next) {
-        Job *j = job_of_link(n);
-        if (j->id == id)
-            return j;
-    }
-    return NULL;
-}
-
 /* An opened job goes back to the head of its priority (it keeps its id). */
 static EngineResult give_back(McConn *m, Job *j)
 {
@@ -306,33 +294,13 @@ static void fetch(McConn *m, Tube *t, const char *key, size_t key_len, McFetch k
 
 /* ---- waits the engine ended ------------------------------------------------ */
 
+/* The engine delivers after its operation (engine_deliver), so the get is
+ * finished here at once, even a plain get that deletes the job it took. */
 void mc_wake(Worker *w, WaitEnd how, Job *j)
 {
     McConn *m = container_of(w, McConn, worker);
-    Memcache *f = front(m);
 
-    /* Called from inside an engine operation (a put, a release, a tick):
-     * record, and finish from the loop. */
     m->waiting = 0;
-    m->woke = 1;
-    m->wake_how = (uint8_t)how;
-    m->wake_job = how == WAIT_RESERVED ? j->id : 0;
-    m->wake_age_ms = how == WAIT_RESERVED ? (int64_t)age_ms(eng(m), j) : 0;
-    if (list_empty(&f->deferred)) {
-        uint64_t one = 1;
-        if (write(f->defer_ev.fd, &one, sizeof one) < 0)
-            (void)0; /* already readable: the counter is full */
-    }
-    list_insert_tail(&f->deferred, &m->defer_link);
-}
-
-static void finish_deferred(McConn *m)
-{
-    int how = m->wake_how;
-    Job *j = NULL;
-
-    list_remove(&m->defer_link);
-    m->woke = 0;
     if (m->conn.state == CONN_CLOSING) {
         /* Its replies were withdrawn (a lost binlog write): the job it got
          * stays reserved and goes back when the connection closes. */
@@ -341,25 +309,14 @@ static void finish_deferred(McConn *m)
         return;
     }
     conn_set_state(&m->conn, CONN_OPEN);
-    if (how == WAIT_RESERVED && !(j = reserved_job(m, m->wake_job)))
-        how = WAIT_TIMED_OUT;
-    finish(m, how, j, m->get_key, m->get_key_len, (uint64_t)m->wake_age_ms);
+    finish(m, how, j, m->get_key, m->get_key_len,
+           how == WAIT_RESERVED ? age_ms(eng(m), j) : 0);
     free_key(m);
-}
-
-void mc_run_deferred(Memcache *f)
-{
-    List *n;
-
-    while ((n = list_first(&f->deferred)))
-        finish_deferred(container_of(n, McConn, defer_link));
 }
 
 void mc_hangup(McConn *m)
 {
-    if (m->woke) {
-        finish_deferred(m);
-    } else if (m->waiting) {
+    if (m->waiting) {
         /* It gave up: the wait ends with nothing taken. */
         worker_cancel(eng(m), &m->worker);
         m->waiting = 0;
@@ -376,17 +333,15 @@ void mc_closing(McConn *m)
     Engine *e = eng(m);
     Memcache *f = front(m);
     List *head = &m->worker.reserved;
-    uint64_t skip = m->woke ? m->wake_job : 0;
 
-    list_remove(&m->defer_link);
     /* Its open jobs go back (worker_fini): count them given back. */
     for (List *n = head->next; n != head; n = n->next) {
         Job *j = job_of_link(n);
         McTubeStat *s;
-        if (j->id != skip && (s = mcstats_tube(f, j->tube)))
+        if ((s = mcstats_tube(f, j->tube)))
             s->canceled++;
     }
-    m->woke = m->waiting = 0;
+    m->waiting = 0;
     worker_fini(e, &m->worker); /* cancels a wait, drops the watch */
     m->get_tube = NULL;
     free_key(m);

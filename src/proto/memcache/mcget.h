@@ -10,10 +10,10 @@
  * waiting per t= in the tubes' shared first-come-first-served line: a
  * plain get deletes it (journaled; its VALUE held until durable), /open
  * reserves it with no TTR deadline, /peek shows it and leaves it. While a
- * get waits the connection is paused. The engine ends a wait from inside
- * its own operations, so mc_wake() only records the outcome; the get is
- * finished by mc_run_deferred() (the front-end's eventfd), mc_hangup() or
- * mc_closing(), whichever comes first.
+ * get waits the connection is paused. The engine reports the end of a
+ * wait after the operation that ended it (engine_deliver), so mc_wake()
+ * finishes the get at once; a hang-up or close first ends it with nothing
+ * taken (mc_hangup(), mc_closing()).
  */
 #ifndef TUBED_MCGET_H
 #define TUBED_MCGET_H
@@ -32,8 +32,6 @@ void mc_confirm(McConn *m, const McCmd *cmd);
 
 /* The engine ended a wait of this connection's worker (WorkerOps.wake). */
 void mc_wake(Worker *w, WaitEnd how, Job *j);
-/* Finish every get whose wait the engine ended (the eventfd fired). */
-void mc_run_deferred(Memcache *f);
 /* The peer half-closed or hit EOF while the connection was paused. */
 void mc_hangup(McConn *m);
 /* The connection is closing: give back its open jobs, drop its state. */

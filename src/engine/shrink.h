@@ -1,0 +1,21 @@
+/*
+ * shrink.h — read-behind after a reload: a tube over a budget that a
+ * reload set or lowered gives back its bodies, a batch per iteration.
+ *
+ * Contract: spill_check_budget() (spill.h) marks such a tube (t->shrink)
+ * and counts it in e->spill.shrinking; shrink_tubes(), from
+ * engine_commit() while the binlog is healthy, turns up to SHRINK_BATCH
+ * in-memory bodies per marked tube into spilled ones, the last in line
+ * first: each job's record is written again, the job takes the spilled
+ * form (swapped in every container, queue_relocate()), and its body goes
+ * once that record is written (spill_after_commit()). A tube is unmarked
+ * once within budget or looked through.
+ */
+#ifndef TUBED_SHRINK_H
+#define TUBED_SHRINK_H
+
+#include "core.h"
+
+void shrink_tubes(Engine *e);
+
+#endif

@@ -1,0 +1,251 @@
+/* Unit tests for waiter.c: waiting workers are woken only after the
+ * operation that served them (engine_deliver), first come first served,
+ * and a wake may call the engine again (as a memcache get deletes the job
+ * it took). No sockets: an Engine, its loop, and workers whose wake
+ * records what it saw. */
+#include <string.h>
+
+#include "clock.h"
+#include "core.h"
+#include "engine.h"
+#include "event.h"
+#include "unit.h"
+
+typedef struct Seen {
+    Worker w;
+    int n;             /* wakes */
+    WaitEnd how;
+    uint64_t id;
+    int delete_it;     /* the wake deletes the job it got */
+} Seen;
+
+static Engine *the_engine;
+static int in_put;     /* set while engine_put runs */
+
+static void record(Worker *w, WaitEnd how, Job *j)
+{
+    Seen *s = container_of(w, Seen, w);
+
+    ck_assert_msg(!in_put, "woken inside engine_put");
+    s->n++;
+    s->how = how;
+    s->id = j ? j->id : 0;
+    if (j) {
+        ck_assert_int_eq(j->state, JOB_RESERVED);
+        ck_assert_ptr_eq(j->ext->owner, w);
+    }
+    if (j && s->delete_it)
+        ck_assert_int_eq(engine_delete(the_engine, w, j->id), ENG_OK);
+}
+
+static const WorkerOps ops = {.wake = record};
+
+typedef struct World {
+    EvLoop loop;
+    Config cfg;
+    Engine e;
+    Tube *t;
+} World;
+
+static void world_init(World *x)
+{
+    memset(x, 0, sizeof *x);
+    opts_defaults(&x->cfg);
+    ck_assert_int_eq(ev_init(&x->loop), 0);
+    ck_assert_int_eq(engine_init(&x->e, &x->cfg, &x->loop), 0);
+    the_engine = &x->e;
+    x->t = x->e.default_tube;
+}
+
+static void world_free(World *x)
+{
+    engine_free(&x->e);
+    ev_close(&x->loop);
+}
+
+static void seen_init(World *x, Seen *s)
+{
+    memset(s, 0, sizeof *s);
+    worker_init(&x->e, &s->w, &ops);
+}
+
+static uint64_t put(World *x, uint32_t pri)
+{
+    Job *j = engine_job_new(&x->e, x->t, 1, pri, 0, 60);
+    uint64_t id;
+
+    ck_assert_ptr_nonnull(j);
+    id = j->id;
+    job_body_mut(j)[0] = 'x';
+    in_put = 1;
+    ck_assert_int_eq(engine_put(&x->e, j, x->t), ENG_OK);
+    in_put = 0;
+    return id;
+}
+
+static void park(World *x, Seen *s, int64_t timeout)
+{
+    Job *j;
+
+    ck_assert_int_eq(worker_reserve(&x->e, &s->w, timeout, &j), WAIT_PENDING);
+    ck_assert(s->w.waiting);
+}
+
+START_TEST(woken_after_the_put_not_inside_it)
+{
+    World x;
+    Seen a;
+    uint64_t id;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    park(&x, &a, INT64_MAX);
+    id = put(&x, 0);
+    /* The put has finished; the job is still ready, in its tube. */
+    ck_assert_int_eq(a.n, 0);
+    ck_assert_int_eq(engine_find(&x.e, id)->state, JOB_READY);
+    ck_assert(x.t->posted);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(a.how, WAIT_RESERVED);
+    ck_assert_uint_eq(a.id, id);
+    ck_assert(!a.w.waiting);
+    ck_assert(!x.t->posted);
+    engine_deliver(&x.e); /* nothing more */
+    ck_assert_int_eq(a.n, 1);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
+START_TEST(first_come_first_served)
+{
+    World x;
+    Seen a, b, c;
+    uint64_t id1, id2;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    seen_init(&x, &c);
+    park(&x, &b, INT64_MAX);
+    park(&x, &a, INT64_MAX);
+    park(&x, &c, INT64_MAX);
+    id1 = put(&x, 5);
+    id2 = put(&x, 1); /* more urgent: the first waiter gets it */
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b.id, id2);
+    ck_assert_uint_eq(a.id, id1);
+    ck_assert_int_eq(c.n, 0);
+    ck_assert(c.w.waiting);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    worker_fini(&x.e, &c.w);
+    world_free(&x);
+}
+END_TEST
+
+/* The wake deletes the job it got (a memcache get does): allowed, since
+ * no engine operation is under way, and the next waiter is served. */
+START_TEST(a_wake_may_call_the_engine)
+{
+    World x;
+    Seen a, b;
+    uint64_t id1, id2;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    a.delete_it = b.delete_it = 1;
+    park(&x, &a, INT64_MAX);
+    park(&x, &b, INT64_MAX);
+    id1 = put(&x, 0);
+    id2 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(a.id, id1);
+    ck_assert_uint_eq(b.id, id2);
+    ck_assert_ptr_null(engine_find(&x.e, id1));
+    ck_assert_ptr_null(engine_find(&x.e, id2));
+    ck_assert_uint_eq(x.e.jobs_ct.ready + x.e.jobs_ct.reserved, 0);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    world_free(&x);
+}
+END_TEST
+
+/* A put into a tube nobody waits on posts nothing. */
+START_TEST(no_waiter_no_posting)
+{
+    World x;
+
+    world_init(&x);
+    put(&x, 0);
+    ck_assert(!x.t->posted);
+    ck_assert(list_empty(&x.e.posted_tubes));
+    ck_assert_ptr_null(x.loop.posted);
+    world_free(&x);
+}
+END_TEST
+
+/* A timeout ends the wait in the tick; the wake comes with the delivery,
+ * and a worker cancelled in between is never woken. */
+START_TEST(timeouts_are_delivered_after_the_tick)
+{
+    World x;
+    Seen a, b;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    x.e.now = clock_mono();
+    park(&x, &a, NS_PER_MSEC);
+    park(&x, &b, NS_PER_MSEC);
+    x.e.now += 2 * NS_PER_MSEC;
+    engine_tick(&x.e);
+    ck_assert(!a.w.waiting && !b.w.waiting);
+    ck_assert_int_eq(a.n + b.n, 0);
+    worker_cancel(&x.e, &b.w); /* its client hung up first */
+    /* The loop delivers what was posted. */
+    ck_assert_ptr_nonnull(x.loop.posted);
+    ev_run_posted(&x.loop);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(a.how, WAIT_TIMED_OUT);
+    ck_assert_int_eq(b.n, 0);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    world_free(&x);
+}
+END_TEST
+
+/* Freed with deliveries pending: the tubes' references go back. */
+START_TEST(engine_free_with_deliveries_pending)
+{
+    World x;
+    Seen a;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    park(&x, &a, INT64_MAX);
+    put(&x, 0);
+    ck_assert(x.t->posted);
+    worker_fini(&x.e, &a.w);
+    world_free(&x); /* ASan/LSan: nothing leaks, no use after free */
+}
+END_TEST
+
+static Suite *waiter_suite(void)
+{
+    Suite *s = suite_create("waiter");
+    TCase *tc = unit_tcase("delivery");
+
+    tcase_add_test(tc, woken_after_the_put_not_inside_it);
+    tcase_add_test(tc, first_come_first_served);
+    tcase_add_test(tc, a_wake_may_call_the_engine);
+    tcase_add_test(tc, no_waiter_no_posting);
+    tcase_add_test(tc, timeouts_are_delivered_after_the_tick);
+    tcase_add_test(tc, engine_free_with_deliveries_pending);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(waiter_suite)
