@@ -12,7 +12,7 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int bench_fail(struct bench *b, const char *fmt, ...)
+int bench_fail(Bench *b, const char *fmt, ...)
 {
 	if (b->failure[0] == '\0') {
 		va_list ap;

@@ -1,15 +1,15 @@
-#ifndef TUBED_BENCH_BENCH_H
-#define TUBED_BENCH_BENCH_H
 /*
  * bench.h - the state of one benchmark run, shared by the run loop (run.c),
  * the workloads (workload.c) and the report (report.c).
  *
- * Contract: one struct bench per process, passed explicitly (no globals).
+ * Contract: one Bench per process, passed explicitly (no globals).
  * A run goes through phases: SETUP (use/watch/ignore), PREFILL (puts before a
  * drain, not measured) and MEASURE.  Op counters are per phase; errors and
  * the failure message span the whole run.  Times are CLOCK_MONOTONIC
  * nanoseconds, so a wall-clock step never distorts a measurement.
  */
+#ifndef TUBED_BENCH_BENCH_H
+#define TUBED_BENCH_BENCH_H
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -18,7 +18,7 @@
 #include "hist.h"
 #include "opts.h"
 
-enum cmd {
+typedef enum Cmd {
 	CMD_USE,
 	CMD_WATCH,
 	CMD_IGNORE,
@@ -31,24 +31,25 @@ enum cmd {
 	CMD_MC_OPEN,  /* memcache: get <queue>/open */
 	CMD_MC_CLOSE, /* memcache: get <queue>/close */
 	CMD__COUNT,
-};
+} Cmd;
 
-enum phase { PHASE_SETUP, PHASE_PREFILL, PHASE_MEASURE };
+typedef enum Phase { PHASE_SETUP, PHASE_PREFILL, PHASE_MEASURE } Phase;
 
-struct bench {
-	const struct bench_opts *o;
-	struct conn *conns;
+typedef struct Bench Bench;
+struct Bench {
+	const BenchOpts *o;
+	Conn *conns;
 	unsigned nconns; /* working connections first, then idle ones */
 	unsigned nwork;
 	unsigned nprod;  /* connections that put in the measured phase */
 	unsigned run_id; /* in tube names, so runs never share jobs (the pid) */
 	int epfd;
 
-	struct buf put_req; /* the whole put request, encoded once; memcache:
+	Buf put_req; /* the whole put request, encoded once; memcache:
 			       what follows the key in a set */
 	char *body;         /* the body every reserved job must come back with */
 
-	enum phase phase;
+	Phase phase;
 	uint64_t target;     /* ops this phase may start; UINT64_MAX = no limit */
 	bool stop;           /* start no more ops: deadline or interrupt */
 	uint64_t setup_left; /* setup replies still to come */
@@ -58,8 +59,8 @@ struct bench {
 
 	uint64_t cmds;   /* replies read during the measured phase */
 	uint64_t errors; /* unexpected replies, whole run */
-	struct hist op_lat;
-	struct hist cmd_lat[CMD__COUNT];
+	Hist op_lat;
+	Hist cmd_lat[CMD__COUNT];
 	uint64_t t_begin, t_end; /* the measured phase */
 	uint64_t t_last_rx;      /* last time any byte arrived */
 	bool interrupted;
@@ -68,7 +69,7 @@ struct bench {
 
 uint64_t now_ns(void);
 /* Record a fatal failure (the first one is kept); always returns -1. */
-int bench_fail(struct bench *b, const char *fmt, ...)
+int bench_fail(Bench *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Printable, quoted, shortened copy of protocol bytes for messages. */
 const char *bench_quote(const char *p, size_t n, char *out, size_t outlen);

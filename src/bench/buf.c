@@ -15,21 +15,21 @@ static void *xrealloc(void *p, size_t n)
 	return q;
 }
 
-void buf_init(struct buf *b, size_t cap)
+void buf_init(Buf *b, size_t cap)
 {
 	b->data = xrealloc(NULL, cap);
 	b->off = b->len = 0;
 	b->cap = cap;
 }
 
-void buf_free(struct buf *b)
+void buf_free(Buf *b)
 {
 	free(b->data);
 	b->data = NULL;
 	b->off = b->len = b->cap = 0;
 }
 
-char *buf_space(struct buf *b, size_t n)
+char *buf_space(Buf *b, size_t n)
 {
 	if (b->cap - b->len >= n)
 		return b->data + b->len;
@@ -50,20 +50,20 @@ char *buf_space(struct buf *b, size_t n)
 	return b->data + b->len;
 }
 
-void buf_append(struct buf *b, const void *p, size_t n)
+void buf_append(Buf *b, const void *p, size_t n)
 {
 	memcpy(buf_space(b, n), p, n);
 	b->len += n;
 }
 
-void buf_consume(struct buf *b, size_t n)
+void buf_consume(Buf *b, size_t n)
 {
 	b->off += n;
 	if (b->off == b->len)
 		b->off = b->len = 0;
 }
 
-size_t buf_pending(const struct buf *b)
+size_t buf_pending(const Buf *b)
 {
 	return b->len - b->off;
 }

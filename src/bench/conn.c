@@ -28,7 +28,7 @@ struct addrinfo *conn_resolve(const char *host, const char *port, char *err, siz
 	return ai;
 }
 
-void conn_init(struct conn *c, unsigned index, enum role role, uint32_t ring_cap)
+void conn_init(Conn *c, unsigned index, Role role, uint32_t ring_cap)
 {
 	memset(c, 0, sizeof *c);
 	c->fd = -1;
@@ -68,7 +68,7 @@ static int wait_connected(int fd, int timeout_ms)
 	return 0;
 }
 
-int conn_connect(struct conn *c, const struct addrinfo *ai, int timeout_ms,
+int conn_connect(Conn *c, const struct addrinfo *ai, int timeout_ms,
 		 char *err, size_t errlen)
 {
 	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -91,7 +91,7 @@ int conn_connect(struct conn *c, const struct addrinfo *ai, int timeout_ms,
 	return 0;
 }
 
-void conn_close(struct conn *c)
+void conn_close(Conn *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
@@ -104,32 +104,32 @@ void conn_close(struct conn *c)
 	c->ring = NULL;
 }
 
-struct pending *conn_push(struct conn *c)
+Pending *conn_push(Conn *c)
 {
 	if (c->count == c->ring_cap) {
 		/* A bug in the caller's in-flight accounting, never the server's fault. */
 		fprintf(stderr, "tubed-bench: internal error: request ring full\n");
 		abort();
 	}
-	struct pending *p = &c->ring[(c->head + c->count) & (c->ring_cap - 1)];
+	Pending *p = &c->ring[(c->head + c->count) & (c->ring_cap - 1)];
 	c->count++;
 	return p;
 }
 
-struct pending conn_pop(struct conn *c)
+Pending conn_pop(Conn *c)
 {
-	struct pending p = c->ring[c->head];
+	Pending p = c->ring[c->head];
 	c->head = (c->head + 1) & (c->ring_cap - 1);
 	c->count--;
 	return p;
 }
 
-struct pending *conn_front(struct conn *c)
+Pending *conn_front(Conn *c)
 {
 	return &c->ring[c->head];
 }
 
-int conn_flush(struct conn *c, char *err, size_t errlen)
+int conn_flush(Conn *c, char *err, size_t errlen)
 {
 	while (buf_pending(&c->out) > 0) {
 		ssize_t n = send(c->fd, c->out.data + c->out.off, buf_pending(&c->out), MSG_NOSIGNAL);
@@ -147,7 +147,7 @@ int conn_flush(struct conn *c, char *err, size_t errlen)
 	return 0;
 }
 
-ssize_t conn_read(struct conn *c, bool *full, char *err, size_t errlen)
+ssize_t conn_read(Conn *c, bool *full, char *err, size_t errlen)
 {
 	char *p = buf_space(&c->in, READ_CHUNK);
 	size_t room = c->in.cap - c->in.len;

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_CONN_H
-#define TUBED_BENCH_CONN_H
 /*
  * conn.h - one client connection: a non-blocking TCP socket, its input and
  * output buffers, and the FIFO of requests awaiting replies.
@@ -11,35 +9,39 @@
  * printing or exiting: the run loop decides what a failure means.
  * The workload-state fields are owned by workload.c.
  */
+#ifndef TUBED_BENCH_CONN_H
+#define TUBED_BENCH_CONN_H
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
 
-enum role {
+typedef enum Role {
 	ROLE_PRODUCER,  /* puts */
 	ROLE_WORKER,    /* reserve + delete */
 	ROLE_MIXED,     /* alternates put and reserve-with-timeout 0 */
 	ROLE_ROUNDTRIP, /* put, then reserve + delete, as one op */
 	ROLE_IDLE,      /* connected, sends nothing */
-};
+} Role;
 
 /* A request awaiting its reply. */
-struct pending {
+typedef struct Pending Pending;
+struct Pending {
 	uint64_t t_sent;  /* when the request was queued for sending */
 	uint64_t t_chain; /* when the op this request belongs to started */
 	uint32_t aux;     /* request-specific: tube index or expected count */
-	uint8_t kind;     /* enum cmd */
+	uint8_t kind;     /* Cmd */
 	uint8_t flags;    /* PF_* in workload.c */
 };
 
-struct conn {
+typedef struct Conn Conn;
+struct Conn {
 	int fd;
 	unsigned index;
-	enum role role;
-	struct buf in, out;
-	struct pending *ring;
+	Role role;
+	Buf in, out;
+	Pending *ring;
 	uint32_t ring_cap; /* a power of two */
 	uint32_t head;     /* oldest pending request */
 	uint32_t count;    /* requests in flight */
@@ -53,21 +55,21 @@ struct conn {
 
 /* Resolve host:port; on failure fills err and returns NULL. */
 struct addrinfo *conn_resolve(const char *host, const char *port, char *err, size_t errlen);
-void conn_init(struct conn *c, unsigned index, enum role role, uint32_t ring_cap);
+void conn_init(Conn *c, unsigned index, Role role, uint32_t ring_cap);
 /* Connect within timeout_ms, then make the socket non-blocking, TCP_NODELAY. */
-int conn_connect(struct conn *c, const struct addrinfo *ai, int timeout_ms,
+int conn_connect(Conn *c, const struct addrinfo *ai, int timeout_ms,
 		 char *err, size_t errlen);
-void conn_close(struct conn *c);
+void conn_close(Conn *c);
 
-struct pending *conn_push(struct conn *c);
-struct pending conn_pop(struct conn *c);
+Pending *conn_push(Conn *c);
+Pending conn_pop(Conn *c);
 /* The oldest request in flight (count > 0). */
-struct pending *conn_front(struct conn *c);
+Pending *conn_front(Conn *c);
 
 /* Write out as much output as the socket takes: 0 (done or would block) or -1. */
-int conn_flush(struct conn *c, char *err, size_t errlen);
+int conn_flush(Conn *c, char *err, size_t errlen);
 /* Read once into conn->in: bytes read, 0 at end of stream, -1 error, -2 would block.
  * *full is set when the read filled all the room offered (more may be waiting). */
-ssize_t conn_read(struct conn *c, bool *full, char *err, size_t errlen);
+ssize_t conn_read(Conn *c, bool *full, char *err, size_t errlen);
 
 #endif

@@ -26,7 +26,7 @@ static uint64_t bucket_mid(unsigned i)
 	return low + width / 2;
 }
 
-void hist_record(struct hist *h, uint64_t v)
+void hist_record(Hist *h, uint64_t v)
 {
 	h->bucket[bucket_of(v)]++;
 	h->count++;
@@ -34,7 +34,7 @@ void hist_record(struct hist *h, uint64_t v)
 		h->max = v;
 }
 
-uint64_t hist_percentile(const struct hist *h, double p)
+uint64_t hist_percentile(const Hist *h, double p)
 {
 	if (h->count == 0)
 		return 0;

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_HIST_H
-#define TUBED_BENCH_HIST_H
 /*
  * hist.h - log-linear latency histogram (nanoseconds).
  *
@@ -9,20 +7,23 @@
  * a fixed array (about 15 KiB): recording is a few instructions and never
  * allocates, so it can sit on the hot path of every request.
  */
+#ifndef TUBED_BENCH_HIST_H
+#define TUBED_BENCH_HIST_H
 #include <stdint.h>
 
 #define HIST_SUB_BITS 5
 #define HIST_SUB (1u << HIST_SUB_BITS)
 #define HIST_BUCKETS ((65 - HIST_SUB_BITS) * HIST_SUB)
 
-struct hist {
+typedef struct Hist Hist;
+struct Hist {
 	uint64_t count;
 	uint64_t max;
 	uint64_t bucket[HIST_BUCKETS];
 };
 
-void hist_record(struct hist *h, uint64_t v);
+void hist_record(Hist *h, uint64_t v);
 /* The value below which p percent (0..100) of the samples fall; 0 if empty. */
-uint64_t hist_percentile(const struct hist *h, double p);
+uint64_t hist_percentile(const Hist *h, double p);
 
 #endif

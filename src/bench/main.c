@@ -18,10 +18,10 @@
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o;
+	BenchOpts o;
 	opts_parse(argc, argv, &o);
-	/* Heap, not stack: the histograms make struct bench about 120 KiB. */
-	struct bench *b = calloc(1, sizeof *b);
+	/* Heap, not stack: the histograms make Bench about 120 KiB. */
+	Bench *b = calloc(1, sizeof *b);
 	if (!b) {
 		fprintf(stderr, "tubed-bench: out of memory\n");
 		return 1;

@@ -22,7 +22,7 @@ static bool value_size(const char *line, size_t n, uint64_t *size)
 	return parse_u64(sp + 1, n - (size_t)(sp + 1 - line), size) == 0;
 }
 
-ssize_t mcproto_frame(const char *p, size_t n, struct reply *r, size_t *need)
+ssize_t mcproto_frame(const char *p, size_t n, Reply *r, size_t *need)
 {
 	*need = 0;
 	ssize_t got = proto_frame_line(p, n, r);
@@ -47,7 +47,7 @@ ssize_t mcproto_frame(const char *p, size_t n, struct reply *r, size_t *need)
 	return (ssize_t)total;
 }
 
-void mcproto_set_tail(struct buf *out, const char *body, size_t size)
+void mcproto_set_tail(Buf *out, const char *body, size_t size)
 {
 	char *p = buf_space(out, 32);
 	size_t k = 0;
@@ -60,14 +60,14 @@ void mcproto_set_tail(struct buf *out, const char *body, size_t size)
 	buf_append(out, "\r\n", 2);
 }
 
-void mcproto_set(struct buf *out, const char *key, const struct buf *tail)
+void mcproto_set(Buf *out, const char *key, const Buf *tail)
 {
 	buf_append(out, "set ", 4);
 	buf_append(out, key, strlen(key));
 	buf_append(out, tail->data, tail->len);
 }
 
-void mcproto_get(struct buf *out, const char *key, const char *suffix)
+void mcproto_get(Buf *out, const char *key, const char *suffix)
 {
 	buf_append(out, "get ", 4);
 	buf_append(out, key, strlen(key));
@@ -75,7 +75,7 @@ void mcproto_get(struct buf *out, const char *key, const char *suffix)
 	buf_append(out, "\r\n", 2);
 }
 
-bool mcreply_value(const struct reply *r, const char *key, const char *suffix)
+bool mcreply_value(const Reply *r, const char *key, const char *suffix)
 {
 	size_t kw = strlen(VALUE_WORD), k = strlen(key), s = strlen(suffix);
 	const char *p = r->line + kw, *end = r->line + r->line_len;

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_MCWORK_H
-#define TUBED_BENCH_MCWORK_H
 /*
  * mcwork.h - the memcache workloads: mc-set, mc-get and mc-open-close.
  *
@@ -12,17 +10,19 @@
  * the prefill stored never asks a queue for more than it holds: on a
  * kestrel server an empty answer (END) is always unexpected.
  */
+#ifndef TUBED_BENCH_MCWORK_H
+#define TUBED_BENCH_MCWORK_H
 #include <stdint.h>
 
 #include "bench.h"
 #include "proto.h"
 
 /* Encode what follows the key of every set into b->put_req. */
-void mcwork_init(struct bench *b);
+void mcwork_init(Bench *b);
 /* Send the requests of one op (already counted in b->started). */
-void mcwork_start(struct bench *b, struct conn *c, enum role role, uint64_t now);
+void mcwork_start(Bench *b, Conn *c, Role role, uint64_t now);
 /* Check the reply to p (already taken off c's ring) and advance its op. */
-void mcwork_reply(struct bench *b, struct conn *c, const struct pending *p,
-		  const struct reply *r, uint64_t now);
+void mcwork_reply(Bench *b, Conn *c, const Pending *p,
+		  const Reply *r, uint64_t now);
 
 #endif

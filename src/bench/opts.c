@@ -33,22 +33,22 @@ static const char *const protocol_names[] = {
 	[PROTO_MEMCACHE] = "memcache",
 };
 
-const char *workload_name(enum workload w)
+const char *workload_name(Workload w)
 {
 	return workload_names[w];
 }
 
-const char *protocol_name(enum protocol p)
+const char *protocol_name(Protocol p)
 {
 	return protocol_names[p];
 }
 
-bool workload_is_mc(enum workload w)
+bool workload_is_mc(Workload w)
 {
 	return w == WL_MC_SET || w == WL_MC_GET || w == WL_MC_OPEN_CLOSE;
 }
 
-bool workload_drains(enum workload w)
+bool workload_drains(Workload w)
 {
 	return w == WL_RESERVE_DELETE || w == WL_MC_GET || w == WL_MC_OPEN_CLOSE;
 }
@@ -182,11 +182,11 @@ static double parse_seconds(const char *opt, const char *s)
 	return v;
 }
 
-static enum workload parse_workload(const char *s)
+static Workload parse_workload(const char *s)
 {
 	for (size_t i = 0; i < sizeof workload_names / sizeof workload_names[0]; i++)
 		if (strcmp(s, workload_names[i]) == 0)
-			return (enum workload)i;
+			return (Workload)i;
 	bad_usage("-w: unknown workload '%s'", s);
 }
 
@@ -203,11 +203,11 @@ static const char *parse_tube(const char *s)
 	return s;
 }
 
-static enum protocol parse_protocol(const char *s)
+static Protocol parse_protocol(const char *s)
 {
 	for (size_t i = 0; i < sizeof protocol_names / sizeof protocol_names[0]; i++)
 		if (strcmp(s, protocol_names[i]) == 0)
-			return (enum protocol)i;
+			return (Protocol)i;
 	bad_usage("--protocol: unknown protocol '%s' (beanstalk or memcache)", s);
 }
 
@@ -255,13 +255,14 @@ static const struct option long_opts[] = {
 };
 
 /* What the user typed, before defaults: 0 / false means "not given". */
-struct given {
+typedef struct Given Given;
+struct Given {
 	bool workload, connections, tubes, producers, workers, prefill, watch;
 	bool requests, timeout, port, protocol;
 	unsigned watch_tubes;
 };
 
-static void parse_one(int ch, struct bench_opts *o, struct given *g)
+static void parse_one(int ch, BenchOpts *o, Given *g)
 {
 	switch (ch) {
 	case 'h': o->host = optarg; break;
@@ -293,7 +294,7 @@ static void parse_one(int ch, struct bench_opts *o, struct given *g)
 
 /* The mc-* workloads imply --protocol memcache, whose default workload is
  * mc-set and default port kestrel's; the two families never mix. */
-static void check_protocol(struct bench_opts *o, const struct given *g)
+static void check_protocol(BenchOpts *o, const Given *g)
 {
 	if (g->workload && workload_is_mc(o->workload) && !g->protocol)
 		o->protocol = PROTO_MEMCACHE;
@@ -312,7 +313,7 @@ static void check_protocol(struct bench_opts *o, const struct given *g)
 		bad_usage("--prefill with --memcached: the prefill sets each of the -t keys once");
 }
 
-static void check_watch(struct bench_opts *o, const struct given *g)
+static void check_watch(BenchOpts *o, const Given *g)
 {
 	if (!g->watch)
 		return;
@@ -327,7 +328,7 @@ static void check_watch(struct bench_opts *o, const struct given *g)
 	o->tubes = g->watch_tubes;
 }
 
-static void check_produce_consume(struct bench_opts *o, const struct given *g)
+static void check_produce_consume(BenchOpts *o, const Given *g)
 {
 	if (o->workload != WL_PRODUCE_CONSUME) {
 		if (g->producers || g->workers)
@@ -347,7 +348,7 @@ static void check_produce_consume(struct bench_opts *o, const struct given *g)
 	o->connections = o->producers + o->workers;
 }
 
-static void check_drain(struct bench_opts *o, const struct given *g)
+static void check_drain(BenchOpts *o, const Given *g)
 {
 	if (!workload_drains(o->workload)) {
 		if (g->prefill)
@@ -377,15 +378,15 @@ static void check_drain(struct bench_opts *o, const struct given *g)
 	}
 }
 
-void opts_parse(int argc, char **argv, struct bench_opts *o)
+void opts_parse(int argc, char **argv, BenchOpts *o)
 {
-	*o = (struct bench_opts){
+	*o = (BenchOpts){
 		.host = "127.0.0.1", .port = DEFAULT_PORT, .label = "server",
 		.workload = WL_PUT, .connections = 1, .producers = 1, .workers = 1,
 		.pipeline = 1, .tubes = 1, .size = 100, .requests = DEFAULT_REQUESTS,
 		.stall = 10,
 	};
-	struct given g = {0};
+	Given g = {0};
 	int ch;
 	opterr = 0; /* our own message is clearer and goes with the usage */
 	while ((ch = getopt_long(argc, argv, ":h:p:c:P:s:n:d:t:w:q", long_opts, NULL)) != -1) {

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_OPTS_H
-#define TUBED_BENCH_OPTS_H
 /*
  * opts.h - command-line options of tubed-bench.
  *
@@ -9,16 +7,18 @@
  * a one-line reason and the usage on stderr and exits 2; --help prints the
  * usage on stdout and exits 0.
  */
+#ifndef TUBED_BENCH_OPTS_H
+#define TUBED_BENCH_OPTS_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-enum protocol {
+typedef enum Protocol {
 	PROTO_BEANSTALK,
 	PROTO_MEMCACHE, /* kestrel's memcache text dialect (tubed --memcache-port) */
-};
+} Protocol;
 
-enum workload {
+typedef enum Workload {
 	WL_PUT,
 	WL_RESERVE_DELETE,
 	WL_PRODUCE_CONSUME,
@@ -27,17 +27,18 @@ enum workload {
 	WL_MC_SET,        /* memcache: set */
 	WL_MC_GET,        /* memcache: prefill, then get (a dequeue on kestrel) */
 	WL_MC_OPEN_CLOSE, /* memcache: prefill, then get q/open + get q/close */
-};
+} Workload;
 
 /* requests value meaning "no count limit" (the run is bounded by -d). */
 #define OPTS_UNLIMITED UINT64_MAX
 
-struct bench_opts {
+typedef struct BenchOpts BenchOpts;
+struct BenchOpts {
 	const char *host;
 	const char *port;
 	const char *label;     /* server name repeated in --csv output */
-	enum protocol protocol;
-	enum workload workload;
+	Protocol protocol;
+	Workload workload;
 	unsigned connections;  /* working connections, producers + workers */
 	unsigned producers;    /* produce-consume only; connections 0..producers-1 */
 	unsigned workers;      /* produce-consume only */
@@ -60,12 +61,12 @@ struct bench_opts {
 	bool csv;
 };
 
-void opts_parse(int argc, char **argv, struct bench_opts *o);
-const char *workload_name(enum workload w);
-const char *protocol_name(enum protocol p);
+void opts_parse(int argc, char **argv, BenchOpts *o);
+const char *workload_name(Workload w);
+const char *protocol_name(Protocol p);
 /* The workload speaks the memcache protocol (the mc-* ones). */
-bool workload_is_mc(enum workload w);
+bool workload_is_mc(Workload w);
 /* The workload drains a prefilled queue (reserve-delete, mc-get, mc-open-close). */
-bool workload_drains(enum workload w);
+bool workload_drains(Workload w);
 
 #endif

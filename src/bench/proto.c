@@ -30,7 +30,7 @@ static bool body_size(const char *line, size_t n, uint64_t *size)
 	return dec_to_u64(sp + 1, n - (size_t)(sp + 1 - line), size);
 }
 
-ssize_t proto_frame_line(const char *p, size_t n, struct reply *r)
+ssize_t proto_frame_line(const char *p, size_t n, Reply *r)
 {
 	size_t scan = n < PROTO_MAX_LINE ? n : PROTO_MAX_LINE;
 	const char *nl = memchr(p, '\n', scan);
@@ -45,7 +45,7 @@ ssize_t proto_frame_line(const char *p, size_t n, struct reply *r)
 	return (ssize_t)(r->line_len + 2);
 }
 
-ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need)
+ssize_t proto_frame(const char *p, size_t n, Reply *r, size_t *need)
 {
 	*need = 0;
 	ssize_t got = proto_frame_line(p, n, r);
@@ -69,7 +69,7 @@ ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need)
 	return (ssize_t)total;
 }
 
-void proto_put(struct buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
+void proto_put(Buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
 	       const char *body, size_t size)
 {
 	char line[96];
@@ -79,13 +79,13 @@ void proto_put(struct buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
 	buf_append(out, "\r\n", 2);
 }
 
-void proto_line(struct buf *out, const char *cmd)
+void proto_line(Buf *out, const char *cmd)
 {
 	buf_append(out, cmd, strlen(cmd));
 	buf_append(out, "\r\n", 2);
 }
 
-void proto_line_name(struct buf *out, const char *cmd, const char *name)
+void proto_line_name(Buf *out, const char *cmd, const char *name)
 {
 	buf_append(out, cmd, strlen(cmd));
 	buf_append(out, " ", 1);
@@ -93,7 +93,7 @@ void proto_line_name(struct buf *out, const char *cmd, const char *name)
 	buf_append(out, "\r\n", 2);
 }
 
-void proto_line_u64(struct buf *out, const char *cmd, uint64_t v)
+void proto_line_u64(Buf *out, const char *cmd, uint64_t v)
 {
 	size_t k = strlen(cmd);
 	char *p = buf_space(out, k + 24);
@@ -105,13 +105,13 @@ void proto_line_u64(struct buf *out, const char *cmd, uint64_t v)
 	out->len += k;
 }
 
-bool reply_is(const struct reply *r, const char *word)
+bool reply_is(const Reply *r, const char *word)
 {
 	return r->body == NULL && r->line_len == strlen(word) &&
 	       memcmp(r->line, word, r->line_len) == 0;
 }
 
-bool reply_word_u64(const struct reply *r, const char *word, uint64_t *n)
+bool reply_word_u64(const Reply *r, const char *word, uint64_t *n)
 {
 	size_t k = strlen(word);
 	return r->body == NULL && r->line_len > k + 1 &&
@@ -119,7 +119,7 @@ bool reply_word_u64(const struct reply *r, const char *word, uint64_t *n)
 	       dec_to_u64(r->line + k + 1, r->line_len - k - 1, n);
 }
 
-bool reply_word_name(const struct reply *r, const char *word, const char *name)
+bool reply_word_name(const Reply *r, const char *word, const char *name)
 {
 	size_t k = strlen(word), m = strlen(name);
 	return r->body == NULL && r->line_len == k + 1 + m &&
@@ -127,7 +127,7 @@ bool reply_word_name(const struct reply *r, const char *word, const char *name)
 	       memcmp(r->line + k + 1, name, m) == 0;
 }
 
-bool reply_reserved(const struct reply *r, uint64_t *id)
+bool reply_reserved(const Reply *r, uint64_t *id)
 {
 	if (r->body == NULL || !starts_with(r->line, r->line_len, "RESERVED "))
 		return false;

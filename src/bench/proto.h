@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_PROTO_H
-#define TUBED_BENCH_PROTO_H
 /*
  * proto.h - the client side of the beanstalk protocol: request encoding,
  * reply framing and reply checks.  Pure functions over bytes, no sockets.
@@ -11,6 +9,8 @@
  * its \r\n.  The reply_* checks then match a framed reply exactly, so that a
  * reply with extra or missing bytes counts as unexpected.
  */
+#ifndef TUBED_BENCH_PROTO_H
+#define TUBED_BENCH_PROTO_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +23,8 @@
 /* Largest body a reply may announce (beanstalkd's -z limit). */
 #define PROTO_MAX_BODY (1024u * 1024u * 1024u)
 
-struct reply {
+typedef struct Reply Reply;
+struct Reply {
 	const char *line; /* without the \r\n */
 	size_t line_len;
 	const char *body; /* NULL when the reply has no body */
@@ -35,25 +36,25 @@ struct reply {
  * is complete; 0 when more bytes are needed (then *need is the total size if
  * already known, else 0); -1 when the bytes cannot be a beanstalk reply.
  */
-ssize_t proto_frame(const char *p, size_t n, struct reply *r, size_t *need);
+ssize_t proto_frame(const char *p, size_t n, Reply *r, size_t *need);
 /* Only the reply line at the start of p[0, n) (both protocols end lines in
  * \r\n and never send a bare \n): r gets the line and no body; returns the
  * line's size with its \r\n, 0 if incomplete, -1 if malformed or too long. */
-ssize_t proto_frame_line(const char *p, size_t n, struct reply *r);
+ssize_t proto_frame_line(const char *p, size_t n, Reply *r);
 
-void proto_put(struct buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
+void proto_put(Buf *out, uint32_t pri, uint32_t delay, uint32_t ttr,
 	       const char *body, size_t size);
-void proto_line(struct buf *out, const char *cmd);                    /* "reserve" */
-void proto_line_name(struct buf *out, const char *cmd, const char *name); /* "watch t" */
-void proto_line_u64(struct buf *out, const char *cmd, uint64_t v);       /* "delete 7" */
+void proto_line(Buf *out, const char *cmd);                    /* "reserve" */
+void proto_line_name(Buf *out, const char *cmd, const char *name); /* "watch t" */
+void proto_line_u64(Buf *out, const char *cmd, uint64_t v);       /* "delete 7" */
 
 /* The line is exactly `word`. */
-bool reply_is(const struct reply *r, const char *word);
+bool reply_is(const Reply *r, const char *word);
 /* The line is "word <n>" with n a plain decimal; stores n. */
-bool reply_word_u64(const struct reply *r, const char *word, uint64_t *n);
+bool reply_word_u64(const Reply *r, const char *word, uint64_t *n);
 /* The line is "word <name>". */
-bool reply_word_name(const struct reply *r, const char *word, const char *name);
+bool reply_word_name(const Reply *r, const char *word, const char *name);
 /* The line is "RESERVED <id> <bytes>" with its body; stores id. */
-bool reply_reserved(const struct reply *r, uint64_t *id);
+bool reply_reserved(const Reply *r, uint64_t *id);
 
 #endif

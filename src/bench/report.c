@@ -3,12 +3,12 @@
 
 #include "workload.h"
 
-static double elapsed_s(const struct bench *b)
+static double elapsed_s(const Bench *b)
 {
 	return (double)(b->t_end - b->t_begin) / 1e9;
 }
 
-static double per_sec(const struct bench *b, uint64_t n)
+static double per_sec(const Bench *b, uint64_t n)
 {
 	double s = elapsed_s(b);
 	return s > 0 ? (double)n / s : 0;
@@ -27,7 +27,7 @@ static const char *fmt_ns(uint64_t ns, char *out, size_t n)
 	return out;
 }
 
-static void print_latency(const struct hist *h, FILE *f)
+static void print_latency(const Hist *h, FILE *f)
 {
 	char a[24], c[24], d[24], e[24];
 	fprintf(f, "p50 %s  p99 %s  p99.9 %s  max %s\n",
@@ -37,7 +37,7 @@ static void print_latency(const struct hist *h, FILE *f)
 		fmt_ns(h->max, e, sizeof e));
 }
 
-static void banner_server(const struct bench_opts *o, FILE *f)
+static void banner_server(const BenchOpts *o, FILE *f)
 {
 	fprintf(f, "tubed-bench: %s on %s port %s", workload_name(o->workload), o->host, o->port);
 	if (o->protocol == PROTO_MEMCACHE)
@@ -45,9 +45,9 @@ static void banner_server(const struct bench_opts *o, FILE *f)
 	fputs(": ", f);
 }
 
-void report_banner(const struct bench *b, FILE *f)
+void report_banner(const Bench *b, FILE *f)
 {
-	const struct bench_opts *o = b->o;
+	const BenchOpts *o = b->o;
 	const char *tube = o->protocol == PROTO_MEMCACHE ? "queue" : "tube";
 	banner_server(o, f);
 	if (o->workload == WL_PRODUCE_CONSUME)
@@ -66,7 +66,7 @@ void report_banner(const struct bench *b, FILE *f)
 		fprintf(f, ", %llu ops\n", (unsigned long long)o->requests);
 }
 
-static void report_human(const struct bench *b, FILE *f)
+static void report_human(const Bench *b, FILE *f)
 {
 	fprintf(f, "ops          %llu done, %llu failed, in %.3f s%s\n",
 		(unsigned long long)b->done, (unsigned long long)b->failed, elapsed_s(b),
@@ -85,10 +85,10 @@ static void report_human(const struct bench *b, FILE *f)
 	fprintf(f, "unexpected   %llu replies\n", (unsigned long long)b->errors);
 }
 
-static void report_csv(const struct bench *b, FILE *f)
+static void report_csv(const Bench *b, FILE *f)
 {
-	const struct bench_opts *o = b->o;
-	const struct hist *h = &b->op_lat;
+	const BenchOpts *o = b->o;
+	const Hist *h = &b->op_lat;
 	fputs("label,workload,connections,pipeline,size,tubes,ops,failed,errors,seconds,"
 	      "ops_per_sec,requests_per_sec,p50_us,p99_us,p999_us,max_us\n", f);
 	fprintf(f, "%s,%s,%u,%u,%zu,%u,%llu,%llu,%llu,%.3f,%.0f,%.0f,%.1f,%.1f,%.1f,%.1f\n",
@@ -100,7 +100,7 @@ static void report_csv(const struct bench *b, FILE *f)
 		(double)h->max / 1e3);
 }
 
-void report_result(const struct bench *b, FILE *f)
+void report_result(const Bench *b, FILE *f)
 {
 	if (b->o->csv)
 		report_csv(b, f);

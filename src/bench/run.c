@@ -24,7 +24,8 @@ static void on_sigint(int sig)
 	got_sigint = 1;
 }
 
-struct limits {
+typedef struct Limits Limits;
+struct Limits {
 	uint64_t hard_deadline;    /* --timeout, whole run */
 	uint64_t measure_deadline; /* -d, 0 when counting ops */
 	uint64_t stall;            /* --stall */
@@ -50,10 +51,10 @@ static void raise_fd_limit(unsigned need)
 
 /* The first connection tries every address the name resolves to; the rest
  * reuse the one that worked. */
-static int connect_all(struct bench *b, int timeout_ms)
+static int connect_all(Bench *b, int timeout_ms)
 {
 	char err[256] = "";
-	const struct bench_opts *o = b->o;
+	const BenchOpts *o = b->o;
 	struct addrinfo *list = conn_resolve(o->host, o->port, err, sizeof err);
 	if (!list)
 		return bench_fail(b, "%s", err);
@@ -62,7 +63,7 @@ static int connect_all(struct bench *b, int timeout_ms)
 	while (conn_connect(&b->conns[0], ai, timeout_ms, err, sizeof err) < 0 && ai->ai_next)
 		ai = ai->ai_next;
 	for (unsigned i = 0; i < b->nconns; i++) {
-		struct conn *c = &b->conns[i];
+		Conn *c = &b->conns[i];
 		if (c->fd < 0 && (i == 0 || conn_connect(c, ai, timeout_ms, err, sizeof err) < 0)) {
 			freeaddrinfo(list);
 			return bench_fail(b, "cannot connect to %s port %s: %s (connection %u of %u)",
@@ -81,11 +82,11 @@ static int connect_all(struct bench *b, int timeout_ms)
 	return 0;
 }
 
-static int parse_replies(struct bench *b, struct conn *c, uint64_t now)
+static int parse_replies(Bench *b, Conn *c, uint64_t now)
 {
 	char q[120];
 	for (;;) {
-		struct reply r;
+		Reply r;
 		size_t need;
 		size_t avail = buf_pending(&c->in);
 		ssize_t k = b->o->protocol == PROTO_MEMCACHE
@@ -109,7 +110,7 @@ static int parse_replies(struct bench *b, struct conn *c, uint64_t now)
 	}
 }
 
-static int read_replies(struct bench *b, struct conn *c, uint64_t *now)
+static int read_replies(Bench *b, Conn *c, uint64_t *now)
 {
 	char err[128];
 	for (;;) {
@@ -132,7 +133,7 @@ static int read_replies(struct bench *b, struct conn *c, uint64_t *now)
 	}
 }
 
-static int idle_event(struct bench *b, struct conn *c)
+static int idle_event(Bench *b, Conn *c)
 {
 	char tmp[256];
 	ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
@@ -145,7 +146,7 @@ static int idle_event(struct bench *b, struct conn *c)
 	return bench_fail(b, "server sent %zd bytes on idle connection %u", n, c->index);
 }
 
-static int on_event(struct bench *b, struct conn *c, uint32_t events)
+static int on_event(Bench *b, Conn *c, uint32_t events)
 {
 	char err[128];
 	uint64_t now = now_ns();
@@ -160,7 +161,7 @@ static int on_event(struct bench *b, struct conn *c, uint32_t events)
 	return 0;
 }
 
-static uint64_t outstanding(const struct bench *b)
+static uint64_t outstanding(const Bench *b)
 {
 	uint64_t n = 0;
 	for (unsigned i = 0; i < b->nwork; i++)
@@ -168,7 +169,7 @@ static uint64_t outstanding(const struct bench *b)
 	return n;
 }
 
-static int check_limits(struct bench *b, const struct limits *lim, uint64_t now)
+static int check_limits(Bench *b, const Limits *lim, uint64_t now)
 {
 	if (got_sigint) {
 		b->interrupted = b->stop = true;
@@ -188,7 +189,7 @@ static int check_limits(struct bench *b, const struct limits *lim, uint64_t now)
 	return 0;
 }
 
-static void show_progress(const struct bench *b, struct limits *lim, uint64_t now)
+static void show_progress(const Bench *b, Limits *lim, uint64_t now)
 {
 	if (!lim->progress || b->phase == PHASE_SETUP || now < lim->next_progress)
 		return;
@@ -204,7 +205,7 @@ static void show_progress(const struct bench *b, struct limits *lim, uint64_t no
 	lim->next_progress = now + 1000000000u;
 }
 
-static int wait_ms(const struct bench *b, const struct limits *lim, uint64_t now)
+static int wait_ms(const Bench *b, const Limits *lim, uint64_t now)
 {
 	if (b->phase == PHASE_MEASURE && lim->measure_deadline) {
 		uint64_t left = lim->measure_deadline > now ? lim->measure_deadline - now : 0;
@@ -214,7 +215,7 @@ static int wait_ms(const struct bench *b, const struct limits *lim, uint64_t now
 	return TICK_MS;
 }
 
-static int start_phase(struct bench *b, enum phase ph, struct limits *lim)
+static int start_phase(Bench *b, Phase ph, Limits *lim)
 {
 	char err[128];
 	uint64_t now = now_ns();
@@ -226,7 +227,7 @@ static int start_phase(struct bench *b, enum phase ph, struct limits *lim)
 	if (ph == PHASE_MEASURE && b->o->duration > 0)
 		lim->measure_deadline = now + secs_to_ns(b->o->duration);
 	for (unsigned i = 0; i < b->nwork; i++) {
-		struct conn *c = &b->conns[i];
+		Conn *c = &b->conns[i];
 		workload_fill(b, c, now);
 		if (conn_flush(c, err, sizeof err) < 0)
 			return bench_fail(b, "connection %u: %s", c->index, err);
@@ -234,7 +235,7 @@ static int start_phase(struct bench *b, enum phase ph, struct limits *lim)
 	return 0;
 }
 
-static int run_phase(struct bench *b, enum phase ph, struct limits *lim)
+static int run_phase(Bench *b, Phase ph, Limits *lim)
 {
 	struct epoll_event evs[MAX_EVENTS];
 	if (start_phase(b, ph, lim) < 0)
@@ -266,10 +267,10 @@ static void install_sigint(void)
 	sigaction(SIGINT, &sa, NULL);
 }
 
-int bench_run(struct bench *b)
+int bench_run(Bench *b)
 {
-	const struct bench_opts *o = b->o;
-	struct limits lim = {
+	const BenchOpts *o = b->o;
+	Limits lim = {
 		.hard_deadline = now_ns() + secs_to_ns(o->timeout),
 		.stall = secs_to_ns(o->stall),
 		.progress = !o->quiet && isatty(STDERR_FILENO),
@@ -279,7 +280,7 @@ int bench_run(struct bench *b)
 	if (b->epfd < 0)
 		return bench_fail(b, "epoll_create1: %s", strerror(errno));
 	int rc = connect_all(b, (int)(o->stall * 1000));
-	for (enum phase ph = PHASE_SETUP; rc == 0 && ph <= PHASE_MEASURE; ph++) {
+	for (Phase ph = PHASE_SETUP; rc == 0 && ph <= PHASE_MEASURE; ph++) {
 		if (!workload_has_phase(b, ph))
 			continue;
 		rc = run_phase(b, ph, &lim);

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_RUN_H
-#define TUBED_BENCH_RUN_H
 /*
  * run.h - the event loop that drives a benchmark run.
  *
@@ -12,8 +10,10 @@
  * reached.  It never waits more than 100 ms without checking those limits,
  * so it cannot hang.
  */
+#ifndef TUBED_BENCH_RUN_H
+#define TUBED_BENCH_RUN_H
 #include "bench.h"
 
-int bench_run(struct bench *b);
+int bench_run(Bench *b);
 
 #endif

@@ -1,5 +1,3 @@
-#ifndef TUBED_BENCH_WLSHARE_H
-#define TUBED_BENCH_WLSHARE_H
 /*
  * wlshare.h - what the beanstalk workloads (workload.c) share with the
  * memcache ones (mcwork.c): request bookkeeping, tube names and the reply
@@ -8,6 +6,8 @@
  * Contract: internal to those two files; run.c and report.c see only
  * workload.h.  Every function here works as in workload.c's comments.
  */
+#ifndef TUBED_BENCH_WLSHARE_H
+#define TUBED_BENCH_WLSHARE_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,19 +22,19 @@
 			   open + close: the close still gets its reply) */
 
 /* Queue a request record on c (the caller appends the request's bytes). */
-void wl_push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
+void wl_push(Conn *c, Cmd kind, uint32_t aux, unsigned flags,
 	     uint64_t t_chain, uint64_t now);
 /* The name of tube (memcache: queue) k of this run: bench.<pid>.<k>. */
-void wl_tube_name(const struct bench *b, unsigned k, char *out, size_t n);
+void wl_tube_name(const Bench *b, unsigned k, char *out, size_t n);
 /* The tube the connection's next put (set) goes to; rotates over its share. */
-unsigned wl_put_tube(const struct bench *b, struct conn *c);
+unsigned wl_put_tube(const Bench *b, Conn *c);
 /* ok, or count (and show the first few of) an unexpected reply; returns ok. */
-bool wl_expect(struct bench *b, const struct conn *c, const struct pending *p,
-	       const struct reply *r, bool ok);
+bool wl_expect(Bench *b, const Conn *c, const Pending *p,
+	       const Reply *r, bool ok);
 /* The op p belongs to is over: done or failed, with its latency. */
-void wl_chain_end(struct bench *b, struct conn *c, const struct pending *p,
+void wl_chain_end(Bench *b, Conn *c, const Pending *p,
 		  bool ok, uint64_t now);
 /* The reply's body is the one every job is put with. */
-bool wl_body_ok(const struct bench *b, const struct reply *r);
+bool wl_body_ok(const Bench *b, const Reply *r);
 
 #endif

@@ -32,12 +32,12 @@ static const char *const cmd_names[CMD__COUNT] = {
 	[CMD_MC_CLOSE] = "get/close",
 };
 
-const char *cmd_name(enum cmd k)
+const char *cmd_name(Cmd k)
 {
 	return cmd_names[k];
 }
 
-const char *phase_name(enum phase ph)
+const char *phase_name(Phase ph)
 {
 	static const char *const names[] = {"setup", "prefill", "measure"};
 	return names[ph];
@@ -46,7 +46,7 @@ const char *phase_name(enum phase ph)
 /* Tubes of their own (bench.<pid>.<k>), with "default" ignored: a run
  * pointed at a live server never reserves or deletes anybody else's jobs,
  * and jobs left over by an earlier run cannot disturb this one. */
-void wl_tube_name(const struct bench *b, unsigned k, char *out, size_t n)
+void wl_tube_name(const Bench *b, unsigned k, char *out, size_t n)
 {
 	if (b->o->tube)
 		snprintf(out, n, "%s", b->o->tube); /* --tube: -t is 1 */
@@ -54,7 +54,7 @@ void wl_tube_name(const struct bench *b, unsigned k, char *out, size_t n)
 		snprintf(out, n, "bench.%u.%u", b->run_id, k);
 }
 
-static enum role role_of(const struct bench_opts *o, unsigned i)
+static Role role_of(const BenchOpts *o, unsigned i)
 {
 	switch (o->workload) {
 	case WL_PUT: return ROLE_PRODUCER;
@@ -79,9 +79,9 @@ static uint32_t ring_size(unsigned pipeline)
 	return cap;
 }
 
-void workload_init(struct bench *b)
+void workload_init(Bench *b)
 {
-	const struct bench_opts *o = b->o;
+	const BenchOpts *o = b->o;
 	b->nwork = o->connections;
 	b->nconns = o->connections + o->idle;
 	b->nprod = o->workload == WL_PRODUCE_CONSUME ? o->producers : o->connections;
@@ -107,7 +107,7 @@ void workload_init(struct bench *b)
 		proto_put(&b->put_req, JOB_PRI, 0, JOB_TTR, b->body, o->size);
 }
 
-void workload_free(struct bench *b)
+void workload_free(Bench *b)
 {
 	for (unsigned i = 0; i < b->nconns; i++)
 		conn_close(&b->conns[i]);
@@ -116,21 +116,21 @@ void workload_free(struct bench *b)
 	buf_free(&b->put_req);
 }
 
-static bool reserves(const struct conn *c)
+static bool reserves(const Conn *c)
 {
 	return c->role == ROLE_WORKER || c->role == ROLE_MIXED || c->role == ROLE_ROUNDTRIP;
 }
 
 /* Setup: "use" of the connection's first tube; then, for connections that
  * reserve, "watch" of every tube and "ignore default". */
-static unsigned setup_count(const struct bench *b, const struct conn *c)
+static unsigned setup_count(const Bench *b, const Conn *c)
 {
 	if (c->role == ROLE_IDLE || b->o->protocol == PROTO_MEMCACHE)
 		return 0;
 	return 1 + (reserves(c) ? b->o->tubes + 1 : 0);
 }
 
-bool workload_has_phase(const struct bench *b, enum phase ph)
+bool workload_has_phase(const Bench *b, Phase ph)
 {
 	switch (ph) {
 	case PHASE_SETUP: return true;
@@ -140,7 +140,7 @@ bool workload_has_phase(const struct bench *b, enum phase ph)
 	return false;
 }
 
-void workload_begin(struct bench *b, enum phase ph, uint64_t now)
+void workload_begin(Bench *b, Phase ph, uint64_t now)
 {
 	b->phase = ph;
 	b->started = b->done = b->failed = 0;
@@ -169,7 +169,7 @@ void workload_begin(struct bench *b, enum phase ph, uint64_t now)
 	}
 }
 
-bool workload_done(const struct bench *b)
+bool workload_done(const Bench *b)
 {
 	if (b->phase == PHASE_SETUP)
 		return b->setup_left == 0;
@@ -178,11 +178,11 @@ bool workload_done(const struct bench *b)
 
 /* ---- sending ---- */
 
-void wl_push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
+void wl_push(Conn *c, Cmd kind, uint32_t aux, unsigned flags,
 	     uint64_t t_chain, uint64_t now)
 {
-	struct pending *p = conn_push(c);
-	*p = (struct pending){.t_sent = now, .t_chain = t_chain, .aux = aux,
+	Pending *p = conn_push(c);
+	*p = (Pending){.t_sent = now, .t_chain = t_chain, .aux = aux,
 			      .kind = (uint8_t)kind, .flags = (uint8_t)flags};
 }
 
@@ -191,7 +191,7 @@ void wl_push(struct conn *c, enum cmd kind, uint32_t aux, unsigned flags,
  * rotates over its share (tubes i, i+np, i+2np, ...), sending "use" before
  * each put.  Round trips all go to the last watched tube: the worst case
  * for a server that scans the watch list in order. */
-unsigned wl_put_tube(const struct bench *b, struct conn *c)
+unsigned wl_put_tube(const Bench *b, Conn *c)
 {
 	unsigned t = b->o->tubes;
 	unsigned np = b->phase == PHASE_PREFILL ? b->nwork : b->nprod;
@@ -203,7 +203,7 @@ unsigned wl_put_tube(const struct bench *b, struct conn *c)
 	return c->index + np * (unsigned)(c->put_seq++ % owned);
 }
 
-static void send_use(struct bench *b, struct conn *c, unsigned tube, unsigned flags,
+static void send_use(Bench *b, Conn *c, unsigned tube, unsigned flags,
 		     uint64_t t_chain, uint64_t now)
 {
 	char name[64];
@@ -213,7 +213,7 @@ static void send_use(struct bench *b, struct conn *c, unsigned tube, unsigned fl
 	c->cur_tube = tube;
 }
 
-static void send_put(struct bench *b, struct conn *c, unsigned flags, uint64_t now)
+static void send_put(Bench *b, Conn *c, unsigned flags, uint64_t now)
 {
 	unsigned tube = wl_put_tube(b, c);
 	if (tube != c->cur_tube)
@@ -222,14 +222,14 @@ static void send_put(struct bench *b, struct conn *c, unsigned flags, uint64_t n
 	buf_append(&c->out, b->put_req.data, b->put_req.len);
 }
 
-static void send_reserve(struct conn *c, enum cmd kind, unsigned flags,
+static void send_reserve(Conn *c, Cmd kind, unsigned flags,
 			 uint64_t t_chain, uint64_t now)
 {
 	wl_push(c, kind, 0, flags, t_chain, now);
 	proto_line(&c->out, kind == CMD_RESERVE ? "reserve" : "reserve-with-timeout 0");
 }
 
-static void send_delete(struct conn *c, uint64_t id, unsigned flags,
+static void send_delete(Conn *c, uint64_t id, unsigned flags,
 			uint64_t t_chain, uint64_t now)
 {
 	wl_push(c, CMD_DELETE, 0, flags, t_chain, now);
@@ -237,7 +237,7 @@ static void send_delete(struct conn *c, uint64_t id, unsigned flags,
 }
 
 /* Setup step i of a connection (see setup_count). */
-static void send_setup(struct bench *b, struct conn *c, unsigned i, uint64_t now)
+static void send_setup(Bench *b, Conn *c, unsigned i, uint64_t now)
 {
 	unsigned t = b->o->tubes;
 	char name[64];
@@ -256,14 +256,14 @@ static void send_setup(struct bench *b, struct conn *c, unsigned i, uint64_t now
 	}
 }
 
-static void fill_setup(struct bench *b, struct conn *c, uint64_t now)
+static void fill_setup(Bench *b, Conn *c, uint64_t now)
 {
 	unsigned total = setup_count(b, c);
 	while (c->setup_sent < total && c->count < c->ring_cap)
 		send_setup(b, c, c->setup_sent++, now);
 }
 
-static bool may_start(const struct bench *b)
+static bool may_start(const Bench *b)
 {
 	/* A failed put in produce-consume is a job no worker will ever get. */
 	uint64_t limit = b->target - (b->puts_failed < b->target ? b->puts_failed : b->target);
@@ -271,9 +271,9 @@ static bool may_start(const struct bench *b)
 }
 
 /* Start one op on c; false when the phase has none left to start. */
-static bool start_chain(struct bench *b, struct conn *c, uint64_t now)
+static bool start_chain(Bench *b, Conn *c, uint64_t now)
 {
-	enum role role = b->phase == PHASE_PREFILL ? ROLE_PRODUCER : c->role;
+	Role role = b->phase == PHASE_PREFILL ? ROLE_PRODUCER : c->role;
 	if (role == ROLE_PRODUCER && b->o->workload == WL_PRODUCE_CONSUME) {
 		/* Producers feed the workers' ops; their puts are not ops. */
 		if (b->stop || b->puts_started >= b->target)
@@ -305,7 +305,7 @@ static bool start_chain(struct bench *b, struct conn *c, uint64_t now)
 	return true;
 }
 
-void workload_fill(struct bench *b, struct conn *c, uint64_t now)
+void workload_fill(Bench *b, Conn *c, uint64_t now)
 {
 	if (b->phase == PHASE_SETUP) {
 		fill_setup(b, c, now);
@@ -319,15 +319,15 @@ void workload_fill(struct bench *b, struct conn *c, uint64_t now)
 
 /* ---- replies ---- */
 
-static void unexpected(struct bench *b, const struct conn *c, const struct pending *p,
-		       const struct reply *r)
+static void unexpected(Bench *b, const Conn *c, const Pending *p,
+		       const Reply *r)
 {
 	b->errors++;
 	if (b->errors <= SHOWN_ERRORS) {
 		char q[120];
 		bench_quote(r->line, r->line_len, q, sizeof q);
 		fprintf(stderr, "tubed-bench: connection %u: unexpected reply to %s: %s", c->index,
-			cmd_name((enum cmd)p->kind), q);
+			cmd_name((Cmd)p->kind), q);
 		if (r->body && r->body_len != b->o->size)
 			fprintf(stderr, " with a %zu-byte body, expected %zu bytes", r->body_len,
 				b->o->size);
@@ -341,15 +341,15 @@ static void unexpected(struct bench *b, const struct conn *c, const struct pendi
 		bench_fail(b, "giving up after %d unexpected replies", MAX_ERRORS);
 }
 
-bool wl_expect(struct bench *b, const struct conn *c, const struct pending *p,
-	       const struct reply *r, bool ok)
+bool wl_expect(Bench *b, const Conn *c, const Pending *p,
+	       const Reply *r, bool ok)
 {
 	if (!ok)
 		unexpected(b, c, p, r);
 	return ok;
 }
 
-void wl_chain_end(struct bench *b, struct conn *c, const struct pending *p,
+void wl_chain_end(Bench *b, Conn *c, const Pending *p,
 		  bool ok, uint64_t now)
 {
 	c->chains--;
@@ -367,13 +367,13 @@ void wl_chain_end(struct bench *b, struct conn *c, const struct pending *p,
 	}
 }
 
-bool wl_body_ok(const struct bench *b, const struct reply *r)
+bool wl_body_ok(const Bench *b, const Reply *r)
 {
 	return r->body_len == b->o->size && memcmp(r->body, b->body, r->body_len) == 0;
 }
 
-static void on_put(struct bench *b, struct conn *c, const struct pending *p,
-		   const struct reply *r, uint64_t now)
+static void on_put(Bench *b, Conn *c, const Pending *p,
+		   const Reply *r, uint64_t now)
 {
 	uint64_t id;
 	bool ok = wl_expect(b, c, p, r, reply_word_u64(r, "INSERTED", &id));
@@ -385,8 +385,8 @@ static void on_put(struct bench *b, struct conn *c, const struct pending *p,
 		wl_chain_end(b, c, p, ok, now);
 }
 
-static void on_reserve(struct bench *b, struct conn *c, const struct pending *p,
-		       const struct reply *r, uint64_t now)
+static void on_reserve(Bench *b, Conn *c, const Pending *p,
+		       const Reply *r, uint64_t now)
 {
 	uint64_t id;
 	if (reply_reserved(r, &id) && wl_body_ok(b, r)) {
@@ -398,9 +398,9 @@ static void on_reserve(struct bench *b, struct conn *c, const struct pending *p,
 	wl_chain_end(b, c, p, wl_expect(b, c, p, r, ok), now);
 }
 
-void workload_reply(struct bench *b, struct conn *c, const struct reply *r, uint64_t now)
+void workload_reply(Bench *b, Conn *c, const Reply *r, uint64_t now)
 {
-	struct pending p = conn_pop(c);
+	Pending p = conn_pop(c);
 	char name[64];
 	uint64_t n;
 	if (b->phase == PHASE_MEASURE) {
@@ -411,7 +411,7 @@ void workload_reply(struct bench *b, struct conn *c, const struct reply *r, uint
 		mcwork_reply(b, c, &p, r, now);
 		return;
 	}
-	switch ((enum cmd)p.kind) {
+	switch ((Cmd)p.kind) {
 	case CMD_WATCH:
 	case CMD_IGNORE:
 		wl_expect(b, c, &p, r, reply_word_u64(r, "WATCHING", &n) && n == p.aux);
