@@ -27,6 +27,16 @@
 #include "conf.h"
 #include "names.h"
 
+/* Counters the memcache front-end shows per queue (kestrel's stats,
+ * mcstats.h) and the engine does not keep. They live and die with the
+ * tube, so a tube made again after it was freed starts from zero. */
+typedef struct TubeMcStats {
+    uint64_t transactions;  /* /open gets that opened a job */
+    uint64_t canceled;      /* opened jobs given back (abort, disconnect) */
+    uint64_t flushes;       /* flush and flush_all of the tube */
+    uint64_t age_ms;        /* how long the last job fetched had waited */
+} TubeMcStats;
+
 typedef struct Tube Tube;
 struct Tube {
     HashNode hnode;
@@ -67,6 +77,7 @@ struct Tube {
     int64_t timer_at;    /* key in TubeSet.timers; INT64_MAX when absent */
     size_t timer_pos;
     size_t list_pos;
+    TubeMcStats mc;
     uint8_t name_len;
     char name[MAX_TUBE_NAME + 1];
 };

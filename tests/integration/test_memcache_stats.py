@@ -207,3 +207,26 @@ def test_connection_limit_counts_both_protocols(binary):
         eq(b2.recv(100), b"OUT_OF_MEMORY\r\n", "a refused beanstalk client hears beanstalkd's line")
         b2.close()
         eq(m.stats()["curr_connections"], "2", "curr_connections")
+
+
+@no_server
+def test_a_tube_made_again_starts_from_zero(binary):
+    # The counters only this front-end keeps (transactions, canceled,
+    # flushes, age) live in the tube: a queue freed and made again starts
+    # at zero. They used to sit in a side table keyed by name that told a
+    # new tube from the old one by its address, so a tube made again at
+    # the freed one's address (the allocator's first choice) took its
+    # counters over.
+    with McServer(binary) as s:
+        m = s.mc()
+        for rnd in range(5):
+            m.store("r", b"x")
+            eq(m.get("r/open"), b"x", "round %d: open" % rnd)
+            m.expect("get r/close", "END")
+            # r is empty and unused now: freed. No stats in between (a
+            # document made meanwhile used to hide the bug).
+            m.store("r", b"y")
+            st = m.stats()
+            eq(st["queue_r_transactions"], "0",
+               "round %d: a new tube r inherited the old one's transactions" % rnd)
+            eq(m.get("r"), b"y", "round %d: drain" % rnd)

@@ -49,8 +49,6 @@ typedef struct Memcache {
     Proto proto;            /* first: conns reach this via their proto */
     Server *srv;
     McCounters ct;
-    Hash tstats;            /* McTubeStat by tube name (mcstats.c) */
-    int tstats_ok;          /* the table could be set up */
     Buf tmp;                /* a taken job's reply, built before its delete */
 } Memcache;
 

@@ -123,15 +123,10 @@ int memcache_init(Memcache *f, Server *s)
          * for a server that cannot serve. */
         .refusal = "SERVER_ERROR too many open connections\r\n",
     };
-    if (mcstats_init(f) < 0) {
-        log_err("memcache: out of memory at startup");
-        return -1;
-    }
     return 0;
 }
 
 void memcache_free(Memcache *f)
 {
-    mcstats_free(f);
     buf_free(&f->tmp);
 }

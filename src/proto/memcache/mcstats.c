@@ -9,133 +9,10 @@
 
 /* ---- per-tube counters -------------------------------------------------- */
 
-typedef struct NameKey {
-    const char *name;
-    size_t len;
-} NameKey;
-
-static uint64_t tstat_hash(const HashNode *n)
+void mcstats_forget(Memcache *f, Tube *t)
 {
-    const McTubeStat *s = container_of(n, McTubeStat, node);
-
-    return hash_bytes(s->name, s->len);
-}
-
-static int tstat_eq(const HashNode *n, const void *key)
-{
-    const McTubeStat *s = container_of(n, McTubeStat, node);
-    const NameKey *k = key;
-
-    return s->len == k->len && memcmp(s->name, k->name, k->len) == 0;
-}
-
-int mcstats_init(Memcache *f)
-{
-    f->tstats_ok = hash_init(&f->tstats, tstat_hash) == 0;
-    return f->tstats_ok ? 0 : -1;
-}
-
-void mcstats_free(Memcache *f)
-{
-    Hash *h = &f->tstats;
-
-    if (!f->tstats_ok)
-        return;
-    /* Chain by chain, each link read before its node goes (hash_each may
-     * not free). */
-    for (size_t i = 0; i < h->nbuckets; i++) {
-        HashNode *n = h->buckets[i];
-        while (n) {
-            HashNode *next = n->next;
-            tb_free(container_of(n, McTubeStat, node));
-            n = next;
-        }
-        h->buckets[i] = NULL;
-    }
-    hash_free(h);
-    f->tstats_ok = 0;
-}
-
-static McTubeStat *find(const Memcache *f, const char *name, size_t len)
-{
-    NameKey k = {name, len};
-    HashNode *n;
-
-    if (!f->tstats_ok)
-        return NULL;
-    n = hash_find(&f->tstats, hash_bytes(name, len), tstat_eq, &k);
-    return n ? container_of(n, McTubeStat, node) : NULL;
-}
-
-McTubeStat *mcstats_tube(Memcache *f, const Tube *t)
-{
-    McTubeStat *s = find(f, t->name, t->name_len);
-
-    if (s) {
-        if (s->tube != t) { /* the name was freed and made again */
-            s->tube = t;
-            s->transactions = s->canceled = s->flushes = s->age_ms = 0;
-        }
-        return s;
-    }
-    if (!f->tstats_ok || !(s = tb_calloc(1, sizeof *s)))
-        return NULL;
-    s->tube = t;
-    s->len = t->name_len;
-    memcpy(s->name, t->name, t->name_len + 1);
-    hash_insert(&f->tstats, &s->node);
-    return s;
-}
-
-void mcstats_forget(Memcache *f, const Tube *t)
-{
-    McTubeStat *s = find(f, t->name, t->name_len);
-
-    if (s) {
-        hash_remove(&f->tstats, &s->node);
-        tb_free(s);
-    }
-}
-
-/* The counters of t if they are t's, else NULL (all zero). */
-static const McTubeStat *peek_tube(const Memcache *f, const Tube *t)
-{
-    const McTubeStat *s = find(f, t->name, t->name_len);
-
-    return s && s->tube == t ? s : NULL;
-}
-
-typedef struct Stale {
-    const Engine *e;
-    McTubeStat **v;
-    size_t n, cap;
-} Stale;
-
-static void note_stale(HashNode *n, void *arg)
-{
-    Stale *st = arg;
-    McTubeStat *s = container_of(n, McTubeStat, node);
-
-    if (engine_tube_find(st->e, s->name, s->len) != s->tube && st->n < st->cap)
-        st->v[st->n++] = s;
-}
-
-/* Drop the counters of tubes that are gone. */
-static void prune(Memcache *f)
-{
-    Stale st = {&f->srv->eng, NULL, 0, 0};
-
-    if (!f->tstats_ok || !f->tstats.len)
-        return;
-    st.cap = f->tstats.len;
-    if (!(st.v = tb_malloc(st.cap * sizeof *st.v)))
-        return; /* kept for now; tried again at the next document */
-    hash_each(&f->tstats, note_stale, &st);
-    for (size_t i = 0; i < st.n; i++) {
-        hash_remove(&f->tstats, &st.v[i]->node);
-        tb_free(st.v[i]);
-    }
-    tb_free(st.v);
+    (void)f;
+    memset(&t->mc, 0, sizeof t->mc);
 }
 
 /* ---- tubes in name order ------------------------------------------------ */
@@ -196,7 +73,7 @@ static uint64_t bytes_of(const Tube *t)
 
 static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
 {
-    const McTubeStat *s = peek_tube(f, t);
+    const McTubeStat *s = &t->mc;
 
     memset(v, 0, TS_COUNT * sizeof *v);
     v[TS_ITEMS] = items_of(t);
@@ -210,12 +87,10 @@ static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
     v[TS_DISCARDED] = t->total_discarded;
     v[TS_WAITERS] = engine_tube_waiting(&f->srv->eng, t);
     v[TS_OPEN] = t->reserved_ct;
-    if (s) {
-        v[TS_AGE] = s->age_ms;
-        v[TS_TRANSACTIONS] = s->transactions;
-        v[TS_CANCELED] = s->canceled;
-        v[TS_FLUSHES] = s->flushes;
-    }
+    v[TS_AGE] = s->age_ms;
+    v[TS_TRANSACTIONS] = s->transactions;
+    v[TS_CANCELED] = s->canceled;
+    v[TS_FLUSHES] = s->flushes;
 }
 
 /* A fanout parent's children, comma-separated in name order; 0 if it has
@@ -310,7 +185,6 @@ void mcstats_server(Memcache *f, Buf *b)
     Tube **v;
     Buf kids = {0};
 
-    prune(f);
     global_stats(f, b);
     if (!(v = sorted_tubes(e, b)))
         return;
@@ -394,7 +268,6 @@ void mcstats_dump(Memcache *f, McNames names, Buf *b)
     size_t n;
     Name *given;
 
-    prune(f);
     given = given_names(names, &n, b);
     if (b->oom)
         return;
