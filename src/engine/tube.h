@@ -65,6 +65,10 @@ struct Tube {
     int64_t timer_at;    /* key in TubeSet.timers; INT64_MAX when absent */
     size_t timer_pos;
     size_t list_pos;
+    /* The front-ends' cache of which listeners may touch this tube
+     * (net/access.h): bit i of access_ok is listener i's answer, valid
+     * while access_gen is the server's. The engine never reads them. */
+    uint32_t access_gen, access_ok;
     uint8_t name_len;
     char name[MAX_TUBE_NAME + 1];
 };

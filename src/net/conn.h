@@ -79,6 +79,7 @@ struct Conn {
     EvSource ev;
     Server *srv;
     const Proto *proto;
+    struct Listener *lis;   /* accepted on it; NULL: every command, every tube */
     uint8_t state;
     uint8_t flags;
     uint8_t nholds;
@@ -95,6 +96,8 @@ struct Conn {
 };
 
 Conn *conn_new(Server *s, int fd, const Proto *p);
+/* The same for a connection accepted on l (its proto, its counters). */
+Conn *conn_new_on(Server *s, int fd, struct Listener *l);
 void conn_close(Conn *c);
 void conn_free(Conn *c);
 void conn_set_state(Conn *c, ConnState st);

@@ -435,18 +435,18 @@ START_TEST(list_tubes)
     Buf b = {0};
 
     server_setup(&s);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     doc_is(&b, "---\n- default\n");
     Tube *x = tube(&s, "x");
     Tube *y = tube(&s, "y(1)");
     Tube *z = tube(&s, "z");
     buf_free(&b);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     /* Names are not quoted in lists. */
     doc_is(&b, "---\n- default\n- x\n- y(1)\n- z\n");
     tube_unref(&s.eng.tubes, x); /* z takes x's place */
     buf_free(&b);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     doc_is(&b, "---\n- default\n- z\n- y(1)\n");
     tube_unref(&s.eng.tubes, y);
     tube_unref(&s.eng.tubes, z);
