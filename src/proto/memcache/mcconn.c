@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "mcaccess.h"
 #include "log.h"
 #include "mccmd.h"
 #include "mcget.h"
@@ -140,6 +141,10 @@ int memcache_init(Memcache *f, Server *s)
          * for a server that cannot serve. */
         .refusal = "SERVER_ERROR too many open connections\r\n",
     };
+    /* A command without a row is admin-only; tests hold this at 0. */
+    if (mc_access_init(f->allow))
+        log_warn("memcache commands without a role decision: admin only");
+    f->allow_peek = (uint8_t)mc_access_roles("get/peek");
     if (mcstats_init(f) < 0) {
         log_err("memcache: out of memory at startup");
         return -1;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "conf.h"
@@ -154,17 +155,19 @@ static int by_tube_name(const void *a, const void *b)
     return name_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
-/* Every tube, in name order; NULL (b->oom set) when out of memory. */
-static Tube **sorted_tubes(const Engine *e, Buf *b)
+/* Every tube listener l may touch (NULL: every tube), in name order, *n
+ * of them; NULL (b->oom set) when out of memory. */
+static Tube **sorted_tubes(const Engine *e, const Listener *l, Buf *b, size_t *n)
 {
     Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
 
+    *n = 0;
     if (!v) {
         b->oom = 1;
         return NULL;
     }
-    memcpy(v, e->tubes.list, e->tubes.len * sizeof *v);
-    qsort(v, e->tubes.len, sizeof *v, by_tube_name);
+    *n = access_filter(l, v, e->tubes.list, e->tubes.len);
+    qsort(v, *n, sizeof *v, by_tube_name);
     return v;
 }
 
@@ -304,17 +307,18 @@ static void global_stats(const Memcache *f, Buf *b)
                (unsigned long long)c->queue_deletes);
 }
 
-void mcstats_server(Memcache *f, Buf *b)
+void mcstats_server(Memcache *f, const Listener *l, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     Tube **v;
     Buf kids = {0};
+    size_t n;
 
     prune(f);
     global_stats(f, b);
-    if (!(v = sorted_tubes(e, b)))
+    if (!(v = sorted_tubes(e, l, b, &n)))
         return;
-    for (size_t i = 0; i < e->tubes.len; i++) {
+    for (size_t i = 0; i < n; i++) {
         const Tube *t = v[i];
         uint64_t val[TS_COUNT];
 
@@ -387,7 +391,7 @@ static Name *given_names(McNames names, size_t *n, Buf *b)
     return v;
 }
 
-void mcstats_dump(Memcache *f, McNames names, Buf *b)
+void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     Buf kids = {0};
@@ -400,18 +404,19 @@ void mcstats_dump(Memcache *f, McNames names, Buf *b)
         return;
     if (given) {
         for (size_t i = 0; i < n; i++) {
-            const Tube *t = engine_tube_find(e, given[i].p, given[i].n);
-            if (t)
+            Tube *t = engine_tube_find(e, given[i].p, given[i].n);
+            if (t && access_tube(l, t))
                 dump_tube(f, t, b, &kids);
             else /* kestrel's empty block for a queue it does not have */
                 buf_printf(b, "queue '%.*s' {\r\n  \r\n}\r\n", (int)given[i].n, given[i].p);
         }
         tb_free(given);
     } else {
-        Tube **v = sorted_tubes(e, b);
+        size_t k;
+        Tube **v = sorted_tubes(e, l, b, &k);
         if (!v)
             return;
-        for (size_t i = 0; i < e->tubes.len; i++)
+        for (size_t i = 0; i < k; i++)
             dump_tube(f, v[i], b, &kids);
         tb_free(v);
     }
