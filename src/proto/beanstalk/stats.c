@@ -283,16 +283,29 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
                x->releases, x->buries, x->kicks);
 }
 
+/* An empty list is "--- []": YAML loaders read a bare "---" as null, which
+ * a client then fails to iterate (beaneater does). Only a restricted
+ * listener's lists can be empty: default always exists, and a watch list
+ * is never emptied by ignore. */
+static const char EMPTY_LIST[] = "--- []\n";
+
 void stats_list_tubes(const Engine *e, const Listener *l, Buf *b)
 {
-    buf_append(b, "---\n", 4);
+    size_t n = 0;
+
     for (size_t i = 0; i < e->tubes.len; i++)
         if (access_tube(l, e->tubes.list[i]))
-            buf_printf(b, "- %s\n", e->tubes.list[i]->name);
+            buf_printf(b, "%s- %s\n", n++ ? "" : "---\n", e->tubes.list[i]->name);
+    if (!n)
+        buf_append(b, EMPTY_LIST, sizeof EMPTY_LIST - 1);
 }
 
 void stats_list_watched(const Worker *w, Buf *b)
 {
+    if (!w->nwatch) {
+        buf_append(b, EMPTY_LIST, sizeof EMPTY_LIST - 1);
+        return;
+    }
     buf_append(b, "---\n", 4);
     for (uint32_t i = 0; i < w->nwatch; i++)
         buf_printf(b, "- %s\n", w->watch[i].tube->name);
