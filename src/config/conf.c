@@ -360,7 +360,7 @@ static int key_value(Parser *p, const char *s, size_t n, const char *eq)
         return fail(p, "unknown key '%s'", quote(q, sizeof q, key, kn));
     if (k->server && p->cur != &p->cf->top)
         return fail(p, "%s is a server setting: allowed only at the top level, before "
-                    "the first [tube] or [listen] section", k->name);
+                    "the first [tube] section", k->name);
     base = k->server ? (void *)&p->cf->server : (void *)&p->cur->own;
     set = k->server ? &p->cf->server.set : &p->cur->own.set;
     lines = k->server ? p->cf->server_line : p->cur->own_line;

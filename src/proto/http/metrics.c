@@ -47,6 +47,7 @@ static const struct {
     {"list-jobs", CMD_LIST_JOBS},
     {"move-job", CMD_MOVE_JOB},
     {"stats-binlog", CMD_STATS_BINLOG},
+    {"stats-listeners", CMD_STATS_LISTENERS},
 };
 
 static const char *const state_names[] = {"ready", "reserved", "delayed", "buried"};
