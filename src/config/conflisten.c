@@ -14,6 +14,22 @@ static const char *const key_names[LK_COUNT] = {
     "address", "protocol", "role", "tubes", "users", "groups", "socket_mode",
 };
 
+/* A value as an error message may show it: printable ASCII only ('?' for
+ * other bytes: a tab or a byte >= 0x80), at most 40 bytes, "..." when cut. */
+static const char *q(char buf[48], const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n && i < 40; i++)
+        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    if (i < n) {
+        memcpy(buf + i, "...", 3);
+        i += 3;
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
 static bool blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -74,6 +90,7 @@ int conf_listen_start(ConfListen *l, const char *name, size_t len, unsigned long
 /* "HOST:PORT", "[V6]:PORT" or "unix:/path". */
 static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
+    char qb[48];
     const char *colon;
     uint64_t port;
     size_t hn;
@@ -82,6 +99,13 @@ static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size
         snprintf(why, whylen, "address too long (at most %d bytes)", LISTEN_ADDR_MAX);
         return -1;
     }
+    /* Shown in logs, stats-listeners (a quoted YAML string) and metrics. */
+    for (size_t i = 0; i < n; i++)
+        if (v[i] <= 0x20 || v[i] >= 0x7f || v[i] == '"' || v[i] == '\\') {
+            snprintf(why, whylen, "bad address '%s' (no blanks, quotes or backslashes)",
+                     q(qb, v, n));
+            return -1;
+        }
     memcpy(l->address, v, n);
     l->address[n] = '\0';
     if (n > 5 && !memcmp(v, "unix:", 5)) {
@@ -134,6 +158,7 @@ static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size
 
 static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
+    char qb[48];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
     unsigned roles = 0;
@@ -143,8 +168,8 @@ static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t
         for (r = 0; r < 4 && !word_is(it, in, role_names[r]); r++)
             ;
         if (r == 4) {
-            snprintf(why, whylen, "unknown role '%.*s' (want admin, worker, producer or read, "
-                     "comma-separated)", (int)(in > 40 ? 40 : in), it);
+            snprintf(why, whylen, "unknown role '%s' (want admin, worker, producer or read, "
+                     "comma-separated)", q(qb, it, in));
             return -1;
         }
         roles |= 1u << r;
@@ -155,6 +180,7 @@ static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t
 
 static int parse_tubes(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
+    char qb[48];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in, cnt = 1;
     TubePattern *tp;
@@ -173,8 +199,8 @@ static int parse_tubes(ConfListen *l, const char *v, size_t n, char *why, size_t
         bool pre = in > 0 && it[in - 1] == '*';
         size_t nl = in - pre;
         if (!(pre && nl == 0) && !tube_name_valid(it, nl)) {
-            snprintf(why, whylen, "bad tube pattern '%.*s' (want a tube name, or a name "
-                     "prefix followed by '*')", (int)(in > 40 ? 40 : in), it);
+            snprintf(why, whylen, "bad tube pattern '%s' (want a tube name, or a name "
+                     "prefix followed by '*')", q(qb, it, in));
             return -1;
         }
         tp[l->ntubes].len = (uint8_t)nl;
@@ -202,6 +228,7 @@ static int id_name_ok(const char *s, size_t n)
 static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *v, size_t n,
                      char *why, size_t whylen)
 {
+    char qb[48];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
 
@@ -218,8 +245,8 @@ static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *
         } else if (id_name_ok(it, in)) {
             memcpy(ids[*nids].name, it, in);
         } else {
-            snprintf(why, whylen, "bad entry '%.*s' in %s (want a name or a number)",
-                     (int)(in > 40 ? 40 : in), it, what);
+            snprintf(why, whylen, "bad entry '%s' in %s (want a name or a number)",
+                     q(qb, it, in), what);
             return -1;
         }
         (*nids)++;
@@ -229,6 +256,7 @@ static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *
 
 static int parse_mode(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
+    char qb[48];
     uint32_t m = 0;
 
     if (!n || n > 4)
@@ -241,21 +269,22 @@ static int parse_mode(ConfListen *l, const char *v, size_t n, char *why, size_t 
     l->socket_mode = m;
     return 0;
 bad:
-    snprintf(why, whylen, "bad socket_mode '%.*s' (want octal permissions such as 0660)",
-             (int)(n > 40 ? 40 : n), v);
+    snprintf(why, whylen, "bad socket_mode '%s' (want octal permissions such as 0660)",
+             q(qb, v, n));
     return -1;
 }
 
 int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, size_t vn,
                     unsigned long line, char *why, size_t whylen)
 {
+    char qb[48];
     int k, r;
 
     for (k = 0; k < LK_COUNT && !word_is(key, kn, key_names[k]); k++)
         ;
     if (k == LK_COUNT) {
-        snprintf(why, whylen, "unknown key '%.*s' in [listen %s] (want address, protocol, "
-                 "role, tubes, users, groups or socket_mode)", (int)(kn > 40 ? 40 : kn), key,
+        snprintf(why, whylen, "unknown key '%s' in [listen %s] (want address, protocol, "
+                 "role, tubes, users, groups or socket_mode)", q(qb, key, kn),
                  l->name);
         return -1;
     }
@@ -276,8 +305,8 @@ int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, si
         for (r = 0; r < 3 && !word_is(v, vn, proto_names[r]); r++)
             ;
         if (r == 3) {
-            snprintf(why, whylen, "unknown protocol '%.*s' (want beanstalk, memcache or http)",
-                     (int)(vn > 40 ? 40 : vn), v);
+            snprintf(why, whylen, "unknown protocol '%s' (want beanstalk, memcache or http)",
+                     q(qb, v, vn));
             return -1;
         }
         l->protocol = (uint8_t)r;

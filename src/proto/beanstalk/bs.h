@@ -55,7 +55,8 @@ typedef struct BsConn {
     uint8_t bstate;
     uint8_t after_discard;  /* reply once a DISCARD ends */
     uint8_t use_none;       /* uses no tube: its listener may not touch default
-                               (use holds default, uncounted in using_ct) */
+                               (use points at default, holding no reference
+                               and not counted in using_ct) */
     uint32_t pruned_gen;    /* watches checked against the listener's tubes at
                                this Server.access_gen */
     char crlf[2];           /* the two bytes after a put body */

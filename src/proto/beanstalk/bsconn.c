@@ -18,14 +18,15 @@ static int bs_open(Conn *c)
 
     b->bstate = BS_CMD;
     b->use = e->default_tube;
-    engine_tube_ref(b->use);
     worker_init(e, &b->worker, &bs_worker_ops);
     /* A listener that may not touch default starts using and watching
-     * nothing: put and reserve are refused until use and watch. */
+     * nothing: put and reserve are refused until use and watch. use still
+     * points at default (which always exists), unreferenced and uncounted. */
     if (c->lis && !access_tube(c->lis, b->use)) {
         b->use_none = 1;
         watch_remove(e, &b->worker, 0);
     } else {
+        engine_tube_ref(b->use);
         b->use->using_ct++;
     }
     if (c->lis)
@@ -46,9 +47,10 @@ static void bs_close(Conn *c)
         engine_job_drop(e, b->in_job);
         b->in_job = NULL;
     }
-    if (!b->use_none)
+    if (!b->use_none) {
         b->use->using_ct--;
-    engine_tube_unref(e, b->use);
+        engine_tube_unref(e, b->use);
+    }
     if (c->flags & BS_PRODUCER)
         f->producer_ct--;
     if (c->flags & BS_WORKER)

@@ -168,10 +168,11 @@ static void do_use(BsConn *b, const Cmd *cmd)
         return;
     engine_tube_ref(t);
     t->using_ct++;
-    if (!b->use_none)
+    if (!b->use_none) {
         b->use->using_ct--;
+        engine_tube_unref(eng(b), b->use);
+    }
     b->use_none = 0;
-    engine_tube_unref(eng(b), b->use);
     b->use = t;
     conn_replyf(conn(b), "USING %s\r\n", t->name);
 }
