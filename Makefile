@@ -171,6 +171,7 @@ bench: all
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 	BUILD=$(BUILD) bash tests/bench/readbehind.sh
+	BUILD=$(BUILD) python3 tests/bench/access.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 
 deb:
 	bash pkg/deb.sh
