@@ -136,6 +136,21 @@ static void recheck_peers(Server *s, Listener *l)
     }
 }
 
+/* Waits already parked on tubes a listener no longer allows end or move
+ * (the protocol decides how); other commands check at their next run. */
+static void recheck_waits(Server *s)
+{
+    List *n, *next;
+
+    for (n = s->conns.next; n != &s->conns; n = next) {
+        Conn *c = container_of(n, Conn, link);
+        next = n->next;
+        if (c->lis && c->lis->restricted && c->proto->access_changed &&
+            !(c->flags & CONN_DEAD))
+            c->proto->access_changed(c);
+    }
+}
+
 void access_reload(Server *s)
 {
     for (int i = 0; i < s->nlisteners; i++) {
@@ -152,4 +167,5 @@ void access_reload(Server *s)
             recheck_peers(s, l);
     }
     s->access_gen++;
+    recheck_waits(s);
 }

@@ -69,6 +69,9 @@ typedef struct Proto {
     void (*hangup)(Conn *c);
     /* The connection is closing: give back what it holds. */
     void (*close)(Conn *c);
+    /* Optional: a reload changed the tubes its listener may touch (access.h);
+     * a wait on a tube no longer allowed must end or move. */
+    void (*access_changed)(Conn *c);
     /* What a client of this protocol is told when the server refuses its
      * connection (--max-connections, or no memory for it), in the
      * protocol's own words; sent best effort before the close. */

@@ -189,3 +189,36 @@ def test_reload_adding_or_changing_a_listener_is_refused(binary):
         except OSError:
             opened = False
         check(not opened, "a refused reload opened the new listener")
+
+
+@no_server
+def test_reload_ends_waits_on_tubes_no_longer_allowed(binary):
+    """A reserve (and a memcache get) already waiting when a reload takes
+    its tube away gets nothing from that tube: with other tubes left it
+    waits on those, with none it answers NOT_ALLOWED (memcache: END)."""
+    secs = {"w": {"role": "worker", "tubes": "old-*, keep"},
+            "m": {"protocol": "memcache", "role": "worker", "tubes": "old-*"}}
+    with Access(binary, secs) as a:
+        only_old, both = a.client("w"), a.client("w")
+        only_old.expect("watch old-1", "WATCHING 1")
+        both.expect("watch old-1", "WATCHING 1")
+        both.expect("watch keep", "WATCHING 2")
+        only_old.send(b"reserve\r\n")
+        both.send(b"reserve-with-timeout 60\r\n")
+        mc = a.client("m")
+        mc.send(b"get old-1/t=60000\r\n")
+        c0 = a.srv.client()
+        wait_for(lambda: c0.stats()["current-waiting"] == "3", "three waiting")
+        secs = {"w": {"role": "worker", "tubes": "keep"},
+                "m": {"protocol": "memcache", "role": "worker", "tubes": "keep"}}
+        a.rewrite(secs)
+        a.reload()
+        eq(only_old.read_line(), b"NOT_ALLOWED", "the reserve whose only tube went")
+        eq(mc.read_line(), b"END", "the memcache get whose queue went")
+        c0.expect("use old-1", "USING old-1")
+        c0.put(b"old")
+        check(not both.has_data(0.3), "the reserve got a job of a tube no longer allowed")
+        c0.expect("use keep", "USING keep")
+        jid = c0.put(b"kept")
+        eq(both.read_reply(), (b"RESERVED %d 4" % jid, b"kept"), "the reserve on what is left")
+        eq(c0.stats_tube("old-1")["current-jobs-ready"], "1", "the old tube's job stays")

@@ -69,6 +69,11 @@ static void bs_hangup(Conn *c)
     conn_reply_lit(c, "TIMED_OUT\r\n");
 }
 
+static void bs_access_changed(Conn *c)
+{
+    cmd_access_changed(bs_conn(c));
+}
+
 /* ---- input ------------------------------------------------------------ */
 
 /* Length of the first line including "\r\n"; 0 if it is not complete yet;
@@ -231,6 +236,7 @@ void beanstalk_init(Beanstalk *b, Server *s)
         .consume = bs_consume,
         .hangup = bs_hangup,
         .close = bs_close,
+        .access_changed = bs_access_changed,
         .refusal = "OUT_OF_MEMORY\r\n", /* what beanstalkd sends */
     };
 }

@@ -591,6 +591,30 @@ static void prune_watches(BsConn *b)
     b->pruned_gen = l->srv->access_gen;
 }
 
+void cmd_access_changed(BsConn *b)
+{
+    Worker *w = &b->worker;
+    Engine *e = eng(b);
+    int64_t left = INT64_MAX;
+    uint32_t i;
+
+    if (conn(b)->state != CONN_PAUSED || !w->waiting)
+        return;
+    for (i = 0; i < w->nwatch && access_tube(conn(b)->lis, w->watch[i].tube); i++)
+        ;
+    if (i == w->nwatch)
+        return; /* every tube it waits on is still allowed */
+    if (w->wait_until != INT64_MAX)
+        left = w->wait_until > e->now ? w->wait_until - e->now : 0;
+    worker_cancel(e, w);
+    conn_set_state(conn(b), CONN_OPEN);
+    prune_watches(b);
+    if (w->nwatch == 0)
+        conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
+    else
+        reserve(b, left);
+}
+
 /* The tube rules of a restricted listener, before the command runs. 0:
  * go on; 1: answered (refused, or a hidden job's NOT_FOUND). */
 static int tube_rules(BsConn *b, const Cmd *cmd)

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "mcaccess.h"
 #include "log.h"
 #include "mccmd.h"
@@ -36,6 +37,16 @@ static void mc_close(Conn *c)
 }
 
 /* The peer half-closed while a get waited: the get answers END. */
+/* A reload took the tube of a waiting get from the listener: the wait ends
+ * with nothing taken, as when the client gives up. */
+static void mc_access_changed_conn(Conn *c)
+{
+    McConn *m = mc_conn(c);
+
+    if (m->waiting && !m->woke && m->get_tube && !access_tube(c->lis, m->get_tube))
+        mc_hangup(m);
+}
+
 static void mc_hangup_conn(Conn *c)
 {
     if (c->state == CONN_PAUSED)
@@ -135,6 +146,7 @@ int memcache_init(Memcache *f, Server *s)
         .open = mc_open,
         .consume = mc_consume,
         .hangup = mc_hangup_conn,
+        .access_changed = mc_access_changed_conn,
         .close = mc_close,
         /* memcached says "ERROR Too many open connections", which clients
          * read as an unknown command; SERVER_ERROR is the protocol's word
