@@ -61,13 +61,15 @@ static int peer_cred(int fd, struct ucred *uc)
 int access_peer_ok(Listener *l, int fd)
 {
     struct ucred uc;
+    int known;
 
     if (!l->peer_check)
         return 1;
-    if (peer_cred(fd, &uc) == 0 && conf_listen_peer_ok(l->conf, uc.uid, uc.gid))
+    known = peer_cred(fd, &uc) == 0;
+    if (known && conf_listen_peer_ok(l->conf, uc.uid, uc.gid))
         return 1;
     l->refused_peers++;
-    if (peer_cred(fd, &uc) == 0)
+    if (known)
         log_warn("listener %s: refused peer uid %u gid %u pid %ld (not in its users or groups)",
                  l->name, (unsigned)uc.uid, (unsigned)uc.gid, (long)uc.pid);
     else
