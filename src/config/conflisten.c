@@ -465,6 +465,16 @@ bool conf_listen_tube_ok(const ConfListen *l, const char *name, size_t len)
     return false;
 }
 
+bool conf_listen_restricted(const ConfListen *l)
+{
+    if (!l || !(l->set & (1u << LK_TUBES)))
+        return false;
+    for (size_t i = 0; i < l->ntubes; i++)
+        if (l->tubes[i].is_prefix && l->tubes[i].len == 0)
+            return false;
+    return true;
+}
+
 bool conf_listen_peer_ok(const ConfListen *l, uint32_t uid, uint32_t gid)
 {
     if (!l || (!l->nusers && !l->ngroups))

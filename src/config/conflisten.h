@@ -109,6 +109,9 @@ unsigned long conf_listen_resolve(ConfListen *ls, size_t n, char *why, size_t wh
 void conf_listen_free(ConfListen *ls, size_t n);
 
 bool conf_listen_tube_ok(const ConfListen *l, const char *name, size_t len);
+/* Some tube is outside the section's tubes (it has tubes, and none of
+ * them is "*"): only then need commands check. */
+bool conf_listen_restricted(const ConfListen *l);
 /* A peer of this uid and gid may connect (users/groups, else anyone). */
 bool conf_listen_peer_ok(const ConfListen *l, uint32_t uid, uint32_t gid);
 

@@ -163,7 +163,7 @@ void access_reload(Server *s)
         lc = find_section(s->cfg.conf, l->name);
         l->conf = lc; /* access_reload_check() saw it there */
         l->roles = lc->roles;
-        l->restricted = (lc->set & (1u << LK_TUBES)) != 0;
+        l->restricted = conf_listen_restricted(lc);
         l->peer_check = lc->nusers || lc->ngroups;
         if (l->peer_check)
             recheck_peers(s, l);

@@ -124,7 +124,7 @@ static int add_listener(Server *s, int fd, const Proto *p, const char *name,
     if (lc) {
         l->conf = lc;
         l->roles = lc->roles;
-        l->restricted = (lc->set & (1u << LK_TUBES)) != 0;
+        l->restricted = conf_listen_restricted(lc);
         l->peer_check = lc->nusers || lc->ngroups;
     }
     snprintf(l->name, sizeof l->name, "%s", lc ? lc->name : name);

@@ -231,7 +231,7 @@ static Listener *fake_listener(Server *s, const Proto *p, const ConfListen *lc)
     l->proto = p;
     l->index = (uint8_t)s->nlisteners++;
     l->roles = lc->roles;
-    l->restricted = lc->ntubes > 0;
+    l->restricted = conf_listen_restricted(lc);
     l->conf = lc;
     snprintf(l->name, sizeof l->name, "%s", lc->name);
     s->access_gen++;

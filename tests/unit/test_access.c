@@ -135,6 +135,9 @@ START_TEST(patterns_match)
     ck_assert(conf_listen_tube_ok(&cf->listen[1], "anything", 8));
     ck_assert(conf_listen_tube_ok(&cf->listen[2], "anything", 8));
     ck_assert(conf_listen_tube_ok(NULL, "x", 1));
+    ck_assert(conf_listen_restricted(a));
+    ck_assert(!conf_listen_restricted(&cf->listen[1]));
+    ck_assert(!conf_listen_restricted(&cf->listen[2])); /* "*": every tube */
     conf_free(cf);
 }
 END_TEST
