@@ -328,7 +328,8 @@ def http_session():
 # bit 7 a 2-byte failure index.
 # Counts: the sessions made these many allocations when they were set
 # (without / with the binlog; with -f 0 a few more or less from run to
-# run): conn 94 / ~102, mc 243 / ~268, reload 138 / ~141, http 24 / 26.
+# run): conn 94 / ~102, access 63 / ~67, mc 243 / ~268, reload 138 / ~141,
+# http 24 / 26.
 # `run` fails if a session outgrows its count.
 MC = 0x02 | 0x08 | 0x20
 HTTP = 0x01 | 0x10 | 0x40 | 0x80
