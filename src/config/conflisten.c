@@ -395,7 +395,7 @@ unsigned long conf_listen_finish(const ConfListen *ls, size_t n, char *why, size
 }
 
 unsigned long conf_listen_clash(const ConfListen *ls, size_t n, const char *host, int port,
-                                char *why, size_t whylen)
+                                const char *who, char *why, size_t whylen)
 {
     ConfListen m;
 
@@ -409,9 +409,8 @@ unsigned long conf_listen_clash(const ConfListen *ls, size_t n, const char *host
     }
     for (size_t i = 0; i < n; i++)
         if (same_address(&ls[i], &m)) {
-            snprintf(why, whylen, "[listen %s] listens on %s, as the -l/-p listener does "
-                     "(set main_listener = false, or another address)", ls[i].name,
-                     ls[i].address);
+            snprintf(why, whylen, "[listen %s] listens on %s, as %s does", ls[i].name,
+                     ls[i].address, who);
             return ls[i].key_line[LK_ADDRESS];
         }
     return 0;

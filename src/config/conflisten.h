@@ -99,10 +99,11 @@ int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, si
                     unsigned long line, char *why, size_t whylen);
 /* Whole-file checks; 0, or the line of the first problem with why. */
 unsigned long conf_listen_finish(const ConfListen *ls, size_t n, char *why, size_t whylen);
-/* The section that listens where the -l/-p listener does (host NULL or
- * "unix:/path" as -l takes it); 0, or its line with why. */
+/* The section that listens where another listener, named who in the
+ * message, does (host NULL or "unix:/path" as -l takes it); 0, or its line
+ * with why. */
 unsigned long conf_listen_clash(const ConfListen *ls, size_t n, const char *host, int port,
-                                char *why, size_t whylen);
+                                const char *who, char *why, size_t whylen);
 /* Names of users and groups to numbers; 0, or the line of the first
  * unknown one with why. */
 unsigned long conf_listen_resolve(ConfListen *ls, size_t n, char *why, size_t whylen);

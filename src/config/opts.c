@@ -305,20 +305,30 @@ static int own_strings(Config *cfg, uint32_t taken)
     return 0;
 }
 
-/* A [listen] section on the address of the -l/-p listener. */
+/* A [listen] section on the address of the -l/-p listener, or of the
+ * --memcache-port and --metrics-port ones (which share -l's host). */
 static int main_clash(const Config *cfg, char *err, size_t errlen)
 {
+    const int ports[] = {cfg->no_main_listener ? 0 : cfg->port, cfg->memcache_port,
+                         cfg->metrics_port};
+    static const char *const who[] = {"the -l/-p listener", "the --memcache-port listener",
+                                      "the --metrics-port listener"};
     char why[300];
-    unsigned long line;
 
-    if (cfg->no_main_listener || !cfg->conf->n_listen)
+    if (!cfg->conf->n_listen)
         return 0;
-    line = conf_listen_clash(cfg->conf->listen, cfg->conf->n_listen, cfg->listen_addr,
-                             cfg->port, why, sizeof why);
-    if (!line)
-        return 0;
-    snprintf(err, errlen, "%s:%lu: %s", cfg->config_path, line, why);
-    return -1;
+    for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
+        unsigned long line;
+        if (!ports[i])
+            continue;
+        line = conf_listen_clash(cfg->conf->listen, cfg->conf->n_listen, cfg->listen_addr,
+                                 ports[i], who[i], why, sizeof why);
+        if (line) {
+            snprintf(err, errlen, "%s:%lu: %s", cfg->config_path, line, why);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Load --config, merge it under the command line, validate the result. */

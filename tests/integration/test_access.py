@@ -489,6 +489,8 @@ def test_check_config_errors(binary):
         ("[listen a]\naddress = 127.0.0.1:1\n[listen a]\naddress = 127.0.0.1:2\n", 3,
          "duplicate section"),
         ("[listen a]\naddress = 127.0.0.1:11300\n", 2, "as the -l/-p listener does"),
+        ("memcache_port = 22133\n[listen a]\naddress = 127.0.0.1:22133\n", 3,
+         "as the --memcache-port listener does"),
     ]
     d = tempfile.mkdtemp(prefix="tubed-access-cc-")
     try:

@@ -176,12 +176,17 @@ START_TEST(main_clash)
 {
     ConfFile *cf = parse_ok("[listen a]\naddress = 127.0.0.1:11300\n"
                             "[listen u]\naddress = unix:/t.sock\n");
+    const char *who = "the -l/-p listener";
     char why[256];
 
-    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, NULL, 11300, why, sizeof why), 2);
-    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "127.0.0.1", 11301, why, sizeof why), 0);
-    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "10.0.0.1", 11300, why, sizeof why), 0);
-    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "unix:/t.sock", 0, why, sizeof why), 4);
+    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, NULL, 11300, who, why, sizeof why), 2);
+    ck_assert_str_eq(why, "[listen a] listens on 127.0.0.1:11300, as the -l/-p listener does");
+    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "127.0.0.1", 11301, who, why,
+                                        sizeof why), 0);
+    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "10.0.0.1", 11300, who, why,
+                                        sizeof why), 0);
+    ck_assert_uint_eq(conf_listen_clash(cf->listen, 2, "unix:/t.sock", 0, who, why,
+                                        sizeof why), 4);
     conf_free(cf);
 }
 END_TEST
