@@ -14,6 +14,11 @@ alternating order so that drift in the machine's speed hits both alike.
 Prints the median ops/s of each and their ratio prod / main (goal
 >= 0.95), and writes the table to build/bench-access.md. Servers are
 stopped by their pid.
+
+On a machine shared with other work, ops/s swing with the load; the
+server's own CPU time per put (utime + stime from /proc/PID/stat, read
+around each run) moves much less, so the table also gives that and the
+ratio of the costs, main / prod (1.0: the checks cost nothing).
 """
 
 import argparse
@@ -49,6 +54,13 @@ def wait_listening(ports, proc, timeout=10.0):
                 time.sleep(0.02)
 
 
+def cpu_seconds(pid):
+    """utime + stime of the process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_bench(bench, port, requests):
     r = subprocess.run([bench, "-p", str(port), "-w", "put", "-c", "4", "-P", "16",
                         "-n", str(requests), "-s", "100", "--tube", "app-bench",
@@ -73,6 +85,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tubed-bench-access-")
     conf = os.path.join(tmp, "tubed.conf")
     results = {"main": [], "prod": []}
+    cpu = {"main": [], "prod": []}   # server CPU microseconds per put
     try:
         for rnd in range(a.rounds):
             main_port, prod_port = free_port(), free_port()
@@ -88,7 +101,9 @@ def main():
                 if rnd % 2:
                     order.reverse()
                 for name, port in order:
+                    before = cpu_seconds(proc.pid)
                     results[name].append(run_bench(a.bench, port, a.requests))
+                    cpu[name].append((cpu_seconds(proc.pid) - before) * 1e6 / a.requests)
             finally:
                 proc.terminate()
                 proc.wait(30)
@@ -99,6 +114,8 @@ def main():
 
     m, p = statistics.median(results["main"]), statistics.median(results["prod"])
     ratio = p / m
+    cm, cp = statistics.median(cpu["main"]), statistics.median(cpu["prod"])
+    cratio = cm / cp if cp else float("nan")
     lines = [
         "# Access: pipelined puts on a producer listener (tubes = app-*) vs the main one",
         "",
@@ -114,6 +131,15 @@ def main():
         "",
         "ratio prod / main: %.3f (goal >= 0.95: %s)" % (ratio, "met" if ratio >= 0.95
                                                          else "NOT met"),
+        "",
+        "| listener | server CPU us/put (median) | all rounds |",
+        "| --- | ---: | --- |",
+        "| main | %.3f | %s |" % (cm, ", ".join("%.3f" % x for x in cpu["main"])),
+        "| prod | %.3f | %s |" % (cp, ", ".join("%.3f" % x for x in cpu["prod"])),
+        "",
+        "CPU cost ratio main / prod: %.3f (1.0: the role and tube checks cost nothing; "
+        "goal >= 0.95: %s)" % (cratio, "met" if cratio >= 0.95 else "NOT met"),
+        "load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]),
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")
