@@ -523,3 +523,29 @@ def test_check_config_errors(binary):
         eq((r.returncode, r.stdout.decode()), (0, "%s: ok\n" % path), "a good file")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+def test_memcache_stats_hide_children_outside(binary):
+    """memcache stats name a fanout parent's children only where the
+    listener may see them."""
+    a = Access(binary, {"m": {"protocol": "memcache", "role": "read", "tubes": "orders"},
+                        "all": {"protocol": "memcache", "role": "read"}},
+               top="[tube orders]\nfanout = true\n")
+    with a:
+        c0 = a.srv.client()
+        c0.expect("watch orders+billing", "WATCHING 2")
+        put_main(c0, b"o", "orders")
+
+        def stats(name):
+            c = a.client(name)
+            c.send(b"stats\r\n")
+            text = b""
+            while not text.endswith(b"END\r\n"):
+                text += c.read_line() + b"\r\n"
+            c.close()
+            return text
+        full, mine = stats("all"), stats("m")
+        check(b"STAT queue_orders_children orders+billing" in full, "children on 'all'")
+        check(b"queue_orders_items" in mine and b"billing" not in mine,
+              "the restricted listener's stats: %r" % mine[-300:])

@@ -221,16 +221,16 @@ static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
     }
 }
 
-/* A fanout parent's children, comma-separated in name order; 0 if it has
- * none (no key then). */
-static int children_of(const Tube *t, Buf *out)
+/* A fanout parent's children that listener l may see (NULL: all),
+ * comma-separated in name order; 0 if it has none (no key then). */
+static int children_of(const Tube *t, const Listener *l, Buf *out)
 {
     const Tube *v[64], **all = v;
     size_t n = 0, cap = 64;
 
     if (!t->pol.fanout || list_empty(&t->children))
         return 0;
-    for (const List *l = t->children.next; l != &t->children; l = l->next) {
+    for (const List *c = t->children.next; c != &t->children; c = c->next) {
         if (n == cap) {
             const Tube **bigger = tb_malloc(2 * cap * sizeof *bigger);
             if (!bigger) {
@@ -243,7 +243,13 @@ static int children_of(const Tube *t, Buf *out)
             all = bigger;
             cap *= 2;
         }
-        all[n++] = container_of(l, Tube, child_link);
+        all[n] = container_of(c, Tube, child_link);
+        n += access_tube(l, (Tube *)all[n]);
+    }
+    if (!n) {
+        if (all != v)
+            tb_free(all);
+        return 0;
     }
     qsort(all, n, sizeof *all, by_tube_name);
     for (size_t i = 0; i < n; i++) {
@@ -327,7 +333,7 @@ void mcstats_server(Memcache *f, const Listener *l, Buf *b)
             buf_printf(b, "STAT queue_%s_%s %llu\r\n", t->name, tube_keys[k],
                        (unsigned long long)val[k]);
         kids.len = 0;
-        if (children_of(t, &kids))
+        if (children_of(t, l, &kids))
             buf_printf(b, "STAT queue_%s_children %.*s\r\n", t->name, (int)kids.len,
                        kids.data ? kids.data : "");
         b->oom |= kids.oom;
@@ -339,7 +345,7 @@ void mcstats_server(Memcache *f, const Listener *l, Buf *b)
 
 /* ---- dump_stats --------------------------------------------------------- */
 
-static void dump_tube(const Memcache *f, const Tube *t, Buf *b, Buf *kids)
+static void dump_tube(const Memcache *f, const Listener *l, const Tube *t, Buf *b, Buf *kids)
 {
     uint64_t val[TS_COUNT];
 
@@ -348,7 +354,7 @@ static void dump_tube(const Memcache *f, const Tube *t, Buf *b, Buf *kids)
     for (int k = 0; k < TS_COUNT; k++)
         buf_printf(b, "  %s=%llu\r\n", tube_keys[k], (unsigned long long)val[k]);
     kids->len = 0;
-    if (children_of(t, kids))
+    if (children_of(t, l, kids))
         buf_printf(b, "  children=%.*s\r\n", (int)kids->len, kids->data ? kids->data : "");
     b->oom |= kids->oom;
     buf_append(b, "}\r\n", 3);
@@ -406,7 +412,7 @@ void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b)
         for (size_t i = 0; i < n; i++) {
             Tube *t = engine_tube_find(e, given[i].p, given[i].n);
             if (t && access_tube(l, t))
-                dump_tube(f, t, b, &kids);
+                dump_tube(f, l, t, b, &kids);
             else /* kestrel's empty block for a queue it does not have */
                 buf_printf(b, "queue '%.*s' {\r\n  \r\n}\r\n", (int)given[i].n, given[i].p);
         }
@@ -417,7 +423,7 @@ void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b)
         if (!v)
             return;
         for (size_t i = 0; i < k; i++)
-            dump_tube(f, v[i], b, &kids);
+            dump_tube(f, l, v[i], b, &kids);
         tb_free(v);
     }
     buf_free(&kids);
