@@ -63,7 +63,8 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater python3 \
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
         prometheus chromium tmux \
-        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools memcached
+        python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools memcached \
+        stunnel4 openssl
 # Node.js runs npm's memcached client in the tests; a machine that has it
 # (often from NodeSource, whose nodejs conflicts with Debian's npm) keeps it.
 NODE_DEPS := nodejs npm
@@ -175,6 +176,7 @@ bench: all
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 	BUILD=$(BUILD) bash tests/bench/readbehind.sh
+	BUILD=$(BUILD) python3 tests/bench/access.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 
 deb:
 	bash pkg/deb.sh

@@ -31,6 +31,32 @@ static int inherited_named(const Server *s, const char *name)
     return 0;
 }
 
+/* The [listen] sections of the config file: each its own listener, of
+ * its protocol, with its role and tubes. The memcache and HTTP fronts are
+ * set up once, for their own ports and the sections alike. */
+static int listen_sections(Server *s, Beanstalk *bs, Memcache *mc, Http *http)
+{
+    const ConfFile *cf = s->cfg.conf;
+
+    for (size_t i = 0; cf && i < cf->n_listen; i++) {
+        const ConfListen *lc = &cf->listen[i];
+        const Proto *p = &bs->proto;
+
+        if (lc->protocol == LP_MEMCACHE) {
+            if (!mc->srv && memcache_init(mc, s) < 0)
+                return -1;
+            p = &mc->proto;
+        } else if (lc->protocol == LP_HTTP) {
+            if (!http->srv && http_init(http, s, bs) < 0)
+                return -1;
+            p = &http->proto;
+        }
+        if (server_listen_section(s, p, lc) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static Server srv; /* large (event array); not on the stack */
@@ -58,7 +84,8 @@ int main(int argc, char **argv)
     if (server_init(&srv, &cfg) < 0)
         return 1;
     beanstalk_init(&beanstalk, &srv);
-    if (server_listen(&srv, &beanstalk.proto, NULL, cfg.port) < 0)
+    /* main_listener = false: only the [listen] sections listen. */
+    if (!cfg.no_main_listener && server_listen(&srv, &beanstalk.proto, NULL, cfg.port) < 0)
         return 1;
     /* kestrel's memcache dialect on its own port (or the inherited socket
      * named "memcache"); the same engine behind both. */
@@ -71,6 +98,8 @@ int main(int argc, char **argv)
     if ((cfg.metrics_port || inherited_named(&srv, "metrics")) &&
         (http_init(&http, &srv, &beanstalk) < 0 ||
          server_listen(&srv, &http.proto, "metrics", cfg.metrics_port) < 0))
+        return 1;
+    if (listen_sections(&srv, &beanstalk, &memcache, &http) < 0)
         return 1;
     if (cfg.user && priv_drop(cfg.user, err, sizeof err) < 0) {
         log_err("cannot drop privileges: %s", err);

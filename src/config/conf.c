@@ -75,6 +75,7 @@ static const KeyDef keys[] = {
     SKEY("memcache_port", VT_INT, SK_MEMCACHE_PORT, memcache_port, 0, 65535),
     SKEY("metrics_port", VT_INT, SK_METRICS_PORT, metrics_port, 0, 65535),
     SKEY("allow_shutdown", VT_BOOL, SK_ALLOW_SHUTDOWN, allow_shutdown, 0, 1),
+    SKEY("main_listener", VT_BOOL, SK_MAIN_LISTENER, main_listener, 0, 1),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -209,6 +210,8 @@ typedef struct Parser {
     ConfSection *secs; /* every [tube] section, in file order while parsing */
     size_t n, cap;
     ConfSection *cur;  /* where tube keys go: &cf->top or the last section */
+    ConfListen *lis;   /* the [listen] section being read, or NULL */
+    size_t nlis_cap;
     unsigned long line;
     char *err;
     size_t errlen;
@@ -327,6 +330,16 @@ static int store_value(Parser *p, const KeyDef *k, void *field, const char *v, s
     return 0;
 }
 
+static int listen_key(Parser *p, const char *key, size_t kn, const char *v, size_t vn)
+{
+    char why[300];
+    int r = conf_listen_key(p->lis, key, kn, v, vn, p->line, why, sizeof why);
+
+    if (r == -2)
+        return out_of_memory(p);
+    return r < 0 ? fail(p, "%s", why) : 0;
+}
+
 static int key_value(Parser *p, const char *s, size_t n, const char *eq)
 {
     const char *key = s, *v = eq + 1;
@@ -341,6 +354,8 @@ static int key_value(Parser *p, const char *s, size_t n, const char *eq)
     trim(&v, &vn);
     if (!kn)
         return fail(p, "missing key before '='");
+    if (p->lis)
+        return listen_key(p, key, kn, v, vn);
     if (!(k = find_key(key, kn)))
         return fail(p, "unknown key '%s'", quote(q, sizeof q, key, kn));
     if (k->server && p->cur != &p->cf->top)
@@ -357,6 +372,35 @@ static int key_value(Parser *p, const char *s, size_t n, const char *eq)
         return -1;
     *set |= CONF_BIT(k->id);
     lines[k->id] = p->line;
+    return 0;
+}
+
+/* "[listen NAME]": name already trimmed. */
+static int add_listen(Parser *p, const char *name, size_t len)
+{
+    ConfFile *cf = p->cf;
+    char why[200];
+
+    if (cf->n_listen == CONF_MAX_LISTEN)
+        return fail(p, "too many [listen] sections (at most %d)", CONF_MAX_LISTEN);
+    if (cf->n_listen == p->nlis_cap) {
+        size_t cap = p->nlis_cap ? p->nlis_cap * 2 : 4;
+        ConfListen *grown;
+
+        if (cap > CONF_MAX_LISTEN)
+            cap = CONF_MAX_LISTEN;
+        if (!(grown = tb_realloc(cf->listen, cap * sizeof *grown)))
+            return out_of_memory(p);
+        cf->listen = grown;
+        p->nlis_cap = cap;
+    }
+    p->lis = &cf->listen[cf->n_listen];
+    if (conf_listen_start(p->lis, name, len, p->line, why, sizeof why) < 0) {
+        memset(p->lis, 0, sizeof *p->lis);
+        p->lis = NULL;
+        return fail(p, "%s", why);
+    }
+    cf->n_listen++;
     return 0;
 }
 
@@ -382,6 +426,7 @@ static int add_section(Parser *p, const char *name, size_t len, bool is_prefix)
     sec->line = p->line;
     sec->parent = -1;
     p->cur = sec;
+    p->lis = NULL;
     return 0;
 }
 
@@ -399,12 +444,17 @@ static int header(Parser *p, const char *s, size_t n)
     trim(&in, &inn);
     while (w < inn && !blank(in[w]))
         w++;
-    if (w != 4 || memcmp(in, "tube", 4))
-        return fail(p, "unknown section '%s' (want [tube NAME] or [tube PREFIX*])",
-                    quote(q, sizeof q, s, n));
     name = in + w;
     nn = inn - w;
     trim(&name, &nn);
+    if (w == 6 && !memcmp(in, "listen", 6)) {
+        if (!nn)
+            return fail(p, "missing listener name in section header");
+        return add_listen(p, name, nn);
+    }
+    if (w != 4 || memcmp(in, "tube", 4))
+        return fail(p, "unknown section '%s' (want [tube NAME], [tube PREFIX*] or "
+                    "[listen NAME])", quote(q, sizeof q, s, n));
     if (!nn)
         return fail(p, "missing tube name in section header");
     is_prefix = name[nn - 1] == '*';
@@ -581,6 +631,15 @@ static int finish(Parser *p, int parsed)
     }
     if (parsed < 0)
         return -1;
+    if (cf->n_listen) {
+        char why[400];
+        unsigned long line = conf_listen_finish(cf->listen, cf->n_listen, why, sizeof why);
+
+        if (line) {
+            p->line = line;
+            return fail(p, "%s", why);
+        }
+    }
     while (n_exact < p->n && !p->secs[n_exact].is_prefix)
         n_exact++;
     cf->exact = p->secs;
@@ -676,6 +735,16 @@ int conf_load(const char *path, ConfFile **out, char *err, size_t errlen)
         return message(err, errlen, path, 0, "cannot read: %s", strerror(errno));
     r = conf_parse(path, buf ? buf : "", len, out, err, errlen);
     tb_free(buf);
+    if (r == 0 && (*out)->n_listen) {
+        char why[300];
+        unsigned long line = conf_listen_resolve((*out)->listen, (*out)->n_listen, why,
+                                                 sizeof why);
+        if (line) {
+            conf_free(*out);
+            *out = NULL;
+            return message(err, errlen, path, line, "%s", why);
+        }
+    }
     return r;
 }
 
@@ -779,6 +848,7 @@ void conf_free(ConfFile *cf)
     tb_free(cf->server.user);
     tb_free(cf->server.binlog_dir);
     tb_free(cf->exact);
+    conf_listen_free(cf->listen, cf->n_listen);
     tb_free(cf->path);
     tb_free(cf);
 }

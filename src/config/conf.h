@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conflisten.h"
 #include "names.h"
 
 /* The tube keys, in the order of the spec's table. */
@@ -64,6 +65,7 @@ enum ServerKey {
     SK_MEMCACHE_PORT,
     SK_METRICS_PORT,
     SK_ALLOW_SHUTDOWN,
+    SK_MAIN_LISTENER,    /* false: only the [listen] sections listen */
     SK_COUNT
 };
 
@@ -107,7 +109,7 @@ typedef struct ConfServer {
     uint32_t port, max_job_size, fsync_ms, binlog_file_size, verbose;
     uint32_t max_connections, memcache_port, metrics_port; /* ports: 0 = off */
     uint64_t job_memory, stall_timeout_ms;
-    bool no_fsync, recover, allow_shutdown;
+    bool no_fsync, recover, allow_shutdown, main_listener;
 } ConfServer;
 
 /* One [tube NAME] or [tube PREFIX*] section; the top level is one too
@@ -136,6 +138,8 @@ typedef struct ConfFile {
     ConfSection *prefix;          /* sorted by prefix; the same allocation,
                                      right after the exact ones */
     size_t n_prefix;
+    ConfListen *listen;           /* [listen NAME] sections, in file order */
+    size_t n_listen;
 } ConfFile;
 
 /* Parse [buf, buf+len) (any bytes). path only names the file in messages.

@@ -244,6 +244,7 @@ static void set_key(Config *c, const ConfServer *s, int k)
     case SK_MEMCACHE_PORT: c->memcache_port = (int)s->memcache_port; break;
     case SK_METRICS_PORT: c->metrics_port = (int)s->metrics_port; break;
     case SK_ALLOW_SHUTDOWN: c->allow_shutdown = s->allow_shutdown; break;
+    case SK_MAIN_LISTENER: c->no_main_listener = !s->main_listener; break;
     }
 }
 
@@ -269,7 +270,8 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
     case SK_RECOVER: return F(recover);
     case SK_MEMCACHE_PORT: return F(memcache_port);
     case SK_METRICS_PORT: return F(metrics_port);
-    default: return F(allow_shutdown);
+    case SK_ALLOW_SHUTDOWN: return F(allow_shutdown);
+    default: return F(no_main_listener);
     }
 #undef F
 }
@@ -303,6 +305,32 @@ static int own_strings(Config *cfg, uint32_t taken)
     return 0;
 }
 
+/* A [listen] section on the address of the -l/-p listener, or of the
+ * --memcache-port and --metrics-port ones (which share -l's host). */
+static int main_clash(const Config *cfg, char *err, size_t errlen)
+{
+    const int ports[] = {cfg->no_main_listener ? 0 : cfg->port, cfg->memcache_port,
+                         cfg->metrics_port};
+    static const char *const who[] = {"the -l/-p listener", "the --memcache-port listener",
+                                      "the --metrics-port listener"};
+    char why[300];
+
+    if (!cfg->conf->n_listen)
+        return 0;
+    for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
+        unsigned long line;
+        if (!ports[i])
+            continue;
+        line = conf_listen_clash(cfg->conf->listen, cfg->conf->n_listen, cfg->listen_addr,
+                                 ports[i], who[i], why, sizeof why);
+        if (line) {
+            snprintf(err, errlen, "%s:%lu: %s", cfg->config_path, line, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -327,7 +355,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
-    if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0) {
+    if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
+        main_clash(cfg, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }

@@ -64,6 +64,7 @@ typedef struct Config {
     int metrics_port;         /* --metrics-port; 0: no metrics listener */
     int allow_shutdown;       /* memcache "shutdown" may stop the server */
     int check_config;         /* --check-config was given */
+    int no_main_listener;     /* main_listener = false: no -l/-p listener */
     uint32_t cli_set;         /* CONF_BIT(SK_x): the command line gave x, so
                                  the file never overrides it (nor a reload) */
     char *file_strings;       /* owned copies of listen/user/binlog_dir taken

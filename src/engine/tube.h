@@ -78,6 +78,10 @@ struct Tube {
     size_t timer_pos;
     size_t list_pos;
     TubeMcStats mc;
+    /* The front-ends' cache of which listeners may touch this tube
+     * (net/access.h): bit i of access_ok is listener i's answer, valid
+     * while access_gen is the server's. The engine never reads them. */
+    uint32_t access_gen, access_ok;
     uint8_t name_len;
     char name[MAX_TUBE_NAME + 1];
 };

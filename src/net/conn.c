@@ -55,7 +55,7 @@ void conn_set_state(Conn *c, ConnState st)
     update_events(c);
 }
 
-Conn *conn_new(Server *s, int fd, const Proto *p)
+static Conn *make_conn(Server *s, int fd, const Proto *p, Listener *l)
 {
     Conn *c = tb_calloc(1, p->size);
 
@@ -63,6 +63,7 @@ Conn *conn_new(Server *s, int fd, const Proto *p)
         return NULL;
     c->srv = s;
     c->proto = p;
+    c->lis = l; /* before open(): what a connection starts with depends on it */
     c->ev.handler = conn_event;
     c->state = CONN_OPEN;
     list_init(&c->link);
@@ -81,7 +82,21 @@ Conn *conn_new(Server *s, int fd, const Proto *p)
     list_insert_tail(&s->conns, &c->link);
     s->conn_ct++;
     s->total_conns++;
+    if (l) {
+        l->cur_conns++;
+        l->total_conns++;
+    }
     return c;
+}
+
+Conn *conn_new(Server *s, int fd, const Proto *p)
+{
+    return make_conn(s, fd, p, NULL);
+}
+
+Conn *conn_new_on(Server *s, int fd, Listener *l)
+{
+    return make_conn(s, fd, l->proto, l);
 }
 
 void conn_close(Conn *c)
@@ -96,6 +111,8 @@ void conn_close(Conn *c)
     ev_del(&s->loop, &c->ev);
     close(c->ev.fd);
     s->conn_ct--;
+    if (c->lis)
+        c->lis->cur_conns--;
     list_remove(&c->out_link);
     list_remove(&c->held_link);
     list_remove(&c->stall_link);

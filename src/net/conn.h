@@ -69,6 +69,9 @@ typedef struct Proto {
     void (*hangup)(Conn *c);
     /* The connection is closing: give back what it holds. */
     void (*close)(Conn *c);
+    /* Optional: a reload changed the tubes its listener may touch (access.h);
+     * a wait on a tube no longer allowed must end or move. */
+    void (*access_changed)(Conn *c);
     /* What a client of this protocol is told when the server refuses its
      * connection (--max-connections, or no memory for it), in the
      * protocol's own words; sent best effort before the close. */
@@ -79,6 +82,7 @@ struct Conn {
     EvSource ev;
     Server *srv;
     const Proto *proto;
+    struct Listener *lis;   /* accepted on it; NULL: every command, every tube */
     uint8_t state;
     uint8_t flags;
     uint8_t nholds;
@@ -95,6 +99,8 @@ struct Conn {
 };
 
 Conn *conn_new(Server *s, int fd, const Proto *p);
+/* The same for a connection accepted on l (its proto, its counters). */
+Conn *conn_new_on(Server *s, int fd, struct Listener *l);
 void conn_close(Conn *c);
 void conn_free(Conn *c);
 void conn_set_state(Conn *c, ConnState st);

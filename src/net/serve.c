@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "conn.h"
@@ -89,11 +91,16 @@ static void on_accept(EvSource *src, uint32_t events)
             }
             return;
         }
+        /* A peer its users/groups do not name is closed without a word. */
+        if (!access_peer_ok(l, fd)) {
+            close(fd);
+            continue;
+        }
         if (s->cfg.max_connections && s->conn_ct >= s->cfg.max_connections) {
             refuse(fd, l->proto);
             continue;
         }
-        c = conn_new(s, fd, l->proto);
+        c = conn_new_on(s, fd, l);
         if (!c) {
             log_warn("out of memory for a new connection; closing it");
             refuse(fd, l->proto);
@@ -103,26 +110,43 @@ static void on_accept(EvSource *src, uint32_t events)
     }
 }
 
-static int add_listener(Server *s, int fd, const Proto *p)
+/* lc NULL: an admin listener on every tube, named name. */
+static int add_listener(Server *s, int fd, const Proto *p, const char *name,
+                        const ConfListen *lc)
 {
     Listener *l;
-    char where[128];
 
     if (s->nlisteners == SERVER_MAX_LISTENERS) {
         log_err("too many listening sockets (at most %d)", SERVER_MAX_LISTENERS);
+        close(fd);
         return -1;
     }
     l = &s->listeners[s->nlisteners];
+    memset(l, 0, sizeof *l);
     l->srv = s;
     l->proto = p;
+    l->index = (uint8_t)s->nlisteners;
     l->ev.handler = on_accept;
+    l->roles = ROLE_ADMIN;
+    if (lc) {
+        l->conf = lc;
+        l->roles = lc->roles;
+        l->restricted = conf_listen_restricted(lc);
+        l->peer_check = lc->nusers || lc->ngroups;
+    }
+    snprintf(l->name, sizeof l->name, "%s", lc ? lc->name : name);
     if (ev_add(&s->loop, &l->ev, fd, EPOLLIN) < 0) {
         log_err("epoll_ctl: %s", strerror(errno));
+        close(fd);
         return -1;
     }
     s->nlisteners++;
-    net_describe(fd, where, sizeof where);
-    log_info("listening on %s", where);
+    s->access_gen++; /* a new listener: every tube's cached answer is stale */
+    net_describe(fd, l->address, sizeof l->address);
+    if (lc)
+        log_info("listening on %s (listener %s: %s)", l->address, l->name, p->name);
+    else
+        log_info("listening on %s", l->address);
     return 0;
 }
 
@@ -166,7 +190,8 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
     for (int i = 0; i < n; i++) {
         if (!takes(s->sd_names[i], name))
             continue;
-        if (add_listener(s, SD_LISTEN_FDS_START + i, p) < 0)
+        if (add_listener(s, SD_LISTEN_FDS_START + i, p,
+                         s->sd_names[i][0] ? s->sd_names[i] : "main", NULL) < 0)
             return -1;
         adopted++;
     }
@@ -183,7 +208,26 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
         log_err("cannot listen for %s: %s", p->name, err);
         return -1;
     }
-    return add_listener(s, fd, p);
+    return add_listener(s, fd, p, name ? name : "main", NULL);
+}
+
+int server_listen_section(Server *s, const Proto *p, const ConfListen *lc)
+{
+    char err[256];
+    int fd = net_listen(lc->is_unix || lc->host[0] ? lc->host : NULL, lc->port, err,
+                        sizeof err);
+
+    if (fd < 0) {
+        log_err("cannot listen for [listen %s] on %s: %s", lc->name, lc->address, err);
+        return -1;
+    }
+    /* Who may open the socket file is the first gate of a Unix listener. */
+    if (lc->is_unix && chmod(lc->host + 5, (mode_t)lc->socket_mode) < 0) {
+        log_err("[listen %s]: chmod %s: %s", lc->name, lc->host + 5, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return add_listener(s, fd, p, NULL, lc);
 }
 
 /* ---- signals ---------------------------------------------------------- */
@@ -285,6 +329,13 @@ int server_reload(Server *s, char *err, size_t errlen)
         log_err("reload: %s; the old configuration stays in force", err);
         return -1;
     }
+    /* Listeners open only at start: a reload that would add, remove or
+     * move one is refused whole. */
+    if (access_reload_check(s, next, err, errlen) < 0) {
+        conf_free(next);
+        log_err("reload: %s; the old configuration stays in force", err);
+        return -1;
+    }
     /* Applying cannot fail half-way: what it needs is taken first. */
     if (next && engine_reload_prepare(&s->eng, next) < 0) {
         conf_free(next);
@@ -295,6 +346,7 @@ int server_reload(Server *s, char *err, size_t errlen)
     opts_reload_apply(&s->cfg, next, note, sizeof note);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
+    access_reload(s); /* role, tubes, users, groups: at once, open connections too */
     log_info("reloaded %s", s->cfg.config_path);
     if (note[0])
         log_warn("reload: %s changed in %s; that takes effect at the next restart",
@@ -322,6 +374,7 @@ int server_init(Server *s, const Config *cfg)
     s->sig.fd = -1;
     s->sig_pipe_w = -1;
     s->loop.epfd = -1;
+    s->access_gen = 1; /* a new tube's 0 is never current */
     list_init(&s->conns);
     list_init(&s->pending_out);
     list_init(&s->dead);

@@ -22,6 +22,9 @@ int server_init(Server *s, const Config *cfg);
  * named "memcache" or "metrics"), else on cfg's address and this port.
  * -1 (logged) on error. */
 int server_listen(Server *s, const Proto *p, const char *name, int port);
+/* Listen as the [listen] section lc says (its address, role, tubes,
+ * users, groups, socket_mode), for protocol p. -1 (logged) on error. */
+int server_listen_section(Server *s, const Proto *p, const ConfListen *lc);
 int server_run(Server *s);
 /* Read the config file again (SIGHUP, memcache reload) and put it in
  * force: 0, or -1 with "FILE:LINE: what" in err (logged; the old one stays). */

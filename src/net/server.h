@@ -29,16 +29,30 @@
 #include "opts.h"
 #include "sd.h"
 
-#define SERVER_MAX_LISTENERS 8
+/* At most 32: a tube caches one bit per listener (Tube.access_ok). */
+#define SERVER_MAX_LISTENERS 32
 #define SCRATCH_SIZE 65536
+#define LISTENER_NAME_MAX 32
 
 typedef struct Server Server;
 typedef struct Proto Proto;
 
+/* A listening socket and who may do what through it (net/access.h). The
+ * -l/-p, --memcache-port and --metrics-port listeners are admin on every
+ * tube (conf NULL); a [listen] section's take role and tubes from it. */
 typedef struct Listener {
     EvSource ev;
     Server *srv;
     const Proto *proto;
+    uint8_t index;          /* its place in Server.listeners: its Tube.access_ok bit */
+    uint8_t roles;          /* ROLE_* (conflisten.h) */
+    uint8_t restricted;     /* its tubes are a subset: check them */
+    uint8_t peer_check;     /* users or groups: check SO_PEERCRED at accept */
+    const ConfListen *conf; /* its section in the live config file, or NULL */
+    char name[LISTENER_NAME_MAX + 1];
+    char address[128];
+    uint64_t cur_conns, total_conns, refused_cmds, refused_peers;
+    int64_t refusal_logged; /* monotonic ns of the last refused-command log line */
 } Listener;
 
 struct Server {
@@ -63,6 +77,7 @@ struct Server {
     EvSource sig;           /* read end of the signal self-pipe */
     int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
+    uint32_t access_gen;    /* bumped when listeners' tubes change (Tube.access_gen) */
 };
 
 #endif

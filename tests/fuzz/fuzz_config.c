@@ -11,6 +11,14 @@
  * and keeps every documented bound. The bytes are then parsed again with
  * the N-th allocation failing (N from byte 0): the result must be the
  * same answer or "f.conf: out of memory", with nothing leaked.
+ *
+ * [listen] sections (spec access.md): every accepted one has a legal name,
+ * an address (a Unix path, or a TCP port 1..65535), a role that is a
+ * non-empty union of the four, users/groups/socket_mode only on a Unix
+ * socket, legal patterns; no two share a name or an address; and
+ * conf_listen_tube_ok() agrees with a brute-force model of the patterns
+ * for the patterns' own names, one byte shorter and longer, and fixed
+ * names.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +173,76 @@ static void resolve_some(const ConfFile *cf)
     }
 }
 
+/* The pattern rule, written the slow way: a name matches an exact
+ * pattern when equal, a PREFIX* one when it starts with PREFIX. */
+static int model_tube_ok(const ConfListen *l, const char *name, size_t len)
+{
+    if (!(l->set & (1u << LK_TUBES)))
+        return 1;
+    for (size_t i = 0; i < l->ntubes; i++) {
+        const TubePattern *p = &l->tubes[i];
+        size_t k;
+        if (!p->is_prefix && p->len != len)
+            continue;
+        if (p->len > len)
+            continue;
+        for (k = 0; k < p->len && p->name[k] == name[k]; k++)
+            ;
+        if (k == p->len)
+            return 1;
+    }
+    return 0;
+}
+
+static void check_tube_ok(const ConfListen *l, const char *name, size_t len)
+{
+    CHECK(conf_listen_tube_ok(l, name, len) == (bool)model_tube_ok(l, name, len),
+          "[listen %s]: tube '%.*s' allowed %d, model %d", l->name, (int)len, name,
+          conf_listen_tube_ok(l, name, len), model_tube_ok(l, name, len));
+}
+
+static void check_listen(const ConfFile *cf)
+{
+    static const char *const fixed[] = {"default", "a", "app-1", "x+y", ""};
+    char name[MAX_TUBE_NAME + 2], text[64 * (MAX_TUBE_NAME + 2) + 2];
+
+    CHECK(cf->n_listen <= CONF_MAX_LISTEN, "%zu listen sections", cf->n_listen);
+    for (size_t i = 0; i < cf->n_listen; i++) {
+        const ConfListen *l = &cf->listen[i];
+        size_t nl = strlen(l->name);
+
+        CHECK(nl >= 1 && nl <= LISTEN_NAME_MAX, "listener name length %zu", nl);
+        CHECK(l->set & (1u << LK_ADDRESS), "[listen %s] without an address", l->name);
+        if (l->is_unix)
+            CHECK(!strncmp(l->host, "unix:/", 6), "unix host '%s'", l->host);
+        else
+            CHECK(l->port >= 1 && l->port <= 65535 && !l->nusers && !l->ngroups &&
+                  !(l->set & (1u << LK_SOCKET_MODE)), "[listen %s] TCP keys", l->name);
+        CHECK(l->roles && !(l->roles & ~ROLE_ALL), "roles %#x", l->roles);
+        CHECK(l->protocol <= LP_HTTP, "protocol %d", l->protocol);
+        CHECK(l->socket_mode <= 07777, "socket_mode %o", l->socket_mode);
+        CHECK(l->ntubes <= LISTEN_MAX_PATTERNS, "%zu patterns", l->ntubes);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(cf->listen[j].name, l->name), "two [listen %s]", l->name);
+        for (size_t t = 0; t < l->ntubes; t++) {
+            const TubePattern *p = &l->tubes[t];
+            CHECK(p->is_prefix ? (p->len == 0 || tube_name_valid(p->name, p->len))
+                               : tube_name_valid(p->name, p->len), "pattern %zu", t);
+            memcpy(name, p->name, p->len);
+            check_tube_ok(l, name, p->len);
+            if (p->len)
+                check_tube_ok(l, name, p->len - 1u);
+            name[p->len] = 'z';
+            check_tube_ok(l, name, p->len + 1u);
+        }
+        for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
+            check_tube_ok(l, fixed[f], strlen(fixed[f]));
+        conf_tubes_text(l, text, sizeof text);
+        conf_role_text(l->roles, text, sizeof text);
+        CHECK(text[0], "no role text");
+    }
+}
+
 static void check_file(const ConfFile *cf, const char *buf, size_t size)
 {
     char err[512];
@@ -174,6 +252,7 @@ static void check_file(const ConfFile *cf, const char *buf, size_t size)
     check_sections(cf->exact, cf->n_exact, 0);
     check_sections(cf->prefix, cf->n_prefix, 1);
     CHECK(cf->server.set < CONF_BIT(SK_COUNT), "stray server bits");
+    check_listen(cf);
     resolve_some(cf);
     if (conf_validate(cf, NULL, err, sizeof err) < 0)
         check_error(err, buf, size);

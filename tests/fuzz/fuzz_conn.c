@@ -31,6 +31,11 @@
  *     op 54:     client c stops / starts reading replies (toggle)
  *     op 55:     drain mode toggles (SIGUSR1 / SIGUSR2)
  *     op 56..63: (op-55) extra loop iterations
+ *
+ * Connections 2 and 3 (with three or four) come through restricted
+ * listeners (spec access.md), so refusals run under the same checks: 2 is
+ * a producer,read listener on "a*, default", 3 a worker listener on "b*"
+ * (default outside: it starts using and watching nothing).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +95,7 @@ static const char *const plain[] = {
     "DELETED", "RELEASED", "TOUCHED", "NOT_FOUND", "NOT_IGNORED", "PAUSED",
     "TIMED_OUT", "DEADLINE_SOON", "UNKNOWN_COMMAND", "BAD_FORMAT",
     "EXPECTED_CRLF", "JOB_TOO_BIG", "DRAINING", "OUT_OF_MEMORY",
-    "INTERNAL_ERROR", "BURIED", "KICKED", "MOVED",
+    "INTERNAL_ERROR", "BURIED", "KICKED", "MOVED", "NOT_ALLOWED",
 };
 
 static int all_digits(const char *p, size_t n)
@@ -212,8 +217,32 @@ static void client_write(Server *s, Client *cl, int nc, Client *c, const uint8_t
     }
 }
 
+static const char access_conf[] =
+    "[listen p]\naddress = 127.0.0.1:1\nrole = producer, read\ntubes = a*, default\n"
+    "[listen w]\naddress = 127.0.0.1:2\nrole = worker\ntubes = b*\n";
+
+/* A listener with no socket, as server_listen_section() would set it up. */
+static Listener *fake_listener(Server *s, const Proto *p, const ConfListen *lc)
+{
+    Listener *l = &s->listeners[s->nlisteners];
+
+    memset(l, 0, sizeof *l);
+    l->ev.fd = -1;
+    l->srv = s;
+    l->proto = p;
+    l->index = (uint8_t)s->nlisteners++;
+    l->roles = lc->roles;
+    l->restricted = conf_listen_restricted(lc);
+    l->conf = lc;
+    snprintf(l->name, sizeof l->name, "%s", lc->name);
+    s->access_gen++;
+    return l;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    ConfFile *acf = NULL;
+    char aerr[256];
     static Server srv;
     static Beanstalk front;
     Server *s = &srv;
@@ -258,13 +287,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     s->draining = (flags & 0x80) != 0;
     beanstalk_init(&front, s);
+    if (conf_parse("access.conf", access_conf, sizeof access_conf - 1, &acf, aerr,
+                   sizeof aerr) < 0)
+        fz_fail("access config: %s", aerr);
 
     memset(cl, 0, sizeof cl);
     for (int i = 0; i < nc; i++) {
         int sv[2];
+        Conn *cn;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
             fz_fail("socketpair: %s", strerror(errno));
-        if (!conn_new(s, sv[0], &front.proto))
+        if (i >= 2)
+            cn = conn_new_on(s, sv[0], fake_listener(s, &front.proto, &acf->listen[i - 2]));
+        else
+            cn = conn_new(s, sv[0], &front.proto);
+        if (!cn)
             fz_fail("conn_new failed");
         cl[i].fd = sv[1];
         cl[i].reading = 1;
@@ -319,6 +356,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         step_done(s, cl, nc);
 
     server_free(s);
+    conf_free(acf);
     winding_down = 0;
     for (int i = 0; i < nc; i++) {
         if (cl[i].fd >= 0)

@@ -342,7 +342,8 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
         if (is_bs) {
             const BsConn *bc = (const BsConn *)c0;
             front = bs_front(c0);
-            using[fz_tube_pos(s, bc->use)]++;
+            if (!bc->use_none) /* a restricted listener's: uses nothing */
+                using[fz_tube_pos(s, bc->use)]++;
         } else if (((const McConn *)c0)->in_tube) {
             holding[fz_tube_pos(s, ((const McConn *)c0)->in_tube)]++;
         }
@@ -383,7 +384,9 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
         }
         if (!is_bs)
             continue; /* fuzz_mc_conn checks the rest of a memcache one */
-        FZ_CHECK(cn->nwatch >= 1, "connection watching nothing");
+        /* Only a restricted listener's connection may watch nothing. */
+        FZ_CHECK(cn->nwatch >= 1 || (c0->lis && c0->lis->restricted),
+                 "connection watching nothing");
         /* A wait the tick ended stays paused until engine_deliver(). */
         FZ_CHECK(paused == (cn->waiting || list_linked(&cn->end_link)),
                  "paused %d but waiting %d, ended %d", paused, cn->waiting,

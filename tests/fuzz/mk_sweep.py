@@ -23,6 +23,11 @@ once its connections are open).
 |         |                | child, an open job, a waiting get; the config  |                 |
 |         |                | reloaded three times (A -> B -> A -> B, see    |                 |
 |         |                | fuzz_mc_conn.c), with sets and expiry between  |                 |
+| access  | fuzz_conn      | an admin, a producer,read listener on "a*,     | mem, binlog     |
+|         |                | default" and a worker listener on "b*": every  |                 |
+|         |                | refusal (role, tube by name, job by id), body  |                 |
+|         |                | of a refused put, a connection that starts     |                 |
+|         |                | with nothing used or watched                   |                 |
 | http    | fuzz_http_conn | GET /metrics, /tubes.json, /, /healthz, a 404, |  plain, odd     |
 |         |                | a HEAD, a 405, two requests kept alive, an     |                 |
 |         |                | HTTP/1.0 one, with jobs in a few tubes         |                 |
@@ -242,6 +247,45 @@ def reload_session():
     return s
 
 
+# fuzz_conn with four connections: 2 and 3 come through restricted
+# listeners (fuzz_conn.c: 2 producer,read on "a*, default"; 3 worker on
+# "b*", starting with nothing used or watched). Jobs 1 (secret), 2 and 3
+# (b-1), 4 (a-1) come from the admin connection 0 first.
+def access_session():
+    s = b""
+    s += write(0, b"use secret\r\nput 0 0 60 6\r\nsecret\r\nuse b-1\r\n"
+                  b"put 0 0 60 2\r\nb2\r\nput 0 0 60 2\r\nb3\r\nuse a-1\r\n"
+                  b"put 0 0 60 2\r\na4\r\n")
+    s += loops(1)
+    s += write(2, b"put 0 0 60 1\r\nd\r\nuse secret\r\nput 0 0 60 1\r\nx\r\n"
+                  b"use a-2\r\nput 0 0 60 2\r\na2\r\nreserve\r\npeek 1\r\n"
+                  b"stats-job 1\r\nstats-job 4\r\npeek 4\r\nlist-tubes\r\n"
+                  b"stats-tubes\r\nstats-tube secret\r\nstats-tube a-1\r\n"
+                  b"list-jobs a-1 all 0 10\r\nlist-jobs secret all 0 10\r\nkick 1\r\n"
+                  b"stats-listeners\r\npause-tube a-1 1\r\nwatch a-1\r\n"
+                  b"ignore default\r\nlist-tubes-watched\r\npeek-ready\r\n"
+                  b"list-tube-used\r\ndelete 4\r\nmove-job 4 a-3\r\n")
+    s += loops(1)
+    s += write(3, b"put 0 0 60 3\r\nabc\r\nreserve\r\nreserve-with-timeout 0\r\n"
+                  b"list-tubes-watched\r\npeek-ready\r\nlist-tube-used\r\n"
+                  b"watch secret\r\nwatch b-1\r\nreserve-with-timeout 0\r\n"
+                  b"touch 2\r\nrelease 2 0 0\r\nreserve-job 3\r\nbury 3 0\r\n"
+                  b"delete 1\r\nreserve-job 1\r\ntouch 1\r\nrelease 1 0 0\r\n"
+                  b"bury 1 0\r\nkick-job 3\r\nignore b-1\r\nlist-tubes\r\n"
+                  b"stats-tubes\r\nreserve-with-timeout 0\r\ndelete 2\r\n")
+    s += loops(1)
+    s += write(1, b"stats-listeners\r\nkick-job 3\r\nmove-job 3 a-1\r\n"
+                  b"flush-tube secret\r\nlist-tubes\r\n")
+    s += loops(1)
+    s += write(3, b"watch b-2\r\nreserve-with-timeout 1\r\n")
+    s += write(0, b"use b-2\r\nput 0 0 60 1\r\nw\r\n")
+    s += loops(2)
+    s += write(3, b"quit\r\n")
+    s += write(2, b"quit\r\n")
+    s += loops(2)
+    return s
+
+
 # fuzz_http_conn's steps: write, read (and check) the replies, loop.
 def hwrite(c, data):
     out = b""
@@ -284,13 +328,16 @@ def http_session():
 # bit 7 a 2-byte failure index.
 # Counts: the sessions made these many allocations when they were set
 # (without / with the binlog; with -f 0 a few more or less from run to
-# run): conn 94 / ~102, mc 243 / ~268, reload 138 / ~141, http 24 / 26.
+# run): conn 94 / ~102, access 63 / ~67, mc 243 / ~268, reload 138 / ~141,
+# http 24 / 26.
 # `run` fails if a session outgrows its count.
 MC = 0x02 | 0x08 | 0x20
 HTTP = 0x01 | 0x10 | 0x40 | 0x80
 SESSIONS = {
     "conn": ("fuzz_conn", 200, {"mem": 0x01 | 0x08, "binlog": 0x01 | 0x08 | 0x04 | 0x40},
              conn_session),
+    "access": ("fuzz_conn", 300, {"mem": 0x03 | 0x08, "binlog": 0x03 | 0x08 | 0x04 | 0x40},
+               access_session),
     "mc": ("fuzz_mc_conn", 400, {"mem": MC, "binlog": MC | 0x04 | 0x40}, mc_session),
     "reload": ("fuzz_mc_conn", 250, {"mem": MC, "binlog": MC | 0x04 | 0x40}, reload_session),
     "http": ("fuzz_http_conn", 64, {"plain": HTTP, "odd": HTTP | 0x04 | 0x08 | 0x20},

@@ -52,6 +52,9 @@ SERVER_FAMILIES = [
     ("tubed_binlog_spill_reads_total", "counter"),
     ("tubed_binlog_spill_waits_total", "counter"),
     ("tubed_binlog_spill_errors_total", "counter"),
+    ("tubed_listener_connections", "gauge"),
+    ("tubed_listener_refused_commands_total", "counter"),
+    ("tubed_listener_refused_peers_total", "counter"),
 ]
 
 # (family, type, stats-tubes key it shows; None: computed)
@@ -80,7 +83,7 @@ COMMANDS = ["put", "peek", "peek-ready", "peek-delayed", "peek-buried", "reserve
             "kick", "touch", "stats", "stats-job", "stats-tube", "list-tubes",
             "list-tube-used", "list-tubes-watched", "pause-tube",
             "reserve-job", "kick-job", "flush-tube", "stats-tubes", "list-jobs", "move-job",
-            "stats-binlog"]
+            "stats-binlog", "stats-listeners"]
 
 STATES = ["ready", "reserved", "delayed", "buried"]
 

@@ -214,7 +214,8 @@ START_TEST(every_server_key)
                             "recover = true\n"
                             "memcache_port = 22133\n"
                             "metrics_port = 9100\n"
-                            "allow_shutdown = true\n");
+                            "allow_shutdown = true\n"
+                            "main_listener = false\n");
     const ConfServer *s = &cf->server;
 
     ck_assert_uint_eq(s->set, (1u << SK_COUNT) - 1);
@@ -234,6 +235,7 @@ START_TEST(every_server_key)
     ck_assert_uint_eq(s->memcache_port, 22133);
     ck_assert_uint_eq(s->metrics_port, 9100);
     ck_assert(s->allow_shutdown);
+    ck_assert(!s->main_listener);
     for (int k = 0; k < SK_COUNT; k++)
         ck_assert_uint_eq(cf->server_line[k], (unsigned long)k + 1);
     /* Server keys are not tube keys: the tubes keep their defaults. */
@@ -250,7 +252,7 @@ START_TEST(key_names_and_ids)
     static const char *const tube_vals[TK_COUNT] = {
         "1", "1", "1", "true", "1", "x", "1", "true", "true", "true", "1", "1", "1"};
     static const char *const server_vals[SK_COUNT] = {
-        "a", "1", "1", "u", "/d", "1", "true", "1", "1", "1", "1", "1", "true", "1", "1", "true"};
+        "a", "1", "1", "u", "/d", "1", "true", "1", "1", "1", "1", "1", "true", "1", "1", "true", "true"};
     char text[256];
 
     for (int k = 0; k < TK_COUNT; k++) {
@@ -458,11 +460,12 @@ START_TEST(errors_exact_text)
         {"[tube a]\nmemcache_port = 1\n", "t.conf:2: memcache_port is a server setting: "
                                           "allowed only at the top level, before the first "
                                           "[tube] section"},
-        {"[server]\n", "t.conf:1: unknown section '[server]' (want [tube NAME] or "
-                       "[tube PREFIX*])"},
-        {"[]\n", "t.conf:1: unknown section '[]' (want [tube NAME] or [tube PREFIX*])"},
-        {"[tubes a]\n", "t.conf:1: unknown section '[tubes a]' (want [tube NAME] or "
-                        "[tube PREFIX*])"},
+        {"[server]\n", "t.conf:1: unknown section '[server]' (want [tube NAME], "
+                       "[tube PREFIX*] or [listen NAME])"},
+        {"[]\n", "t.conf:1: unknown section '[]' (want [tube NAME], [tube PREFIX*] or "
+                 "[listen NAME])"},
+        {"[tubes a]\n", "t.conf:1: unknown section '[tubes a]' (want [tube NAME], "
+                        "[tube PREFIX*] or [listen NAME])"},
         {"[tube]\n", "t.conf:1: missing tube name in section header"},
         {"[ tube   ]\n", "t.conf:1: missing tube name in section header"},
         {"[tube a\n", "t.conf:1: malformed section header '[tube a' (missing ']')"},

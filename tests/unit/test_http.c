@@ -294,7 +294,7 @@ START_TEST(metrics_tubes_in_name_order)
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         engine_tube_ref(engine_tube(e, names[i], strlen(names[i])));
-    metrics_render(&r->bs, &b);
+    metrics_render(&r->bs, NULL, &b);
     ck_assert_int_eq(b.oom, 0);
     buf_append(&b, "", 1);
     /* byte order: "B" < "a" < "a;b" < "default" < "default2" < "zeta" */
@@ -312,7 +312,7 @@ START_TEST(metrics_tubes_in_name_order)
     ck_assert(strstr(b.data, "tubed_tubes 6\n"));
     ck_assert(strstr(b.data, "tubed_tube_jobs{tube=\"a;b\",state=\"buried\"} 0\n"));
     buf_free(&b);
-    tubes_json(&r->bs, &b);
+    tubes_json(&r->bs, NULL, &b);
     ck_assert_int_eq(b.oom, 0);
     ck_assert(b.len > 2 && !memcmp(b.data, "{\"server\":{\"current-jobs-urgent\":0,", 35));
     ck_assert(!memcmp(b.data + b.len - 3, "}}\n", 3));
@@ -332,8 +332,8 @@ START_TEST(render_out_of_memory)
     for (n = 1; n < 50; n++) {
         Buf b = {0};
         alloc_fail_after(n);
-        metrics_render(&r->bs, &b);
-        tubes_json(&r->bs, &b);
+        metrics_render(&r->bs, NULL, &b);
+        tubes_json(&r->bs, NULL, &b);
         alloc_fail_after(0);
         buf_free(&b);
     }

@@ -626,6 +626,7 @@ START_TEST(cmd_names)
         {CMD_PAUSE_TUBE, "pause-tube"},
         {CMD_STATS_TUBES, "stats-tubes"},
         {CMD_STATS_BINLOG, "stats-binlog"},
+        {CMD_STATS_LISTENERS, "stats-listeners"},
         {CMD_FLUSH_TUBE, "flush-tube"},
         {CMD_LIST_JOBS, "list-jobs"},
         {CMD_MOVE_JOB, "move-job"},

@@ -435,18 +435,18 @@ START_TEST(list_tubes)
     Buf b = {0};
 
     server_setup(&s);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     doc_is(&b, "---\n- default\n");
     Tube *x = tube(&s, "x");
     Tube *y = tube(&s, "y(1)");
     Tube *z = tube(&s, "z");
     buf_free(&b);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     /* Names are not quoted in lists. */
     doc_is(&b, "---\n- default\n- x\n- y(1)\n- z\n");
     tube_unref(&s.eng.tubes, x); /* z takes x's place */
     buf_free(&b);
-    stats_list_tubes(&s.eng, &b);
+    stats_list_tubes(&s.eng, NULL, &b);
     doc_is(&b, "---\n- default\n- z\n- y(1)\n");
     tube_unref(&s.eng.tubes, y);
     tube_unref(&s.eng.tubes, z);
@@ -526,7 +526,7 @@ START_TEST(server_document)
         if (t == CMD_QUIT || t == CMD_RESERVE_JOB || t == CMD_KICK_JOB)
             continue; /* beanstalkd has no key for these */
         if (t == CMD_STATS_TUBES || t == CMD_STATS_BINLOG || t == CMD_FLUSH_TUBE ||
-            t == CMD_LIST_JOBS || t == CMD_MOVE_JOB) {
+            t == CMD_LIST_JOBS || t == CMD_MOVE_JOB || t == CMD_STATS_LISTENERS) {
             /* tubed's extensions add no key to stats (extensions.md §2) */
             snprintf(key, sizeof key, "cmd-%s", cmd_name((CmdType)t));
             for (size_t i = 0; i < d.n; i++)

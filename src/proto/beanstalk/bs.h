@@ -31,6 +31,7 @@ typedef struct Beanstalk {
     Server *srv;
     uint64_t cmd_ct[CMD_COUNT];
     uint64_t producer_ct, worker_ct;
+    uint8_t allow[CMD_COUNT]; /* ROLE_* bits that may run each command (bsaccess.h) */
 } Beanstalk;
 
 typedef enum BsState {
@@ -46,13 +47,18 @@ enum {
 };
 
 /* Replies that may follow a DISCARD. */
-enum { AFTER_JOB_TOO_BIG, AFTER_OUT_OF_MEMORY, AFTER_BAD_FORMAT };
+enum { AFTER_JOB_TOO_BIG, AFTER_OUT_OF_MEMORY, AFTER_BAD_FORMAT, AFTER_NOT_ALLOWED };
 
 typedef struct BsConn {
     Conn conn;
     Worker worker;
     uint8_t bstate;
     uint8_t after_discard;  /* reply once a DISCARD ends */
+    uint8_t use_none;       /* uses no tube: its listener may not touch default
+                               (use points at default, holding no reference
+                               and not counted in using_ct) */
+    uint32_t pruned_gen;    /* watches checked against the listener's tubes at
+                               this Server.access_gen */
     char crlf[2];           /* the two bytes after a put body */
     uint32_t body_got;
     Tube *use;

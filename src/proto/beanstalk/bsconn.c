@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "access.h"
+#include "bsaccess.h"
 #include "cmd.h"
 #include "log.h"
 
@@ -16,9 +18,19 @@ static int bs_open(Conn *c)
 
     b->bstate = BS_CMD;
     b->use = e->default_tube;
-    engine_tube_ref(b->use);
-    b->use->using_ct++;
     worker_init(e, &b->worker, &bs_worker_ops);
+    /* A listener that may not touch default starts using and watching
+     * nothing: put and reserve are refused until use and watch. use still
+     * points at default (which always exists), unreferenced and uncounted. */
+    if (c->lis && !access_tube(c->lis, b->use)) {
+        b->use_none = 1;
+        watch_remove(e, &b->worker, 0);
+    } else {
+        engine_tube_ref(b->use);
+        b->use->using_ct++;
+    }
+    if (c->lis)
+        b->pruned_gen = c->srv->access_gen;
     return 0;
 }
 
@@ -35,8 +47,10 @@ static void bs_close(Conn *c)
         engine_job_drop(e, b->in_job);
         b->in_job = NULL;
     }
-    b->use->using_ct--;
-    engine_tube_unref(e, b->use);
+    if (!b->use_none) {
+        b->use->using_ct--;
+        engine_tube_unref(e, b->use);
+    }
     if (c->flags & BS_PRODUCER)
         f->producer_ct--;
     if (c->flags & BS_WORKER)
@@ -53,6 +67,11 @@ static void bs_hangup(Conn *c)
     worker_cancel(bs_engine(c), &b->worker);
     conn_set_state(c, CONN_OPEN);
     conn_reply_lit(c, "TIMED_OUT\r\n");
+}
+
+static void bs_access_changed(Conn *c)
+{
+    cmd_access_changed(bs_conn(c));
 }
 
 /* ---- input ------------------------------------------------------------ */
@@ -98,6 +117,7 @@ static const char *const after_replies[] = {
     [AFTER_JOB_TOO_BIG] = "JOB_TOO_BIG\r\n",
     [AFTER_OUT_OF_MEMORY] = "OUT_OF_MEMORY\r\n",
     [AFTER_BAD_FORMAT] = "BAD_FORMAT\r\n",
+    [AFTER_NOT_ALLOWED] = "NOT_ALLOWED\r\n",
 };
 
 static size_t take_discard(BsConn *b, size_t len)
@@ -205,8 +225,13 @@ static size_t bs_consume(Conn *c, const char *p, size_t len)
 
 void beanstalk_init(Beanstalk *b, Server *s)
 {
+    size_t missing;
+
     memset(b, 0, sizeof *b);
     b->srv = s;
+    /* A command without a row is admin-only; tests hold this at 0. */
+    if ((missing = bs_access_init(b->allow)))
+        log_warn("%zu beanstalk commands have no role decision: admin only", missing);
     b->proto = (Proto){
         .name = "beanstalk",
         .size = sizeof(BsConn),
@@ -214,6 +239,7 @@ void beanstalk_init(Beanstalk *b, Server *s)
         .consume = bs_consume,
         .hangup = bs_hangup,
         .close = bs_close,
+        .access_changed = bs_access_changed,
         .refusal = "OUT_OF_MEMORY\r\n", /* what beanstalkd sends */
     };
 }

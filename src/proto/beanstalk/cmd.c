@@ -2,7 +2,9 @@
 
 #include <string.h>
 
+#include "access.h"
 #include "clock.h"
+#include "conflisten.h"
 #include "log.h"
 #include "numparse.h"
 #include "parse.h"
@@ -166,8 +168,11 @@ static void do_use(BsConn *b, const Cmd *cmd)
         return;
     engine_tube_ref(t);
     t->using_ct++;
-    b->use->using_ct--;
-    engine_tube_unref(eng(b), b->use);
+    if (!b->use_none) {
+        b->use->using_ct--;
+        engine_tube_unref(eng(b), b->use);
+    }
+    b->use_none = 0;
     b->use = t;
     conn_replyf(conn(b), "USING %s\r\n", t->name);
 }
@@ -392,7 +397,7 @@ static void do_list_tubes(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_list_tubes(eng(b), &d);
+    stats_list_tubes(eng(b), conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -453,7 +458,7 @@ static void do_stats_tubes(BsConn *b, const Cmd *cmd)
     Buf d = {0};
 
     engine_expire_all(eng(b)); /* an expired job is never counted */
-    stats_tubes(eng(b), &d);
+    stats_tubes(eng(b), conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -462,6 +467,14 @@ static void do_stats_binlog(BsConn *b, const Cmd *cmd)
     Buf d = {0};
 
     stats_binlog(eng(b), &d);
+    reply_doc(b, &d);
+}
+
+static void do_stats_listeners(BsConn *b, const Cmd *cmd)
+{
+    Buf d = {0};
+
+    stats_listeners(conn(b)->srv, &d);
     reply_doc(b, &d);
 }
 
@@ -532,10 +545,140 @@ static const Handler handlers[CMD_COUNT] = {
     [CMD_PAUSE_TUBE] = do_pause_tube,
     [CMD_STATS_TUBES] = do_stats_tubes,
     [CMD_STATS_BINLOG] = do_stats_binlog,
+    [CMD_STATS_LISTENERS] = do_stats_listeners,
     [CMD_FLUSH_TUBE] = do_flush_tube,
     [CMD_LIST_JOBS] = do_list_jobs,
     [CMD_MOVE_JOB] = do_move_job,
 };
+
+/* ---- access (spec access.md) ------------------------------------------- */
+
+/* Refused: NOT_ALLOWED, after a put's body is read and dropped. Nothing
+ * else changes, not even the command counters. */
+static void refuse(BsConn *b, const Cmd *cmd)
+{
+    access_refused(conn(b), cmd_name(cmd->type));
+    if (cmd->type == CMD_PUT)
+        bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_NOT_ALLOWED);
+    else
+        conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
+}
+
+/* A job outside the listener's tubes does not exist for it. */
+static int hidden(BsConn *b, const Cmd *cmd)
+{
+    Job *j = engine_find(eng(b), cmd->id);
+
+    if (!j || access_tube(conn(b)->lis, j->tube))
+        return 0;
+    access_refused(conn(b), cmd_name(cmd->type));
+    conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+    return 1;
+}
+
+/* Watches of tubes the listener no longer allows (a reload narrowed its
+ * tubes) are dropped before anything looks at the watch list. */
+static void prune_watches(BsConn *b)
+{
+    Listener *l = conn(b)->lis;
+    Worker *w = &b->worker;
+
+    if (b->pruned_gen == l->srv->access_gen)
+        return;
+    for (uint32_t i = w->nwatch; i-- > 0;)
+        if (!access_tube(l, w->watch[i].tube))
+            watch_remove(eng(b), w, (int)i);
+    b->pruned_gen = l->srv->access_gen;
+}
+
+void cmd_access_changed(BsConn *b)
+{
+    Worker *w = &b->worker;
+    Engine *e = eng(b);
+    int64_t left = INT64_MAX;
+    uint32_t i;
+
+    if (conn(b)->state != CONN_PAUSED || !w->waiting)
+        return;
+    for (i = 0; i < w->nwatch && access_tube(conn(b)->lis, w->watch[i].tube); i++)
+        ;
+    if (i == w->nwatch)
+        return; /* every tube it waits on is still allowed */
+    if (w->wait_until != INT64_MAX)
+        left = w->wait_until > e->now ? w->wait_until - e->now : 0;
+    worker_cancel(e, w);
+    conn_set_state(conn(b), CONN_OPEN);
+    prune_watches(b);
+    if (w->nwatch == 0)
+        conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
+    else
+        reserve(b, left);
+}
+
+/* The tube rules of a restricted listener, before the command runs. 0:
+ * go on; 1: answered (refused, or a hidden job's NOT_FOUND). */
+static int tube_rules(BsConn *b, const Cmd *cmd)
+{
+    Listener *l = conn(b)->lis;
+
+    switch (cmd->type) {
+    case CMD_MOVE_JOB: /* its target, then its job */
+        if (!access_name(l, cmd->name, cmd->name_len))
+            break;
+        return hidden(b, cmd);
+    case CMD_USE:
+    case CMD_PAUSE_TUBE:
+    case CMD_FLUSH_TUBE:
+    case CMD_STATS_TUBE:
+    case CMD_LIST_JOBS:
+        if (!access_name(l, cmd->name, cmd->name_len))
+            break;
+        return 0;
+    case CMD_WATCH:
+    case CMD_IGNORE:
+        prune_watches(b);
+        if (!access_name(l, cmd->name, cmd->name_len))
+            break;
+        return 0;
+    case CMD_PEEK:
+    case CMD_STATS_JOB:
+    case CMD_DELETE:
+    case CMD_KICK_JOB:
+    case CMD_RESERVE_JOB:
+    case CMD_TOUCH:
+    case CMD_RELEASE:
+    case CMD_BURY:
+        return hidden(b, cmd);
+    case CMD_PUT:
+    case CMD_KICK:
+    case CMD_LIST_TUBE_USED:
+        if (b->use_none || !access_tube(l, b->use))
+            break;
+        return 0;
+    case CMD_PEEK_READY:
+    case CMD_PEEK_DELAYED:
+    case CMD_PEEK_BURIED:
+        if (b->use_none || !access_tube(l, b->use)) {
+            access_refused(conn(b), cmd_name(cmd->type));
+            conn_reply_lit(conn(b), "NOT_FOUND\r\n");
+            return 1;
+        }
+        return 0;
+    case CMD_RESERVE:
+    case CMD_RESERVE_TIMEOUT:
+        prune_watches(b);
+        if (b->worker.nwatch == 0)
+            break;
+        return 0;
+    case CMD_LIST_TUBES_WATCHED:
+        prune_watches(b);
+        return 0;
+    default:
+        return 0;
+    }
+    refuse(b, cmd);
+    return 1;
+}
 
 void cmd_line(BsConn *b, const char *line, size_t len)
 {
@@ -561,6 +704,13 @@ void cmd_line(BsConn *b, const char *line, size_t len)
             conn_reply_lit(conn(b), "BAD_FORMAT\r\n");
         return;
     }
+    /* The role: one AND. The tubes: only on a listener that has some. */
+    if (!access_role(conn(b), f->allow[cmd.type])) {
+        refuse(b, &cmd);
+        return;
+    }
+    if (access_restricted(conn(b)) && tube_rules(b, &cmd))
+        return;
     f->cmd_ct[cmd.type]++;
     handlers[cmd.type](b, &cmd);
 }

@@ -21,5 +21,9 @@ void cmd_line(BsConn *b, const char *line, size_t len);
 void cmd_put_body_done(BsConn *b);
 /* The engine ended a wait of this connection's worker. */
 void cmd_wake(Worker *w, WaitEnd how, Job *j);
+/* A reload narrowed the listener's tubes: a reserve waiting on a tube it
+ * may no longer touch waits again on the tubes left (for the time left),
+ * or answers NOT_ALLOWED when none is left. */
+void cmd_access_changed(BsConn *b);
 
 #endif

@@ -27,7 +27,8 @@
  * space is matched as a prefix, as beanstalkd does, so "statsx" is a
  * malformed stats (BAD_FORMAT), not an unknown command; "pause-tube" has no
  * space for the same reason (beanstalkd reads "pause-tubex 5" as tube x).
- * The last rows and stats-tubes / stats-binlog are tubed's extensions
+ * The last rows and stats-tubes / stats-binlog / stats-listeners are
+ * tubed's extensions
  * (doc/protocol.md); they come before "stats", which would match them as
  * a prefix. */
 #define TUBED_COMMANDS(X)                                   \
@@ -49,6 +50,7 @@
     X(STATS_TUBE, "stats-tube ", ARG_TUBE)                  \
     X(STATS_TUBES, "stats-tubes", ARG_NONE)                 \
     X(STATS_BINLOG, "stats-binlog", ARG_NONE)               \
+    X(STATS_LISTENERS, "stats-listeners", ARG_NONE)         \
     X(STATS, "stats", ARG_NONE)                             \
     X(USE, "use ", ARG_TUBE)                                \
     X(WATCH, "watch ", ARG_TUBE)                            \

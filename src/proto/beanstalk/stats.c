@@ -7,6 +7,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "clock.h"
 #include "engine.h"
 
@@ -185,7 +186,7 @@ static int by_name(const void *a, const void *b)
     return c ? c : (int)x->name_len - (int)y->name_len;
 }
 
-void stats_tubes(const Engine *e, Buf *b)
+void stats_tubes(const Engine *e, const Listener *l, Buf *b)
 {
     size_t n = e->tubes.len;
     const Tube **v = malloc((n + 1) * sizeof *v);
@@ -194,7 +195,7 @@ void stats_tubes(const Engine *e, Buf *b)
         b->oom = 1;
         return;
     }
-    memcpy(v, e->tubes.list, n * sizeof *v);
+    n = access_filter(l, (Tube **)v, e->tubes.list, n);
     qsort(v, n, sizeof *v, by_name);
     buf_append(b, "---\n", 4);
     for (size_t i = 0; i < n; i++) {
@@ -282,16 +283,56 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
                x->releases, x->buries, x->kicks);
 }
 
-void stats_list_tubes(const Engine *e, Buf *b)
+/* An empty list is "--- []": YAML loaders read a bare "---" as null, which
+ * a client then fails to iterate (beaneater does). Only a restricted
+ * listener's lists can be empty: default always exists, and a watch list
+ * is never emptied by ignore. */
+static const char EMPTY_LIST[] = "--- []\n";
+
+void stats_list_tubes(const Engine *e, const Listener *l, Buf *b)
 {
-    buf_append(b, "---\n", 4);
+    size_t n = 0;
+
     for (size_t i = 0; i < e->tubes.len; i++)
-        buf_printf(b, "- %s\n", e->tubes.list[i]->name);
+        if (access_tube(l, e->tubes.list[i]))
+            buf_printf(b, "%s- %s\n", n++ ? "" : "---\n", e->tubes.list[i]->name);
+    if (!n)
+        buf_append(b, EMPTY_LIST, sizeof EMPTY_LIST - 1);
 }
 
 void stats_list_watched(const Worker *w, Buf *b)
 {
+    if (!w->nwatch) {
+        buf_append(b, EMPTY_LIST, sizeof EMPTY_LIST - 1);
+        return;
+    }
     buf_append(b, "---\n", 4);
     for (uint32_t i = 0; i < w->nwatch; i++)
         buf_printf(b, "- %s\n", w->watch[i].tube->name);
+}
+
+void stats_listeners(const Server *s, Buf *b)
+{
+    char roles[64], tubes[LISTEN_MAX_PATTERNS * (MAX_TUBE_NAME + 2) + 2];
+
+    buf_append(b, "---\n", 4);
+    for (int i = 0; i < s->nlisteners; i++) {
+        const Listener *l = &s->listeners[i];
+        const char *proto = l->conf ? conf_proto_name(l->conf->protocol) : l->proto->name;
+
+        buf_printf(b, "- name: \"%s\"\n"
+                   "  address: \"%s\"\n"
+                   "  protocol: %s\n"
+                   "  role: \"%s\"\n"
+                   "  tubes: \"%s\"\n"
+                   "  current-connections: %llu\n"
+                   "  total-connections: %llu\n"
+                   "  refused-commands: %llu\n"
+                   "  refused-peers: %llu\n",
+                   l->name, l->conf ? l->conf->address : l->address, proto,
+                   conf_role_text(l->roles, roles, sizeof roles),
+                   conf_tubes_text(l->conf, tubes, sizeof tubes),
+                   (unsigned long long)l->cur_conns, (unsigned long long)l->total_conns,
+                   (unsigned long long)l->refused_cmds, (unsigned long long)l->refused_peers);
+    }
 }

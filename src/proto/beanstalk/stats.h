@@ -17,11 +17,14 @@
 void stats_server(const Beanstalk *f, Buf *b);
 void stats_tube(const Engine *e, const Tube *t, Buf *b);
 void stats_job(const Engine *e, const Job *j, Buf *b);
-void stats_list_tubes(const Engine *e, Buf *b);
+/* l: only the tubes listener l may touch (NULL: every tube). */
+void stats_list_tubes(const Engine *e, const Listener *l, Buf *b);
 void stats_list_watched(const Worker *w, Buf *b);
 /* Extensions (extensions.md §2): every tube in name order, its stats-tube
  * keys indented under "<name>": and then tubed's own; the binlog's health. */
-void stats_tubes(const Engine *e, Buf *b);
+void stats_tubes(const Engine *e, const Listener *l, Buf *b);
 void stats_binlog(const Engine *e, Buf *b);
+/* stats-listeners: every listener, with its role, tubes and counters. */
+void stats_listeners(const Server *s, Buf *b);
 
 #endif

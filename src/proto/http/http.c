@@ -165,7 +165,7 @@ static void reply_timeout(Conn *c)
 
 /* ---- the paths ---------------------------------------------------------- */
 
-typedef void (*Render)(const Beanstalk *f, Buf *b);
+typedef void (*Render)(const Beanstalk *f, const Listener *l, Buf *b);
 
 /* A rendered body: expire due jobs (an expired job is never counted),
  * render, answer. Rendering is the only work: nothing waits. */
@@ -177,7 +177,7 @@ static void respond_rendered(Conn *c, const HttpRequest *req, Render render,
     engine_expire_all(&h->srv->eng);
     h->body.len = 0;
     h->body.oom = 0;
-    render(h->bs, &h->body);
+    render(h->bs, c->lis, &h->body);
     if (h->body.oom)
         respond_text(c, req, 500, "out of memory\n", R_CLOSE);
     else

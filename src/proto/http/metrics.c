@@ -1,9 +1,11 @@
 #include "metrics.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "engine.h"
@@ -45,6 +47,7 @@ static const struct {
     {"list-jobs", CMD_LIST_JOBS},
     {"move-job", CMD_MOVE_JOB},
     {"stats-binlog", CMD_STATS_BINLOG},
+    {"stats-listeners", CMD_STATS_LISTENERS},
 };
 
 static const char *const state_names[] = {"ready", "reserved", "delayed", "buried"};
@@ -252,37 +255,67 @@ static int by_name(const void *a, const void *b)
 
 /* Every tube in name order, in a new array (tb_free it); NULL when out of
  * memory (or when there is no tube at all). */
-static const Tube **sorted_tubes(const Engine *e)
+static const Tube **sorted_tubes(const Engine *e, const Listener *l, size_t *n)
 {
-    size_t n = e->tubes.len;
-    const Tube **v = n ? tb_malloc(n * sizeof *v) : NULL;
+    const Tube **v = e->tubes.len ? tb_malloc(e->tubes.len * sizeof *v) : NULL;
 
+    *n = 0;
     if (!v)
         return NULL;
-    memcpy(v, e->tubes.list, n * sizeof *v);
-    qsort(v, n, sizeof *v, by_name);
+    *n = access_filter(l, (Tube **)v, e->tubes.list, e->tubes.len);
+    qsort(v, *n, sizeof *v, by_name);
     return v;
 }
 
-void metrics_render(const Beanstalk *f, Buf *b)
+/* tubed_listener_*: one sample per listener, by its name. */
+static void listener_families(const Server *s, Buf *b)
+{
+    static const struct {
+        const char *name, *help;
+        PromType type;
+        size_t off;
+    } fam[] = {
+        {"tubed_listener_connections", "Open connections of the listener.", PROM_GAUGE,
+         offsetof(Listener, cur_conns)},
+        {"tubed_listener_refused_commands_total", "Commands the listener's role or tubes "
+         "refused.", PROM_COUNTER, offsetof(Listener, refused_cmds)},
+        {"tubed_listener_refused_peers_total", "Connections closed at once: the peer was "
+         "not in the listener's users or groups.", PROM_COUNTER,
+         offsetof(Listener, refused_peers)},
+    };
+
+    for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
+        prom_family(b, fam[k].name, fam[k].type, fam[k].help);
+        for (int i = 0; i < s->nlisteners; i++) {
+            const Listener *l = &s->listeners[i];
+            PromLabel lab = prom_label("listener", l->name);
+            uint64_t v;
+            memcpy(&v, (const char *)l + fam[k].off, sizeof v);
+            prom_sample_u64(b, fam[k].name, &lab, 1, v);
+        }
+    }
+}
+
+void metrics_render(const Beanstalk *f, const Listener *l, Buf *b)
 {
     const Engine *e = &f->srv->eng;
-    size_t n = e->tubes.len;
-    const Tube **v = sorted_tubes(e);
+    size_t n;
+    const Tube **v = sorted_tubes(e, l, &n);
 
-    if (n && !v) {
+    if (e->tubes.len && !v) {
         b->oom = 1;
         return;
     }
     server_families(f, b);
+    listener_families(f->srv, b);
     tube_jobs_family(e, v, n, b);
     for (size_t k = 0; k < sizeof tube_families / sizeof tube_families[0]; k++) {
         const char *name = tube_families[k].name;
 
         prom_family(b, name, tube_families[k].type, tube_families[k].help);
         for (size_t i = 0; i < n; i++) {
-            PromLabel l = tube_label(v[i]);
-            prom_sample_u64(b, name, &l, 1, tube_families[k].value(e, v[i]));
+            PromLabel lab = tube_label(v[i]);
+            prom_sample_u64(b, name, &lab, 1, tube_families[k].value(e, v[i]));
         }
     }
     tb_free(v);

@@ -16,6 +16,9 @@
 #include "bs.h"
 #include "buf.h"
 
-void metrics_render(const Beanstalk *f, Buf *b);
+/* l: the listener asking; per-tube families show only the tubes it may
+ * touch (NULL: every tube). The tubed_listener_* families list every
+ * listener. */
+void metrics_render(const Beanstalk *f, const Listener *l, Buf *b);
 
 #endif

@@ -189,7 +189,7 @@ static void tubes_members(Buf *b, const Buf *y)
     }
 }
 
-void tubes_json(const Beanstalk *f, Buf *b)
+void tubes_json(const Beanstalk *f, const Listener *l, Buf *b)
 {
     Buf y = {0};
     size_t start;
@@ -205,7 +205,7 @@ void tubes_json(const Beanstalk *f, Buf *b)
     yaml_members_json(b, y.data + start, y.len - start, 0);
     buf_append(b, "},\"tubes\":{", 11);
     y.len = 0;
-    stats_tubes(&f->srv->eng, &y);
+    stats_tubes(&f->srv->eng, l, &y);
     if (y.oom)
         b->oom = 1;
     else

@@ -20,7 +20,8 @@
 #include "bs.h"
 #include "buf.h"
 
-void tubes_json(const Beanstalk *f, Buf *b);
+/* l: only the tubes listener l may touch (NULL: every tube). */
+void tubes_json(const Beanstalk *f, const Listener *l, Buf *b);
 
 /* s (n bytes, any bytes) as a JSON string with its quotes: '"' and '\'
  * escaped, control bytes as \b \f \n \r \t or \u00XX, DEL as \u007f; bytes

@@ -50,6 +50,8 @@ typedef struct Memcache {
     Server *srv;
     McCounters ct;
     Buf tmp;                /* a taken job's reply, built before its delete */
+    uint8_t allow[MC_CMD_COUNT]; /* ROLE_* bits that may run each command (mcaccess.h) */
+    uint8_t allow_peek;     /* ... a get whose only option is /peek */
 } Memcache;
 
 typedef enum McState {

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "mcget.h"
@@ -151,18 +152,18 @@ void mc_body_done(McConn *m)
 
 /* Every tube, each with a reference (flushing may free the last job of a
  * tube); *n of them. NULL when out of memory. */
-static Tube **ref_all(Engine *e, size_t *n)
+static Tube **ref_all(McConn *m, size_t *n)
 {
+    Engine *e = eng(m);
     Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
 
     *n = 0;
     if (!v)
         return NULL;
-    for (size_t i = 0; i < e->tubes.len; i++) {
-        v[i] = e->tubes.list[i];
+    /* A listener with tubes flushes only those. */
+    *n = access_filter(m->conn.lis, v, e->tubes.list, e->tubes.len);
+    for (size_t i = 0; i < *n; i++)
         engine_tube_ref(v[i]);
-    }
-    *n = e->tubes.len;
     return v;
 }
 
@@ -230,7 +231,7 @@ static void do_flush_all(McConn *m, const McCmd *cmd)
 {
     Engine *e = eng(m);
     size_t n;
-    Tube **v = ref_all(e, &n);
+    Tube **v = ref_all(m, &n);
     int r = 0;
 
     if (!v) {
@@ -290,7 +291,7 @@ static void do_flush_all_expired(McConn *m, const McCmd *cmd)
 {
     Engine *e = eng(m);
     size_t n;
-    Tube **v = ref_all(e, &n);
+    Tube **v = ref_all(m, &n);
     uint64_t k;
 
     if (!v) {
@@ -315,7 +316,7 @@ static void do_stats(McConn *m, const McCmd *cmd)
     Buf d = {0};
 
     engine_expire_all(eng(m)); /* an expired job is never counted */
-    mcstats_server(front(m), &d);
+    mcstats_server(front(m), m->conn.lis, &d);
     reply_doc(m, &d);
 }
 
@@ -324,7 +325,7 @@ static void do_dump_stats(McConn *m, const McCmd *cmd)
     Buf d = {0};
 
     engine_expire_all(eng(m));
-    mcstats_dump(front(m), cmd->names, &d);
+    mcstats_dump(front(m), m->conn.lis, cmd->names, &d);
     reply_doc(m, &d);
 }
 
@@ -400,6 +401,53 @@ static const Handler handlers[MC_CMD_COUNT] = {
     [MC_CMD_QUIT] = do_quit,
 };
 
+/* ---- access (spec access.md §4) ------------------------------------------ */
+
+/* The role allows the command, and a restricted listener its queue. 1: go
+ * on; 0: answered (CLIENT_ERROR not allowed, or what an empty or unknown
+ * queue would answer), nothing changed but the refusal counter. A set is
+ * refused once its body is read. */
+static int allowed(McConn *m, const McCmd *cmd)
+{
+    Memcache *f = front(m);
+    Listener *l = m->conn.lis;
+    unsigned roles = cmd->type == MC_CMD_GET && cmd->opts == MC_OPT_PEEK ? f->allow_peek
+                                                                         : f->allow[cmd->type];
+    McErr err = MC_ERR_NOT_ALLOWED;
+
+    if (!access_role(&m->conn, roles))
+        goto refuse;
+    if (!access_restricted(&m->conn))
+        return 1;
+    switch (cmd->type) {
+    case MC_CMD_SET:
+    case MC_CMD_DELETE:
+    case MC_CMD_FLUSH:
+    case MC_CMD_FLUSH_EXPIRED:
+        break;
+    case MC_CMD_GET:
+    case MC_CMD_MONITOR:
+    case MC_CMD_CONFIRM:
+        err = MC_OK; /* another queue looks empty: nothing open, nothing to get */
+        break;
+    default:
+        return 1;
+    }
+    if (access_name(l, cmd->name, cmd->name_len))
+        return 1;
+refuse:
+    access_refused(&m->conn, mc_cmd_name(cmd->type));
+    if (cmd->has_body)
+        start_body(m, cmd->bytes, MC_ERR_NOT_ALLOWED, 0);
+    else if (err == MC_ERR_NOT_ALLOWED)
+        mc_reply_err(m, err);
+    else if (cmd->type == MC_CMD_CONFIRM)
+        mc_reply_err(m, MC_ERR_NOTHING_OPEN);
+    else
+        mc_reply_lit(m, "END\r\n");
+    return 0;
+}
+
 void mc_line(McConn *m, const char *line, size_t len)
 {
     McCmd cmd;
@@ -410,8 +458,10 @@ void mc_line(McConn *m, const char *line, size_t len)
                 (int)(len > 80 ? 80 : len), line);
     if (cmd.has_body) {
         /* Read first, whatever the answer (mcparse.h). */
-        if (cmd.err == MC_OK)
+        if (cmd.err == MC_OK && allowed(m, &cmd))
             do_set(m, &cmd);
+        else if (cmd.err == MC_OK)
+            ; /* refused: its body is being read and dropped */
         else
             start_body(m, cmd.bytes, cmd.err, 0);
         return;
@@ -420,5 +470,6 @@ void mc_line(McConn *m, const char *line, size_t len)
         mc_reply_err(m, cmd.err);
         return;
     }
-    handlers[cmd.type](m, &cmd);
+    if (allowed(m, &cmd))
+        handlers[cmd.type](m, &cmd);
 }

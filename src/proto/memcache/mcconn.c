@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "access.h"
+#include "mcaccess.h"
 #include "log.h"
 #include "mccmd.h"
 #include "mcget.h"
@@ -28,6 +30,16 @@ static int mc_open(Conn *c)
 static void mc_close(Conn *c)
 {
     mc_closing(mc_conn(c));
+}
+
+/* A reload took the tube of a waiting get from the listener: the wait ends
+ * with nothing taken, as when the client gives up. */
+static void mc_access_changed_conn(Conn *c)
+{
+    McConn *m = mc_conn(c);
+
+    if (m->waiting && m->get_tube && !access_tube(c->lis, m->get_tube))
+        mc_hangup(m);
 }
 
 /* The peer half-closed while a get waited: the get answers END. */
@@ -117,12 +129,17 @@ int memcache_init(Memcache *f, Server *s)
         .open = mc_open,
         .consume = mc_consume,
         .hangup = mc_hangup_conn,
+        .access_changed = mc_access_changed_conn,
         .close = mc_close,
         /* memcached says "ERROR Too many open connections", which clients
          * read as an unknown command; SERVER_ERROR is the protocol's word
          * for a server that cannot serve. */
         .refusal = "SERVER_ERROR too many open connections\r\n",
     };
+    /* A command without a row is admin-only; tests hold this at 0. */
+    if (mc_access_init(f->allow))
+        log_warn("memcache commands without a role decision: admin only");
+    f->allow_peek = (uint8_t)mc_access_roles("get/peek");
     return 0;
 }
 

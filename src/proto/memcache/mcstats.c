@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "conf.h"
@@ -31,17 +32,19 @@ static int by_tube_name(const void *a, const void *b)
     return name_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
-/* Every tube, in name order; NULL (b->oom set) when out of memory. */
-static Tube **sorted_tubes(const Engine *e, Buf *b)
+/* Every tube listener l may touch (NULL: every tube), in name order, *n
+ * of them; NULL (b->oom set) when out of memory. */
+static Tube **sorted_tubes(const Engine *e, const Listener *l, Buf *b, size_t *n)
 {
     Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
 
+    *n = 0;
     if (!v) {
         b->oom = 1;
         return NULL;
     }
-    memcpy(v, e->tubes.list, e->tubes.len * sizeof *v);
-    qsort(v, e->tubes.len, sizeof *v, by_tube_name);
+    *n = access_filter(l, v, e->tubes.list, e->tubes.len);
+    qsort(v, *n, sizeof *v, by_tube_name);
     return v;
 }
 
@@ -93,16 +96,16 @@ static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
     v[TS_FLUSHES] = s->flushes;
 }
 
-/* A fanout parent's children, comma-separated in name order; 0 if it has
- * none (no key then). */
-static int children_of(const Tube *t, Buf *out)
+/* A fanout parent's children that listener l may see (NULL: all),
+ * comma-separated in name order; 0 if it has none (no key then). */
+static int children_of(const Tube *t, const Listener *l, Buf *out)
 {
     const Tube *v[64], **all = v;
     size_t n = 0, cap = 64;
 
     if (!t->pol.fanout || list_empty(&t->children))
         return 0;
-    for (const List *l = t->children.next; l != &t->children; l = l->next) {
+    for (const List *c = t->children.next; c != &t->children; c = c->next) {
         if (n == cap) {
             const Tube **bigger = tb_malloc(2 * cap * sizeof *bigger);
             if (!bigger) {
@@ -115,7 +118,13 @@ static int children_of(const Tube *t, Buf *out)
             all = bigger;
             cap *= 2;
         }
-        all[n++] = container_of(l, Tube, child_link);
+        all[n] = container_of(c, Tube, child_link);
+        n += access_tube(l, (Tube *)all[n]);
+    }
+    if (!n) {
+        if (all != v)
+            tb_free(all);
+        return 0;
     }
     qsort(all, n, sizeof *all, by_tube_name);
     for (size_t i = 0; i < n; i++) {
@@ -179,16 +188,17 @@ static void global_stats(const Memcache *f, Buf *b)
                (unsigned long long)c->queue_deletes);
 }
 
-void mcstats_server(Memcache *f, Buf *b)
+void mcstats_server(Memcache *f, const Listener *l, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     Tube **v;
     Buf kids = {0};
+    size_t n;
 
     global_stats(f, b);
-    if (!(v = sorted_tubes(e, b)))
+    if (!(v = sorted_tubes(e, l, b, &n)))
         return;
-    for (size_t i = 0; i < e->tubes.len; i++) {
+    for (size_t i = 0; i < n; i++) {
         const Tube *t = v[i];
         uint64_t val[TS_COUNT];
 
@@ -197,7 +207,7 @@ void mcstats_server(Memcache *f, Buf *b)
             buf_printf(b, "STAT queue_%s_%s %llu\r\n", t->name, tube_keys[k],
                        (unsigned long long)val[k]);
         kids.len = 0;
-        if (children_of(t, &kids))
+        if (children_of(t, l, &kids))
             buf_printf(b, "STAT queue_%s_children %.*s\r\n", t->name, (int)kids.len,
                        kids.data ? kids.data : "");
         b->oom |= kids.oom;
@@ -209,7 +219,7 @@ void mcstats_server(Memcache *f, Buf *b)
 
 /* ---- dump_stats --------------------------------------------------------- */
 
-static void dump_tube(const Memcache *f, const Tube *t, Buf *b, Buf *kids)
+static void dump_tube(const Memcache *f, const Listener *l, const Tube *t, Buf *b, Buf *kids)
 {
     uint64_t val[TS_COUNT];
 
@@ -218,7 +228,7 @@ static void dump_tube(const Memcache *f, const Tube *t, Buf *b, Buf *kids)
     for (int k = 0; k < TS_COUNT; k++)
         buf_printf(b, "  %s=%llu\r\n", tube_keys[k], (unsigned long long)val[k]);
     kids->len = 0;
-    if (children_of(t, kids))
+    if (children_of(t, l, kids))
         buf_printf(b, "  children=%.*s\r\n", (int)kids->len, kids->data ? kids->data : "");
     b->oom |= kids->oom;
     buf_append(b, "}\r\n", 3);
@@ -261,7 +271,7 @@ static Name *given_names(McNames names, size_t *n, Buf *b)
     return v;
 }
 
-void mcstats_dump(Memcache *f, McNames names, Buf *b)
+void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     Buf kids = {0};
@@ -273,19 +283,20 @@ void mcstats_dump(Memcache *f, McNames names, Buf *b)
         return;
     if (given) {
         for (size_t i = 0; i < n; i++) {
-            const Tube *t = engine_tube_find(e, given[i].p, given[i].n);
-            if (t)
-                dump_tube(f, t, b, &kids);
+            Tube *t = engine_tube_find(e, given[i].p, given[i].n);
+            if (t && access_tube(l, t))
+                dump_tube(f, l, t, b, &kids);
             else /* kestrel's empty block for a queue it does not have */
                 buf_printf(b, "queue '%.*s' {\r\n  \r\n}\r\n", (int)given[i].n, given[i].p);
         }
         tb_free(given);
     } else {
-        Tube **v = sorted_tubes(e, b);
+        size_t k;
+        Tube **v = sorted_tubes(e, l, b, &k);
         if (!v)
             return;
-        for (size_t i = 0; i < e->tubes.len; i++)
-            dump_tube(f, v[i], b, &kids);
+        for (size_t i = 0; i < k; i++)
+            dump_tube(f, l, v[i], b, &kids);
         tb_free(v);
     }
     buf_free(&kids);

@@ -30,9 +30,9 @@ static inline McTubeStat *mcstats_tube(Memcache *f, Tube *t)
 /* delete: the tube starts over, as a deleted kestrel queue does. */
 void mcstats_forget(Memcache *f, Tube *t);
 
-void mcstats_server(Memcache *f, Buf *b);
+void mcstats_server(Memcache *f, const Listener *l, Buf *b);
 /* names empty: every tube. */
-void mcstats_dump(Memcache *f, McNames names, Buf *b);
+void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b);
 void mcstats_config(Memcache *f, Buf *b);
 
 #endif

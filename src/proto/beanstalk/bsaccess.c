@@ -1,0 +1,91 @@
+#include "bsaccess.h"
+
+#include <string.h>
+
+#include "conflisten.h"
+
+#define R ROLE_READ
+#define P ROLE_PRODUCER
+#define W ROLE_WORKER
+#define A ROLE_ADMIN
+#define ANY (R | P | W | A) /* every role includes read */
+
+/* One row per command word. read's commands belong to every role (each
+ * role is "read, and ..."); admin may run everything. */
+static const struct {
+    const char *word;
+    uint8_t roles;
+} rows[] = {
+    /* read */
+    {"stats", ANY},
+    {"stats-tube", ANY},
+    {"stats-tubes", ANY},
+    {"stats-job", ANY},
+    {"stats-binlog", ANY},
+    {"stats-replication", ANY},
+    {"peek", ANY},
+    {"peek-ready", ANY},
+    {"peek-delayed", ANY},
+    {"peek-buried", ANY},
+    {"list-tubes", ANY},
+    {"list-tube-used", ANY},
+    {"list-tubes-watched", ANY},
+    {"list-jobs", ANY},
+    {"use", ANY},
+    {"watch", ANY},
+    {"ignore", ANY},
+    {"quit", ANY},
+    /* producer */
+    {"put", P | A},
+    /* worker */
+    {"reserve", W | A},
+    {"reserve-with-timeout", W | A},
+    {"reserve-job", W | A},
+    {"delete", W | A},
+    {"release", W | A},
+    {"bury", W | A},
+    {"touch", W | A},
+    /* admin */
+    {"kick", A},
+    {"kick-job", A},
+    {"pause-tube", A},
+    {"flush-tube", A},
+    {"move-job", A},
+    {"stats-listeners", A},
+    {"promote", A},
+    {"follow", A},
+    {"replicate", A},
+};
+
+#define NROWS (sizeof rows / sizeof rows[0])
+
+unsigned bs_access_roles(const char *word)
+{
+    for (size_t i = 0; i < NROWS; i++)
+        if (!strcmp(rows[i].word, word))
+            return rows[i].roles;
+    return 0;
+}
+
+size_t bs_access_init(uint8_t allow[CMD_COUNT])
+{
+    size_t missing = 0;
+
+    for (int t = 0; t < CMD_COUNT; t++) {
+        unsigned r = bs_access_roles(cmd_name((CmdType)t));
+        if (!r) {
+            missing++;
+            r = A;
+        }
+        allow[t] = (uint8_t)r;
+    }
+    return missing;
+}
+
+const char *bs_access_row(size_t i, unsigned *roles)
+{
+    if (i >= NROWS)
+        return NULL;
+    *roles = rows[i].roles;
+    return rows[i].word;
+}
