@@ -76,6 +76,11 @@ struct Engine {
     /* A tube has a job to hand out: waiter.c installs this, so the queue
      * layer below it can announce ready jobs without knowing who waits. */
     void (*on_ready)(struct Engine *e, Tube *t);
+    /* Replication (follow.c): a replica's timers stay idle and nothing
+     * expires on lookup; the ids a snapshot has not sent yet. */
+    int passive;
+    uint64_t *sweep_ids;    /* sorted; 0 where the primary sent the job */
+    size_t sweep_n;
 };
 
 #endif

@@ -116,6 +116,7 @@ static void free_jobs(Engine *e)
 
 void engine_free(Engine *e)
 {
+    engine_sweep_abort(e);
     free_jobs(e);
     hash_free(&e->jobs);
     /* tubes_free() skips the destroy hook, which gives a tube's discard
@@ -232,8 +233,10 @@ void engine_tick(Engine *e)
     /* Wake waits before expiring TTRs: a worker waiting in reserve hears
      * DEADLINE_SOON before its job is taken back. */
     waiter_tick(e);
-    tick_tubes(e);
-    tick_ttrs(e);
+    if (!e->passive) { /* a replica's timers wait for its promotion */
+        tick_tubes(e);
+        tick_ttrs(e);
+    }
     binlog_tick(e);
     free_graves(e, GRAVE_BATCH);
     trim_heap(e);
@@ -241,7 +244,8 @@ void engine_tick(Engine *e)
 
 int64_t engine_next_due(const Engine *e)
 {
-    int64_t due = queue_next_due(e), w = waiter_next_due(e), b = binlog_next_due(e);
+    int64_t due = e->passive ? INT64_MAX : queue_next_due(e), w = waiter_next_due(e),
+            b = binlog_next_due(e);
 
     if (e->ngraves || !list_empty(&e->grave_buried))
         return e->now; /* flushed jobs wait to be freed */
