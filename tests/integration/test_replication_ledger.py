@@ -1,0 +1,398 @@
+"""The ledger test: no acknowledged change is lost by a failover
+(replication.md §6.2, §6.3).
+
+A trio (a primary, two replicas, sync_replicas = 1, -f 0 everywhere).  Each
+round: producers (beanstalk puts, memcache sets) and workers (reserve then
+delete, some releases) run against the primary and write down every reply
+they get; at a random moment the primary is killed with kill -9; the
+replica with the highest `position` is promoted.  The checker then holds
+the promoted server to the ledger:
+
+- every job whose INSERTED a client received, and whose DELETED no client
+  received, is there, with its body byte for byte;
+- no job whose DELETED a client received is there;
+- every memcache body whose STORED a client received is there;
+- no job is there that no client sent.
+
+Then the other replica and the former primary (restarted from its own
+directory) are told to `follow` the promoted server, and each must end with
+exactly its jobs (job by job).  The promoted server is the next round's
+primary.
+
+The checker proves itself every round: planted faults (an acknowledged job
+deleted behind the ledger's back on the real server, a faked INSERTED for a
+job no one sent, a faked DELETED for a live job, a changed body) must each
+be reported.  test_ledger_catches_unsafe_acks runs the same checker on a
+failover with sync_replicas = 0 and the replica stopped, where
+acknowledgements really go out before the replica has the records: the
+checker must report the loss.
+
+TUBED_REPL_LEDGER_ROUNDS (default 3) sets the rounds, TUBED_REPL_LEDGER_SEED
+the random seed; faults caught go to $TUBED_REPL_REPORT.
+"""
+
+import os
+import random
+import re
+import threading
+import time
+
+import harness
+from harness import TestFailure, check, eq, fail, no_server, slow, tubed_only, unq
+from repl_util import (EXT, Cluster, assert_converged, report, rint, snapshot,
+                       wait_caught_up, wait_for)
+
+SERVER = "none"
+
+ROUNDS = int(os.environ.get("TUBED_REPL_LEDGER_ROUNDS", "3"))
+CONF = "sync_replicas = 1\n"
+
+
+class Ledger:
+    """What clients were told, shared by the client threads."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.acked = {}          # id -> body: INSERTED received
+        self.deleted = set()     # ids: DELETED received
+        self.sent = set()        # every body sent in a put (acked or not)
+        self.mc_sent = set()
+        self.mc_stored = set()   # memcache bodies: STORED received
+        self.seq = 0
+
+    def next_body(self, tag, rnd):
+        with self.lock:
+            self.seq += 1
+            n = self.seq
+        pad = rnd.randbytes(rnd.randint(0, 300))
+        return b"<%s-%d>" % (tag, n) + pad.replace(b"\r\n", b"..") + b"\r\n!"
+
+    def copy(self):
+        l = Ledger()
+        with self.lock:
+            l.acked = dict(self.acked)
+            l.deleted = set(self.deleted)
+            l.sent = set(self.sent)
+            l.mc_sent = set(self.mc_sent)
+            l.mc_stored = set(self.mc_stored)
+        return l
+
+
+# ------------------------------------------------------------ clients
+
+def _producer(node, ledger, stop, seed, errors):
+    rnd = random.Random(seed)
+    try:
+        c = node.bs(timeout=20)
+        c.use("L")
+        while not stop.is_set():
+            n = rnd.randint(1, 8)             # a small pipeline
+            bodies = [ledger.next_body(b"p", rnd) for _ in range(n)]
+            with ledger.lock:
+                ledger.sent.update(bodies)
+            c.send(b"".join(b"put %d 0 120 %d\r\n%s\r\n"
+                            % (rnd.randint(0, 100), len(b), b) for b in bodies))
+            for b in bodies:
+                line = c.read_line()
+                m = re.fullmatch(rb"INSERTED (\d+)", line)
+                if not m:
+                    errors.append("put answered %r" % line)
+                    return
+                with ledger.lock:
+                    ledger.acked[int(m.group(1))] = b
+    except (TestFailure, OSError):
+        return                                # the primary went away
+
+
+def _worker(node, ledger, stop, seed, errors):
+    rnd = random.Random(seed)
+    try:
+        c = node.bs(timeout=20)
+        c.watch("L")
+        c.ignore("default")
+        while not stop.is_set():
+            line, got = c.cmd_body("reserve-with-timeout 1")
+            if line == b"TIMED_OUT":
+                continue
+            m = re.fullmatch(rb"RESERVED (\d+) \d+", line)
+            if not m:
+                errors.append("reserve answered %r" % line)
+                return
+            jid = int(m.group(1))
+            if rnd.random() < 0.15:
+                line = c.cmd("release %d %d 0" % (jid, rnd.randint(0, 50)))
+                if line != b"RELEASED":
+                    errors.append("release %d answered %r" % (jid, line))
+                    return
+                continue
+            line = c.cmd("delete %d" % jid)
+            if line != b"DELETED":
+                errors.append("delete %d answered %r" % (jid, line))
+                return
+            with ledger.lock:
+                ledger.deleted.add(jid)
+    except (TestFailure, OSError):
+        return
+
+
+def _mc_producer(node, ledger, stop, seed, errors):
+    rnd = random.Random(seed)
+    try:
+        m = node.mc(timeout=20)
+        while not stop.is_set():
+            b = ledger.next_body(b"m", rnd)
+            with ledger.lock:
+                ledger.mc_sent.add(b)
+            m.send(b"set mq 0 0 %d\r\n%s\r\n" % (len(b), b))
+            line = m.read_line()
+            if line != b"STORED":
+                errors.append("set answered %r" % line)
+                return
+            with ledger.lock:
+                ledger.mc_stored.add(b)
+    except (TestFailure, OSError):
+        return
+
+
+# ------------------------------------------------------------ checker
+
+def check_ledger(c, ledger, snap=None):
+    """Problems (strings) of the server behind client c against the
+    ledger; [] when it holds every acknowledged change."""
+    problems = []
+    if snap is None:
+        snap = snapshot(c)
+    live = {j: b for j, b in ledger.acked.items() if j not in ledger.deleted}
+    for j, b in sorted(live.items()):
+        got = snap.get(j)
+        if got is None:
+            problems.append("job %d (INSERTED, never DELETED) is lost" % j)
+        elif got.body != b:
+            problems.append("job %d: body %r..., acknowledged with %r..."
+                            % (j, got.body[:20], b[:20]))
+    for j in sorted(ledger.deleted):
+        if j in snap:
+            problems.append("job %d came back after its DELETED" % j)
+    mq = {}
+    for job in snap.values():
+        if job.tube == "mq":
+            mq[job.body] = job.id
+        elif job.tube == "L":
+            if job.body not in ledger.sent:
+                problems.append("job %d holds a body no client sent: %r"
+                                % (job.id, job.body[:30]))
+        else:
+            problems.append("job %d in tube %r, where no client put one"
+                            % (job.id, job.tube))
+    for b in sorted(ledger.mc_stored - set(mq)):
+        problems.append("memcache item %r... (STORED) is lost" % b[:20])
+    for b in sorted(set(mq) - ledger.mc_sent):
+        problems.append("memcache item %r... was never sent" % b[:20])
+    return problems
+
+
+def _self_check(c, ledger, snap, rnd, caught):
+    """Planted faults in the ledger's view; the checker must report each."""
+    live = sorted(j for j in ledger.acked if j not in ledger.deleted and j in snap)
+    plants = []
+    l1 = ledger.copy()
+    fake = max(list(snap) + list(ledger.acked) + [0]) + 1000
+    l1.acked[fake] = b"never sent"
+    plants.append(("a faked INSERTED", l1, "job %d " % fake))
+    if live:
+        j = rnd.choice(live)
+        l2 = ledger.copy()
+        l2.deleted.add(j)
+        plants.append(("a faked DELETED", l2, "job %d came back" % j))
+        k = rnd.choice(live)
+        l3 = ledger.copy()
+        l3.acked[k] = l3.acked[k] + b"?"
+        plants.append(("a changed body", l3, "job %d: body" % k))
+    for what, l, needle in plants:
+        got = check_ledger(c, l, snap)
+        check(any(needle in p for p in got), "the ledger checker missed %s "
+              "(%r): it reported %s" % (what, needle, got[:5]))
+        caught[what] = caught.get(what, 0) + 1
+
+
+def _plant_lost_job(c, ledger, rnd, caught):
+    """A real fault: an acknowledged job deleted on the server behind the
+    ledger's back (the primary's replicas follow, so the reply comes); the
+    checker must report exactly that job lost."""
+    snap = snapshot(c)
+    live = sorted(j for j in ledger.acked if j not in ledger.deleted and j in snap)
+    if not live:
+        return
+    j = rnd.choice(live)
+    eq(c.cmd("delete %d" % j), b"DELETED", "planting a lost job: delete %d" % j)
+    got = check_ledger(c, ledger)
+    check(got == ["job %d (INSERTED, never DELETED) is lost" % j],
+          "the ledger checker, with job %d deleted behind its back, "
+          "reported %s" % (j, got[:5]))
+    what = "a lost record on the server"
+    caught[what] = caught.get(what, 0) + 1
+    with ledger.lock:
+        ledger.deleted.add(j)               # its DELETED was received above
+
+
+# ------------------------------------------------------------ rounds
+
+def _workload(p, ledger, rnd, seconds):
+    stop = threading.Event()
+    errors = []
+    threads = []
+    for i, fn in enumerate((_producer, _producer, _worker, _worker, _mc_producer)):
+        t = threading.Thread(target=fn, args=(p, ledger, stop, rnd.random(), errors),
+                             daemon=True)
+        threads.append(t)
+        t.start()
+    time.sleep(seconds)
+    return stop, threads, errors
+
+
+def _round(cl, nodes, ledger, rnd, n, caught, figures):
+    p, replicas = nodes[0], nodes[1:]
+    before = len(ledger.acked), len(ledger.deleted)
+    stop, threads, errors = _workload(p, ledger, rnd, rnd.uniform(0.3, 2.0))
+    p.kill9()
+    stop.set()
+    for t in threads:
+        t.join(30)
+        check(not t.is_alive(), "round %d: a client thread did not end" % n)
+    check(not errors, "round %d: unexpected replies: %s" % (n, errors[:5]))
+    acks = len(ledger.acked) - before[0], len(ledger.deleted) - before[1]
+    check(acks[0] > 0, "round %d: no put was acknowledged in the round "
+          "(the trio took no writes)" % n)
+    for r in replicas:
+        wait_for(lambda: r.repl()["connected"] == "false",
+                 "round %d: %s to see its primary gone" % (n, r.name))
+    pos = {r.name: rint(r.repl(), "position") for r in replicas}
+    best = max(pos.values())
+    top = [r for r in replicas if pos[r.name] == best]
+    new = rnd.choice(top)
+    epoch = int(new.repl()["epoch"])
+    line = new.admin().cmd("promote", timeout=10)
+    eq(line, b"PROMOTED %d" % (epoch + 1), "round %d: promote %s" % (n, new.name))
+    c = new.bs(timeout=20)
+    snap = snapshot(c)
+    problems = check_ledger(c, ledger, snap)
+    check(not problems, "round %d: after kill -9 of %s and promote of %s "
+          "(positions %s), %d problem(s): %s"
+          % (n, p.name, new.name, pos, len(problems), "; ".join(problems[:10])))
+    _self_check(c, ledger, snap, rnd, caught)
+    figures.append("round %d: %d puts and %d deletes acknowledged, positions "
+                   "%s, promoted %s, %d jobs" % (n, acks[0], acks[1], pos,
+                                                 new.name, len(snap)))
+    # The others follow the promoted server; the old primary comes back
+    # from its own directory first.
+    followers = [r for r in replicas if r is not new]
+    p.restart(replica_of=None)
+    for f in followers + [p]:
+        eq(f.admin().cmd("follow %s" % new.addr, timeout=10), b"FOLLOWING",
+           "round %d: follow on %s" % (n, f.name))
+    wait_caught_up(new, *(followers + [p]))
+    _plant_lost_job(c, ledger, rnd, caught)
+    wait_caught_up(new, *(followers + [p]))
+    for f in followers + [p]:
+        assert_converged(new, f, "round %d: %s following %s" % (n, f.name, new.name))
+    return [new] + followers + [p]
+
+
+@slow
+@no_server
+@tubed_only(EXT)
+def test_ledger_failover_rounds(binary):
+    seed = int(os.environ.get("TUBED_REPL_LEDGER_SEED", str(random.randrange(10 ** 6))))
+    rnd = random.Random(seed)
+    caught, figures = {}, []
+    ledger = Ledger()
+    with Cluster(binary, CONF) as cl:
+        p = cl.node("a", "-f", "0")
+        r1 = cl.node("b", "-f", "0", replica_of=p)
+        r2 = cl.node("c", "-f", "0", replica_of=p)
+        wait_caught_up(p, r1, r2)
+        nodes = [p, r1, r2]
+        t0 = time.monotonic()
+        for n in range(1, ROUNDS + 1):
+            try:
+                nodes = _round(cl, nodes, ledger, rnd, n, caught, figures)
+            except TestFailure as e:
+                raise TestFailure("seed %d: %s" % (seed, e)) from e
+    report("ledger: %d rounds (seed %d) in %.1f s; planted faults caught: %s"
+           % (ROUNDS, seed, time.monotonic() - t0, caught))
+    for f in figures:
+        report("ledger " + f)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ledger_catches_unsafe_acks(binary):
+    """sync_replicas = 0 and the replica stopped: INSERTED goes out before
+    the replica has the record (far more than the socket buffers hold), the
+    primary is killed, the replica promoted: the checker must see the
+    acknowledged jobs that are gone."""
+    ledger = Ledger()
+    rnd = random.Random(7)
+    with Cluster(binary, "sync_replicas = 0\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        r.sigstop()
+        c = p.bs(timeout=20)
+        c.use("L")
+        big = 60000
+        for i in range(800):                   # 48 MB of records
+            b = b"<u-%d>" % i + rnd.randbytes(big)
+            ledger.sent.add(b)
+            c.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(b), b))
+            line = c.read_line()
+            m = re.fullmatch(rb"INSERTED (\d+)", line)
+            check(m is not None, "put %d: %r" % (i, line))
+            ledger.acked[int(m.group(1))] = b
+        p.kill9()
+        r.sigcont()
+        wait_for(lambda: r.repl()["connected"] == "false",
+                 "the replica to see its primary gone")
+        eq(r.admin().cmd("promote", timeout=10), b"PROMOTED 2", "promote")
+        problems = check_ledger(r.bs(timeout=20), ledger)
+        lost = [x for x in problems if x.endswith("is lost")]
+        check(lost, "the checker saw no loss after acknowledgements that went "
+              "out before the replica had the records: %s" % problems[:5])
+        check(len(lost) == len(problems), "other problems: %s"
+              % [x for x in problems if x not in lost][:5])
+        report("ledger: unsafe acks (sync_replicas 0, replica stopped): the "
+               "checker reported %d of 800 acknowledged jobs lost" % len(lost))
+
+
+@no_server
+@tubed_only(EXT)
+def test_ledger_checker_on_one_server(binary):
+    """The checker without replication: one server with -f 0, the same
+    clients, kill -9 and a restart from its binlog (where every
+    acknowledgement is on disk): no problem reported (no false alarm), and
+    every planted fault reported."""
+    rnd = random.Random(11)
+    ledger = Ledger()
+    caught = {}
+    with Cluster(binary) as cl:
+        p = cl.node("one", "-f", "0")
+        stop, threads, errors = _workload(p, ledger, rnd, 1.0)
+        p.kill9()
+        stop.set()
+        for t in threads:
+            t.join(30)
+        check(not errors, "unexpected replies: %s" % errors[:5])
+        check(ledger.acked and ledger.deleted and ledger.mc_stored,
+              "the clients got no acknowledgement of each kind: %d puts, %d "
+              "deletes, %d sets" % (len(ledger.acked), len(ledger.deleted),
+                                   len(ledger.mc_stored)))
+        p.restart()
+        c = p.bs(timeout=20)
+        snap = snapshot(c)
+        problems = check_ledger(c, ledger, snap)
+        check(not problems, "the checker on a server that lost nothing: %s"
+              % problems[:10])
+        _self_check(c, ledger, snap, rnd, caught)
+        _plant_lost_job(c, ledger, rnd, caught)
+        eq(sorted(caught), ["a changed body", "a faked DELETED", "a faked INSERTED",
+                            "a lost record on the server"], "planted faults caught")
