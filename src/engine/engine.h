@@ -154,6 +154,11 @@ int engine_apply(Engine *e, const BlRecord *r);
 int engine_sweep_begin(Engine *e);
 uint64_t engine_sweep_end(Engine *e);
 void engine_sweep_abort(Engine *e);
+/* A snapshot's record of job id (as its binlog record, reserved as
+ * ready; a spilled body is read now) appended to out: 1, 0 when there is
+ * no such journaled job (or its body cannot be read: logged), -1 out of
+ * memory. */
+int engine_snapshot_job(Engine *e, uint64_t id, Buf *out);
 /* This server's epoch, position, and where its epoch began. */
 void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t *start);
 /* Journal a new position/epoch (binlog_set_position); -1 no disk room. */

@@ -336,3 +336,14 @@ void engine_set_tap(Engine *e, void (*tap)(void *, const char *, size_t, uint64_
     e->binlog.tap_reset = reset;
     e->binlog.tap_arg = arg;
 }
+
+int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
+{
+    Job *j = job_table_find(&e->jobs, id);
+    int rc;
+
+    if (!j || job_dead(j) || !j->file)
+        return 0; /* none, or never journaled: nothing to send */
+    rc = binlog_encode_job(e, j, out);
+    return rc == 0 ? 1 : rc == -2 ? 0 : -1;
+}

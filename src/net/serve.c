@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "log.h"
 #include "net.h"
+#include "repl.h"
 #include "sd.h"
 
 static void on_wake(void *arg)
@@ -288,6 +289,7 @@ int server_reload(Server *s, char *err, size_t errlen)
     opts_reload_apply(&s->cfg, next, note, sizeof note);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
+    repl_reloaded(s);
     log_info("reloaded %s", s->cfg.config_path);
     if (note[0])
         log_warn("reload: %s changed in %s; that takes effect at the next restart",
@@ -299,7 +301,7 @@ int server_reload(Server *s, char *err, size_t errlen)
 
 static void on_durable(void *arg, uint64_t upto)
 {
-    conn_durable(arg, upto);
+    repl_durable(arg, upto); /* replicas may have to have it too */
 }
 
 static void on_lost(void *arg, uint64_t from)
@@ -327,6 +329,10 @@ int server_init(Server *s, const Config *cfg)
         return -1;
     }
     s->eng.hooks = (EngineHooks){on_durable, on_lost, s};
+    if (repl_init(s) < 0) {
+        log_err("out of memory at startup");
+        return -1;
+    }
     if (ev_init(&s->loop) < 0) {
         log_err("epoll_create: %s", strerror(errno));
         return -1;
@@ -352,11 +358,14 @@ static void free_dead(Server *s)
 static int next_timeout_ms(const Server *s)
 {
     int64_t due = engine_next_due(&s->eng), st = conn_next_stall(s), ms;
+    int64_t rd = repl_next_due(s);
 
-    if (!list_empty(&s->pending_out))
+    if (!list_empty(&s->pending_out) || repl_busy(s))
         return 0;
     if (st < due)
         due = st;
+    if (rd < due)
+        due = rd;
     if (due == INT64_MAX)
         return -1;
     if (due <= s->eng.now)
@@ -370,6 +379,7 @@ int server_run(Server *s)
 {
     while (!s->stopping) {
         engine_commit(&s->eng);
+        repl_tick(s); /* snapshots, acknowledgements, reconnects */
         conn_flush_all(s);
         free_dead(s);
         if (ev_poll(&s->loop, next_timeout_ms(s)) < 0) {
@@ -407,6 +417,7 @@ void server_free(Server *s)
         close(s->sig_pipe_w);
     if (s->spare_fd >= 0)
         close(s->spare_fd);
+    repl_free(s); /* its links went with their connections */
     ev_close(&s->loop);
     engine_free(&s->eng);
     tb_free(s->scratch);

@@ -62,6 +62,7 @@ struct Server {
     EvSource sig;           /* read end of the signal self-pipe */
     int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
+    struct Repl *repl;      /* replication (repl.h); NULL before init */
 };
 
 #endif
