@@ -258,12 +258,20 @@ def test_stats_replication_keys_and_values(binary):
            {"role": '"replica"', "epoch": "1", "primary": '"%s"' % p.addr,
             "connected": "true", "lag-records": "0", "discarded-records": "0",
             "last-error": '""'}, "stats-replication of the replica")
-        # Metrics: tubed_replication_* on both.
+        # Metrics: tubed_replication_* on both; the primary's per-replica
+        # lag is labelled by the replica's address.
         for n in (p, r):
             fams = [f for f in n.metrics().families
                     if f.startswith("tubed_replication_")]
             check(fams, "node %s: no tubed_replication_* family in /metrics"
                   % n.name)
+        m = p.metrics()
+        labelled = [(name, l) for name, l, v in m.samples
+                    if name.startswith("tubed_replication_")
+                    and any(harness.HOST in x for x in l.values())]
+        check(labelled, "no tubed_replication_* sample of the primary is "
+              "labelled with its replica's address: %s"
+              % [x for x in m.samples if x[0].startswith("tubed_replication_")][:8])
         # The replica's stats-replication while its primary is away.
         p.kill9()
         wait_for(lambda: r.repl()["connected"] == "false",

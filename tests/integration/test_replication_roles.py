@@ -247,3 +247,32 @@ def test_admin_from_a_remote_address(binary):
               "its address: %r" % out["log"][-800:])
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_cli_replication_promote_follow(binary):
+    """tubed-cli replication (text and --json), promote, follow."""
+    from cli_util import cli_path, run_cli
+    cli_path(binary)
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        run = run_cli(binary, r.port, "replication")
+        run.ok()
+        check("replica" in run.text and p.addr in run.text,
+              "tubed-cli replication on the replica: %r" % run.text[:400])
+        run = run_cli(binary, r.port, "--json", "replication")
+        run.ok()
+        d = run.json()
+        eq((d.get("role"), d.get("primary")), ("replica", p.addr),
+           "tubed-cli --json replication: %r" % d)
+        run = run_cli(binary, r.port, "promote")
+        run.ok()
+        check("2" in run.text, "tubed-cli promote: %r" % run.text)
+        eq(r.repl()["epoch"], "2", "epoch after tubed-cli promote")
+        run = run_cli(binary, p.port, "follow", r.addr)
+        run.ok()
+        wait_caught_up(r, p)
+        eq(unq(p.repl()["role"]), "replica", "role after tubed-cli follow")
