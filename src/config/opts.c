@@ -321,6 +321,34 @@ static int own_strings(Config *cfg, uint32_t taken)
     return 0;
 }
 
+/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path. */
+static int addr_ok(const char *a)
+{
+    const char *colon;
+    unsigned long port = 0;
+
+    if (!strncmp(a, "unix:", 5))
+        return a[5] == '/';
+    if (*a == '[') {
+        const char *close = strchr(a, ']');
+        if (!close || close == a + 1 || close[1] != ':')
+            return 0;
+        colon = close + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (!colon || colon == a)
+            return 0;
+    }
+    if (!colon[1] || strlen(colon + 1) > 5)
+        return 0;
+    for (const char *q = colon + 1; *q; q++) {
+        if (*q < '0' || *q > '9')
+            return 0;
+        port = port * 10 + (unsigned long)(*q - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
 /* Replication needs a binlog on both sides (spec/replication.md §1): a
  * replica_of, or a sync_replicas above 0, without one names the key, with
  * the file's line when the file set it. 0, or -1 with the message in err. */
@@ -329,7 +357,16 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
                              const ConfFile *cf, char *err, size_t errlen)
 {
     int k = replica_of ? SK_REPLICA_OF : sync_replicas ? SK_SYNC_REPLICAS : -1;
+    const char *bad = replica_of && !addr_ok(replica_of) ? "is not host:port, [v6]:port or unix:/path" : NULL;
 
+    if (bad) {
+        if (cf && !(cli_set & CONF_BIT(SK_REPLICA_OF)) && (cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+            snprintf(err, errlen, "%s:%lu: replica_of '%s' %s", cf->path,
+                     cf->server_line[SK_REPLICA_OF], replica_of, bad);
+        else
+            snprintf(err, errlen, "replica_of '%s' %s", replica_of, bad);
+        return -1;
+    }
     if (binlog_dir || k < 0)
         return 0;
     if (cf && !(cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k)))

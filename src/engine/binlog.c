@@ -179,7 +179,7 @@ static int write_pending(Binlog *b)
         b->unsynced = 1;
     /* Written: the replication layer may send these very bytes on. */
     if (b->tap && b->wbuf.len)
-        b->tap(b->tap_arg, b->wbuf.data, b->wbuf.len, b->pos);
+        b->tap(b->tap_arg, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
     b->wbuf.len = 0;
     b->written_lsn = b->lsn;
     return 0;
@@ -356,6 +356,7 @@ static int append(Engine *e, const BlRecord *r)
     b->records_written++;
     if (!b->follower && r->type != BL_POS)
         b->pos++;
+    b->placed_lsn = b->lsn;
     return 0;
 }
 

@@ -71,13 +71,15 @@ typedef struct Binlog {
      * binlog began (a follower: the primary's records it has written),
      * kept over restarts by BL_POS records; epoch and where it began. */
     uint64_t pos, epoch, epoch_start;
+    uint64_t placed_lsn;   /* the last record in wbuf (lsn may be one more:
+                              a record mid-placement that rolled the file) */
     int follower;          /* a replica: its own records do not count */
     int pos_persist;       /* replication is in use: files carry BL_POS
                               records (else the log is as it always was) */
     /* Every write of records, with the position after them, and a reset
      * when the log was rewritten whole after a failure (a replica must
      * start over): the replication layer's tap. */
-    void (*tap)(void *arg, const char *data, size_t len, uint64_t pos);
+    void (*tap)(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn);
     void (*tap_reset)(void *arg);
     void *tap_arg;
 } Binlog;

@@ -329,7 +329,8 @@ uint64_t engine_lsn(const Engine *e)
     return e->binlog.lsn;
 }
 
-void engine_set_tap(Engine *e, void (*tap)(void *, const char *, size_t, uint64_t),
+void engine_set_tap(Engine *e,
+                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
                     void (*reset)(void *), void *arg)
 {
     e->binlog.tap = tap;

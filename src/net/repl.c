@@ -20,6 +20,8 @@
 /* Ids looked at per loop iteration and replica while making a snapshot. */
 #define SCAN_MAX 65536
 #define ACK_LINE_MAX 64
+/* Ids a promotion skips (doc/replication.md). */
+#define PROMOTE_ID_GAP ((uint64_t)1 << 20)
 
 struct ReplLink {
     List node;             /* Repl.links */
@@ -170,7 +172,7 @@ static void pos_record(Server *s, uint64_t pos, char out[BL_POS_SIZE])
     bl_encode(&rec, out);
 }
 
-static void on_write(void *arg, const char *data, size_t len, uint64_t pos)
+static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn)
 {
     Server *s = arg;
     Repl *r = R(s);
@@ -180,7 +182,7 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos)
         return;
     if (s->cfg.sync_replicas &&
         ring_push(&r->map, &r->map_head, &r->map_len, &r->map_cap,
-                  (ReplAck){engine_lsn(&s->eng), pos, s->eng.now}) < 0) {
+                  (ReplAck){lsn, pos, s->eng.now}) < 0) {
         /* Without the entry these replies would wait for ever: take them
          * back instead (a client never holds an unconfirmed ack). */
         log_err("replication: out of memory tracking acknowledgements");
@@ -288,6 +290,12 @@ static void ack_line(ReplLink *l)
         n--;
     if (n < 5 || memcmp(l->line, "ACK ", 4) || parse_u64(l->line + 4, n - 4, &v) < 0) {
         log_warn("replication: replica %s sent garbage; dropping it", l->addr);
+        l->drop = 1;
+        return;
+    }
+    if (v > my_pos(l->r->srv)) {
+        log_warn("replication: replica %s acknowledged position %llu, which we never "
+                 "made; dropping it", l->addr, (unsigned long long)v);
         l->drop = 1;
         return;
     }
@@ -497,6 +505,10 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     }
     replica_stop(s);
     engine_sweep_abort(&s->eng);
+    /* Ids jump ahead: a former primary may have given out ids past what
+     * reached us (its unreplicated tail); a client holding one of those
+     * must never find it naming another job here. */
+    s->eng.next_id += PROMOTE_ID_GAP;
     r->role = ROLE_PRIMARY;
     r->primary[0] = '\0';
     r->last_error[0] = '\0';

@@ -271,7 +271,10 @@ static int take_stream(Server *s)
 
     while (off < r->in.len) {
         BlRecord rec;
-        long n = bl_decode(r->in.data + off, r->in.len - off, &rec);
+        long n;
+        if (r->in.len - off < BL_REC_HEAD)
+            break; /* (a short length field may look like an end: wait) */
+        n = bl_decode(r->in.data + off, r->in.len - off, &rec);
         if (n == BL_TORN)
             break;
         if (n <= 0) {
