@@ -398,6 +398,11 @@ def role(node):
 
 def caught_up(p, r):
     """(True, "") when replica r is connected, lag 0, at p's position."""
+    for n in (p, r):
+        if not n.alive():
+            fail("node %s is not running (%s); its output: %s"
+                 % (n.name, harness._describe_rc(n.srv.proc.poll())
+                    if n.srv else "stopped", n.stderr()[-1200:]))
     try:
         ps = p.repl()
         rs = r.repl()
@@ -428,6 +433,80 @@ def wait_caught_up(p, *replicas, timeout=DEADLINE):
             return ok
         wait_for(pred, lambda: "replica %s to catch up with %s: %s"
                  % (r.name, p.name, last[0]), timeout=timeout)
+
+
+# ------------------------------------------------------------------ proxy
+
+class Proxy:
+    """A TCP proxy on a free 127.0.0.1 port to upstream_port: each
+    connection is forwarded both ways; `rate` (bytes a second, None for no
+    limit) slows the upstream-to-client direction, so a snapshot takes
+    long enough to be cut in the middle.  It connects upstream afresh for
+    each connection, so it outlives the upstream's restarts."""
+
+    def __init__(self, upstream_port, rate=None):
+        import threading
+        self.threading = threading
+        self.upstream_port = upstream_port
+        self.rate = rate
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind((harness.HOST, 0))
+        self.lsock.listen(8)
+        self.port = self.lsock.getsockname()[1]
+        self.addr = "%s:%d" % (harness.HOST, self.port)
+        self.stop = False
+        self.conns = 0
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        self.lsock.settimeout(0.2)
+        while not self.stop:
+            try:
+                down, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                up = socket.create_connection((harness.HOST, self.upstream_port),
+                                              timeout=5)
+            except OSError:
+                down.close()
+                continue
+            self.conns += 1
+            for a, b, slow in ((up, down, True), (down, up, False)):
+                self.threading.Thread(target=self._pump, args=(a, b, slow),
+                                      daemon=True).start()
+
+    def _pump(self, src, dst, slow):
+        src.settimeout(None)
+        try:
+            while not self.stop:
+                data = src.recv(16384)
+                if not data:
+                    break
+                dst.sendall(data)
+                if slow and self.rate:
+                    time.sleep(len(data) / float(self.rate))
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------------ jobs
