@@ -17,7 +17,7 @@ import time
 
 import harness
 from harness import check, eq, fail, no_server, tubed_only, unq
-from repl_util import (EXT, Cluster, assert_converged, body, list_jobs,
+from repl_util import (EXT, Cluster, Proxy, assert_converged, body, list_jobs,
                        put_many, reserve_job, snapshot, stats_replication,
                        wait_caught_up, wait_for)
 
@@ -383,3 +383,45 @@ def test_live_replica_follows_each_change(binary):
         c.expect("delete %d" % jid, "DELETED")
         wait_caught_up(p, r)
         eq(rc.peek("peek %d" % jid), None, "peek on the replica after delete")
+
+
+def _blink(p, c, n):
+    """n put/delete pairs in tube blink (c uses it); returns the last id."""
+    c.use("blink")
+    for i in range(n):
+        jid = c.put(b"blink %d" % i)
+        c.expect("delete %d" % jid, "DELETED")
+    return c.put(b"stays")
+
+
+@no_server
+@tubed_only(EXT)
+def test_tube_that_comes_and_goes_on_the_replica(binary):
+    """A tube the primary keeps (its client uses it) while its only job
+    comes and goes: on the replica no one uses it, so it goes each time its
+    job does, and comes back with the next put; live, and while a snapshot
+    is being sent (slowed by a proxy).  The catch-up test found a
+    heap-use-after-free of a destroyed tube in the replica's apply."""
+    with Cluster(binary, "[tube bulk]\nmax_memory_size = 1M\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        c = p.bs()
+        last = _blink(p, c, 200)
+        wait_caught_up(p, r)
+        assert_converged(p, r, "after 200 put/delete in a tube, live")
+        eq(r.admin().peek("peek %d" % last), (last, b"stays"), "the last job")
+        c.use("bulk")
+        put_many(c, [body("bulk", i, 1000) for i in range(5000)], batch=500)
+        proxy = Proxy(p.port, rate=2 * 10 ** 6)
+        try:
+            late = cl.node("late", "-f", "0", replica_of=proxy.addr)
+            wait_for(lambda: int(late.admin().stats()["current-jobs-ready"]) > 0,
+                     "the snapshot to begin", interval=0.01)
+            last = _blink(p, c, 200)
+            proxy.rate = None
+            wait_caught_up(p, late, timeout=60)
+            assert_converged(p, late, "after 200 put/delete in a tube during "
+                             "a snapshot")
+        finally:
+            proxy.close()
