@@ -73,25 +73,39 @@ static int apply_job(Engine *e, const BlRecord *r)
         return -1; /* flushed and not freed yet: applied on a later try */
     if (!(t = engine_tube(e, r->tube, r->tube_len)))
         return -1;
+    /* The job's reference, taken first: the job it replaces may be the
+     * tube's last, and the tube must outlive that. */
+    tube_ref(t);
     j = queue_job_new_for(e, t, r->id, r->body_size, 0);
-    if (!j)
+    if (!j) {
+        engine_tube_unref(e, t);
         return -1;
+    }
     memcpy(job_body_mut(j), r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
     j->created = mono_of(e, r->created_wall);
     j->tube = t;
     if (set_state(e, j, r) < 0 || binlog_reserve_put(e, j) < 0) {
         queue_job_free(e, j);
+        engine_tube_unref(e, t);
         return -1;
     }
     if (old) {
         binlog_leave(e, old, 1); /* the new record replaces it */
         queue_delete(e, old);
     }
-    tube_ref(t);
     job_table_insert(&e->jobs, j);
     if (queue_restore(e, j) < 0) {
-        /* No heap room: it is kept buried, as a put would. */
+        /* No heap room: it is kept buried, as a put would (burying needs
+         * its JobExt; without even that, the record is not applied). */
+        if (!job_ext_get(j)) {
+            queue_expiry_remove(e, j);
+            t->cur_bytes -= j->body_size;
+            job_table_remove(&e->jobs, j);
+            queue_job_free(e, j);
+            engine_tube_unref(e, t);
+            return -1;
+        }
         j->state = JOB_BURIED;
         queue_bury(e, j);
     }
