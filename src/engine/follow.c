@@ -235,9 +235,39 @@ int engine_apply(Engine *e, const BlRecord *r)
     }
 }
 
+/* Every job back in its tube's expiry heap (a promotion). */
+static void expiry_back(HashNode *n, void *arg)
+{
+    Engine *e = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j) && j->state != JOB_RESERVED && queue_expiry_update(e, j) < 0)
+        log_warn("job %llu: out of memory for its expiry", (unsigned long long)j->id);
+}
+
+/* A replica's delays end on its own clock, as the primary's do (a delay
+ * ending is not journaled, on the primary either, and both read the same
+ * absolute deadline); what would log a record (expiry, a TTR running out)
+ * waits for the primary's records: no job is in an expiry heap while
+ * passive, and a replica holds no reservation. */
 void engine_set_passive(Engine *e, int on)
 {
+    if (e->passive == on)
+        return;
     e->passive = on;
+    if (on) {
+        for (size_t i = 0; i < e->tubes.len; i++) {
+            Tube *t = e->tubes.list[i];
+            for (size_t k = 0; k < t->expiry.len; k++) {
+                Job *j = t->expiry.items[k];
+                j->ext->expires = 0;
+            }
+            t->expiry.len = 0;
+            tube_timer_update(&e->tubes, t); /* a removal: cannot fail */
+        }
+    } else {
+        hash_each(&e->jobs, expiry_back, e);
+    }
 }
 
 /* ---- the sweep of a snapshot -------------------------------------------- */
