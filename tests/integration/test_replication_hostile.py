@@ -31,9 +31,10 @@ import time
 import harness
 from harness import TestFailure, check, eq, fail, no_server, slow, tubed_only, unq
 from binlog_util import crc32c
-from repl_util import (EXT, Cluster, Proxy, assert_converged, assert_same, body,
-                       percentile, put_many, report, rint, snapshot,
-                       wait_caught_up, wait_for)
+from repl_util import (EXT, SMALL_QUARANTINE, Cluster, Proxy,
+                       assert_converged, assert_same, body, percentile,
+                       put_many, report, rint, snapshot, wait_caught_up,
+                       wait_for)
 
 SERVER = "none"
 
@@ -305,7 +306,7 @@ def test_fake_replica_that_stops_reading(binary):
     (doc/replication.md: 64 MiB).  130 put/delete pairs of 1 MiB bodies
     send 130 MiB of records past it."""
     with Cluster(binary) as cl:
-        p = cl.node("p", "-f", "0", "-z", 2 ** 20)
+        p = cl.node("p", "-f", "0", "-z", 2 ** 20, env=SMALL_QUARANTINE)
         f = FakeReplica(p)
         check(f.answer.startswith(b"REPLICATING"), "handshake: %r" % f.answer)
         base = p.rss()
@@ -553,11 +554,8 @@ def test_catch_up_big_backlog(binary):
     n = int(os.environ.get("TUBED_REPL_CATCHUP_JOBS", "50000"))
     size = 1000
     conf = "[tube big]\nmax_memory_size = 4M\n"
-    # Under ASan, freed memory sits in a quarantine (256 MiB by default)
-    # and would show as growth: keep it small (no effect on other builds).
-    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:quarantine_size_mb=4"}
     with Cluster(binary, conf) as cl:
-        p = cl.node("p", "-f", "0", env=env)
+        p = cl.node("p", "-f", "0", env=SMALL_QUARANTINE)
         c = p.bs(timeout=60)
         c.use("big")
         t0 = time.monotonic()
