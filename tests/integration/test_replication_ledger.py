@@ -3,8 +3,10 @@
 
 A trio (a primary, two replicas, sync_replicas = 1, -f 0 everywhere).  Each
 round: producers (beanstalk puts, memcache sets) and workers (reserve then
-delete, some releases) run against the primary and write down every reply
-they get; at a random moment the primary is killed with kill -9; the
+delete, some releases; memcache gets) run against the primary and write
+down every reply they get; in half the rounds a replica is killed with
+kill -9 and restarted meanwhile (it resyncs under load); at a random
+moment the primary is killed with kill -9; the
 replica with the highest `position` is promoted.  The checker then holds
 the promoted server to the ledger:
 
@@ -329,7 +331,16 @@ def _workload(p, ledger, rnd, seconds):
 def _round(cl, nodes, ledger, rnd, n, caught, figures):
     p, replicas = nodes[0], nodes[1:]
     before = len(ledger.acked), len(ledger.deleted)
-    stop, threads, errors = _workload(p, ledger, rnd, rnd.uniform(0.3, 2.0))
+    stop, threads, errors = _workload(p, ledger, rnd, rnd.uniform(0.3, 1.5))
+    if rnd.random() < 0.5:
+        # A replica dies too and comes back while the clients go on: it
+        # resyncs under load (the other one keeps acknowledging), and may
+        # still be mid-snapshot (position 0) when the primary dies.
+        x = rnd.choice(replicas)
+        x.kill9()
+        x.restart(replica_of=p)
+        figures.append("round %d: replica %s killed and restarted" % (n, x.name))
+        time.sleep(rnd.uniform(0.0, 1.0))
     p.kill9()
     stop.set()
     for t in threads:
