@@ -617,3 +617,42 @@ def test_catch_up_big_backlog(binary):
                         "a sample of %d jobs after the catch-up" % len(sample))
             eq(r.admin().stats()["current-jobs-ready"],
                p.admin().stats()["current-jobs-ready"], "jobs ready")
+
+
+@no_server
+@tubed_only(EXT)
+def test_many_fake_replicas_and_a_position_from_the_future(binary):
+    """40 fake replicas connect at once, one claiming a position the
+    primary never reached: each gets the whole snapshot (every connection
+    is a full resync), the real replica and the clients are served, and
+    when they leave connected-replicas is back to 1."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", env=SMALL_QUARANTINE)
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        ids = put_many(c, [body("many", i, 2000) for i in range(300)])
+        wait_caught_up(p, r)
+        base = p.rss()
+        fakes = [FakeReplica(p, position=(10 ** 12 if i == 0 else 0))
+                 for i in range(40)]
+        for f in fakes:
+            check(f.answer.startswith(b"REPLICATING"), "handshake: %r" % f.answer)
+        wait_for(lambda: rint(p.repl(), "connected-replicas") == 41,
+                 lambda: "41 connected replicas: %r" % p.repl())
+        for f in fakes[:3]:
+            recs = f.until_end()
+            eq(sum(1 for x in recs if x[:1] in (b"J", b"K")), 300,
+               "job records in a fake replica's snapshot")
+        jid = c.put(b"while 40 fakes hang on")
+        wait_caught_up(p, r)
+        eq(r.bs().peek("peek %d" % jid), (jid, b"while 40 fakes hang on"),
+           "the real replica")
+        grown = p.rss() - base
+        report("40 fake replicas: primary RSS grew by %.1f MiB" % (grown / 2 ** 20))
+        check(grown < 64 * 2 ** 20, "the primary's RSS grew by %.1f MiB with 40 "
+              "replicas that do not read a 0.6 MB snapshot" % (grown / 2 ** 20))
+        for f in fakes:
+            f.close()
+        wait_for(lambda: rint(p.repl(), "connected-replicas") == 1,
+                 lambda: "connected-replicas back to 1: %r" % p.repl())
+        assert_converged(p, r, "the real replica after the fakes left")
