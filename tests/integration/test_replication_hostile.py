@@ -583,6 +583,10 @@ def test_catch_up_big_backlog(binary):
                 time.sleep(0.005)
         th = threading.Thread(target=probe, daemon=True)
         th.start()
+        # The same probe for 2 s with no replica: the machine's own noise.
+        time.sleep(2.0)
+        idle = list(rtts)
+        del rtts[:]
         t1 = time.monotonic()
         r = cl.node("r", "-f", "0", replica_of=p)
         try:
@@ -594,11 +598,16 @@ def test_catch_up_big_backlog(binary):
         rmem = int(r.metrics().value("tubed_tube_memory_bytes", tube="big"))
         line = ("catch-up of %d jobs (%d-byte bodies): %.1f s, %.0f jobs/s "
                 "(primary's own put rate %.0f jobs/s); primary round trips "
-                "n=%d p99 %.1f ms max %.1f ms; primary RSS %.1f MiB before, "
-                "peak %.1f MiB; replica RSS %.1f MiB, rb memory %d bytes"
+                "n=%d p99 %.1f ms max %.1f ms (without a replica: n=%d p99 "
+                "%.1f ms max %.1f ms); primary RSS %.1f MiB before, "
+                "peak %.1f MiB; replica RSS %.1f MiB, rb memory %d bytes; "
+                "load average %.1f"
                 % (n, size, dt, n / dt, put_rate, len(rtts),
                    percentile(rtts, 99) * 1000, max(rtts or [0]) * 1000,
-                   base / 2 ** 20, max(rss) / 2 ** 20, r.rss() / 2 ** 20, rmem))
+                   len(idle), percentile(idle, 99) * 1000,
+                   max(idle or [0]) * 1000,
+                   base / 2 ** 20, max(rss) / 2 ** 20, r.rss() / 2 ** 20, rmem,
+                   os.getloadavg()[0]))
         report(line)
         check(rtts, "the probe made no round trip")
         check(max(rtts) < 2.0, "a round trip to the primary took %.2f s while "
