@@ -16,6 +16,10 @@ SIGCONT first), and the directory is removed at the end.
         wait_caught_up(p, r)                          lag-records 0, same position
         assert_converged(p, r, "after the writes")    job by job
 
+Proxy(port, rate) forwards connections to a node and can slow the stream
+(a snapshot cut in the middle, changes during a snapshot); a node made
+with unix=True listens on DIR/bs.sock only (--replica-of unix:/path).
+
 The comparer (snapshot() and diff()) reads every job of a server through
 list-tubes, list-jobs <tube> all, stats-job and peek, and checks with the
 `stats` totals that no job escaped the listing.  Two servers agree when the
