@@ -254,16 +254,80 @@ START_TEST(replica_refuses_stale_primary_and_garbage)
 }
 END_TEST
 
+/* The N-th allocation of a replication session fails, for every N the
+ * session reaches: the link fails cleanly (last-error) or goes on, the
+ * server frees everything (LeakSanitizer under `make asan`), and its own
+ * binlog reopens with the jobs it held. */
+START_TEST(alloc_failure_sweep)
+{
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 2 10 4\r\n";
+    unsigned long n;
+
+    add_job(&st, 1, "default", "one", 0);
+    add_job(&st, 2, "a", "two", 2);
+    add_job(&st, 9, "b", "live", 0);
+    add_simple(&st, BL_STATE, 2, 0);
+    add_job(&st, 4, "a", "four", 0);
+    add_simple(&st, BL_SNAP_END, 10, 11);
+    add_simple(&st, BL_DELETE, 1, 0);
+    add_job(&st, 11, "default", "eleven", 0);
+    add_simple(&st, BL_POS, 2, 13);
+    for (n = 1; n < 2000; n++) {
+        Server *s = open_replica();
+        Repl *r = s->repl;
+        unsigned long before = alloc_failures();
+        size_t jobs;
+        int rc = 0;
+
+        for (uint64_t id = 3; id <= 60; id += 19) { /* jobs of its own */
+            Stream own = {.len = 0};
+            BlRecord rec;
+            add_job(&own, id, "own", "mine", 0);
+            ck_assert_int_gt(bl_decode(own.data, own.len, &rec), 0);
+            ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
+        }
+        engine_commit(&s->eng);
+        replica_expect_answer(s);
+        alloc_fail_after(n);
+        if (replica_feed(s, answer, strlen(answer)) < 0)
+            rc = -1;
+        for (size_t off = 0; rc == 0 && off < st.len; off += 37)
+            rc = replica_feed(s, st.data + off, st.len - off < 37 ? st.len - off : 37);
+        engine_commit(&s->eng);
+        alloc_fail_after(0);
+        if (rc < 0)
+            ck_assert_msg(r->last_error[0], "N=%lu: failed without a last-error", n);
+        jobs = s->eng.jobs.len;
+        ck_assert_uint_eq(s->eng.jobs_ct.reserved, 0);
+        server_free(&srv);
+        s = open_replica();
+        ck_assert_msg(s->eng.jobs.len == jobs, "N=%lu: %zu jobs, %zu after a restart", n,
+                      jobs, s->eng.jobs.len);
+        server_free(&srv);
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        ck_assert_int_eq(mkdir(dir, 0700), 0);
+        if (alloc_failures() == before)
+            break; /* the whole session ran: every index was tried */
+    }
+    ck_assert_uint_lt(n, 2000);
+    ck_assert_uint_gt(n, 10);
+    if (getenv("UNIT_VERBOSE"))
+        fprintf(stderr, "alloc_failure_sweep: %lu allocations swept\n", n - 1);
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
     Suite *s = suite_create("repl");
     TCase *tc = unit_tcase("stream");
 
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, pos_and_end_records_round_trip);
     tcase_add_test(tc, replica_applies_a_stream);
     tcase_add_test(tc, replica_refuses_stale_primary_and_garbage);
+    tcase_add_test(tc, alloc_failure_sweep);
     suite_add_tcase(s, tc);
     return s;
 }
