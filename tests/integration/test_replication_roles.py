@@ -277,3 +277,64 @@ def test_cli_replication_promote_follow(binary):
         run.ok()
         wait_caught_up(r, p)
         eq(unq(p.repl()["role"]), "replica", "role after tubed-cli follow")
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_with_a_bad_address_changes_nothing(binary):
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs()
+        bad = []
+        for addr in ("nohost", "1.2.3.4:", ":11300", "1.2.3.4:99999",
+                     "1.2.3.4:0", "[::1", "[::1]", "unix:", "1.2.3.4:11300x"):
+            line = c.cmd("follow %s" % addr, timeout=10)
+            if line == b"FOLLOWING":
+                bad.append(addr)
+                break
+        check(not bad, "follow %s answered FOLLOWING" % bad)
+        eq(unq(p.repl()["role"]), "primary", "role after the refused follows")
+        c.put(b"still a primary")
+
+
+@no_server
+@tubed_only(EXT)
+def test_no_chains(binary):
+    """A server told to follow a replica does not (NOT_PRIMARY): it stays
+    unconnected and says why; the replica is unaffected."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        r2 = cl.node("r2", "-f", "0", replica_of=r)
+        wait_for(lambda: unq(r2.repl()["last-error"]),
+                 lambda: "r2's last-error: %r" % r2.repl())
+        time.sleep(1.5)
+        eq(r2.repl()["connected"], "false", "r2 following a replica: connected")
+        jid = p.bs().put(b"x")
+        wait_caught_up(p, r)
+        eq(r.bs().peek("peek %d" % jid), (jid, b"x"), "r still follows p")
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_drops_reservations(binary):
+    """A worker's reservation on a primary that is told to follow: its
+    delete and touch answer DRAINING from then on, and the job is wherever
+    the new primary has it."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        jid = c.put(b"reserved at the switch")
+        wait_caught_up(p, r)
+        w = p.bs()
+        got, _ = w.reserve(5)
+        eq(got, jid, "reserved")
+        eq(r.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote r")
+        eq(c.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        w.expect("touch %d" % jid, "DRAINING")
+        w.expect("delete %d" % jid, "DRAINING")
+        wait_caught_up(r, p)
+        assert_converged(r, p, "after the switch")
+        eq(unq(p.bs().stats_job(jid)["state"]), "ready", "the job on p")
