@@ -338,3 +338,39 @@ def test_follow_drops_reservations(binary):
         wait_caught_up(r, p)
         assert_converged(r, p, "after the switch")
         eq(unq(p.bs().stats_job(jid)["state"]), "ready", "the job on p")
+
+
+@no_server
+@tubed_only(EXT)
+def test_cut_off_primary_cannot_acknowledge(binary):
+    """sync_replicas = 1, a trio: r1 is promoted and r2 follows it while
+    the old primary still runs (a partition): a put on the old primary is
+    never acknowledged, and once it follows r1 that put is gone."""
+    with Cluster(binary, "sync_replicas = 1\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r1 = cl.node("r1", "-f", "0", replica_of=p)
+        r2 = cl.node("r2", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.put(b"before the split")
+        wait_caught_up(p, r1, r2)
+        eq(r1.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote r1")
+        eq(r2.bs().cmd("follow %s" % r1.addr, timeout=10), b"FOLLOWING",
+           "r2 follows r1")
+        wait_caught_up(r1, r2)
+        c.send(b"put 0 0 60 10\r\nsplit put!\r\n")
+        c.expect_silence(2.5)
+        # The new pair takes writes.
+        jid = r1.bs().put(b"on the new primary")
+        eq(p.admin().cmd("follow %s" % r1.addr, timeout=10), b"FOLLOWING",
+           "the old primary follows r1")
+        wait_caught_up(r1, p)
+        snap = assert_converged(r1, p, "the old primary after the split")
+        check(all(j.body != b"split put!" for j in snap.values()),
+              "the unacknowledged put of the cut-off primary survived")
+        check(jid in snap, "the new primary's job")
+        try:
+            line = c.read_line(timeout=2)
+        except harness.TestFailure:
+            line = None
+        check(line is None or not line.startswith(b"INSERTED"),
+              "the cut-off primary acknowledged a put: %r" % line)
