@@ -273,3 +273,59 @@ def test_sync_replicas_flag_and_unix_socket_primary(binary):
         wait_caught_up(p, r)
         eq(unq(r.repl()["primary"]), "unix:" + sock, "the replica's primary")
         assert_converged(p, r, "over a Unix socket")
+
+
+def _gated_pair(cl, replica_args):
+    from policy_util import build_gate, gate_env
+    so, gdir = build_gate(cl.tmp)
+    p = cl.node("p", "-f", "0")
+    r = cl.node("r", *replica_args, replica_of=p, env=gate_env(so, gdir))
+    wait_caught_up(p, r)
+    p.bs().put(b"before the gate")
+    return p, r, gdir
+
+
+@no_server
+@tubed_only(EXT)
+def test_sync_waits_for_a_strict_replicas_fsync(binary):
+    """A replica with -f 0 acknowledges a record once it is synced: with
+    its fsync held (an LD_PRELOAD gate), the primary's reply waits."""
+    with Cluster(binary, SYNC1) as cl:
+        p, r, gdir = _gated_pair(cl, ("-f", "0"))
+        closed = os.path.join(gdir, "closed")
+        open(closed, "w").close()
+        try:
+            c = p.bs()
+            _put_async(c, b"waits for the replica's fsync")
+            c.expect_silence(1.5)
+        finally:
+            os.unlink(closed)
+        line = c.read_line(timeout=20)
+        check(re.fullmatch(rb"INSERTED \d+", line) is not None,
+              "the INSERTED once the replica's fsync went through: %r" % line)
+        check(os.path.exists(os.path.join(gdir, "waited")),
+              "the replica's fsync never waited at the gate")
+
+
+@no_server
+@tubed_only(EXT)
+def test_sync_does_not_wait_for_a_lazy_replicas_fsync(binary):
+    """A replica with the default -f acknowledges once written: its held
+    fsync holds no reply of the primary."""
+    with Cluster(binary, SYNC1) as cl:
+        p, r, gdir = _gated_pair(cl, ())
+        closed = os.path.join(gdir, "closed")
+        open(closed, "w").close()
+        try:
+            c = p.bs()
+            ids = [c.put(b"lazy %d" % i) for i in range(5)]
+            time.sleep(0.3)                   # a -f 50 sync is due meanwhile
+            ids.append(c.put(b"lazy after a sync was due"))
+        finally:
+            os.unlink(closed)
+        # The replica did try to sync while the gate was closed (so the
+        # puts above were answered while its fsync was held).
+        wait_for(lambda: os.path.exists(os.path.join(gdir, "waited")),
+                 "the replica's fsync to have waited at the gate")
+        wait_caught_up(p, r)
+        assert_converged(p, r, "after the gate opened")
