@@ -214,3 +214,40 @@ def test_big_bodies(binary):
         wait_caught_up(p, r, late)
         assert_converged(p, r, "1 MiB bodies, live")
         assert_converged(p, late, "1 MiB bodies, snapshot")
+
+
+@no_server
+@tubed_only(EXT)
+def test_primary_compacts_while_replicas_follow(binary):
+    """A primary with 64 KiB binlog files compacts (moves live jobs'
+    records) while one replica follows live and another is stopped; both
+    converge, and a late one too.  Buried and delayed jobs keep their
+    state through the moves."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "-s", 65536)
+        live = cl.node("live", "-f", "0", replica_of=p)
+        held = cl.node("held", "-f", "0", replica_of=p)
+        c = p.bs()
+        keep = put_many(c, [body("keep", i, 700) for i in range(40)],
+                        delay=[0, 0, 0, 5000] * 10)
+        w = p.bs()
+        for j in keep[:6]:
+            if j % 4 != 0:
+                line = w.cmd_body("reserve-job %d" % j)[0]
+                check(line.startswith(b"RESERVED"), "reserve-job %d: %r" % (j, line))
+                w.expect("bury %d 77" % j, "BURIED")
+        wait_caught_up(p, live, held)
+        held.sigstop()
+        for rnd in range(25):
+            ids = put_many(c, [body("ch%d" % rnd, i, 2500) for i in range(30)])
+            for j in ids:
+                c.expect("delete %d" % j, "DELETED")
+        line, data = p.admin().cmd_body("stats-binlog")
+        st = harness.parse_yaml_dict(data)
+        check(int(st["records-migrated"]) > 0, "the primary moved no record "
+              "(compaction did not run): %r" % st)
+        held.sigcont()
+        late = cl.node("late", "-f", "0", replica_of=p)
+        wait_caught_up(p, live, held, late)
+        for r in (live, held, late):
+            assert_converged(p, r, "%s after the primary's compaction" % r.name)
