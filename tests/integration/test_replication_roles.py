@@ -374,3 +374,34 @@ def test_cut_off_primary_cannot_acknowledge(binary):
             line = None
         check(line is None or not line.startswith(b"INSERTED"),
               "the cut-off primary acknowledged a put: %r" % line)
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_between_a_puts_line_and_its_body(binary):
+    """A put whose line came before follow and whose body comes after
+    answers DRAINING (memcache: SERVER_ERROR replica), and the job is not
+    made; an open memcache job goes back."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        m0 = p.mc()
+        m0.store("q", b"opened at the switch")
+        wait_caught_up(p, r)
+        eq(m0.get("q/open"), b"opened at the switch", "get q/open")
+        eq(r.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote r")
+        c = p.bs()
+        c.send(b"put 0 0 60 10\r\n")
+        m = p.mc()
+        m.send(b"set q 0 0 10\r\n")
+        time.sleep(0.3)
+        eq(p.admin().cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        c.send(b"0123456789\r\n")
+        eq(c.read_line(), b"DRAINING", "the put's reply")
+        m.send(b"0123456789\r\n")
+        eq(m.read_line(), b"SERVER_ERROR replica", "the set's reply")
+        wait_caught_up(r, p)
+        snap = assert_converged(r, p, "after follow")
+        check(all(j.body != b"0123456789" for j in snap.values()),
+              "the put or set made a job")
+        eq([j.state for j in snap.values()], ["ready"], "the opened job")
