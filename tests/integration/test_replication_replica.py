@@ -387,3 +387,39 @@ def test_status_json_role_and_lag(binary):
             rep = d["replication"]
             eq((rep.get("role"), rep.get("lag-records")), (role, 0),
                "node %s: role and lag in tubes.json (%r)" % (n.name, rep))
+
+
+@no_server
+@tubed_only(EXT)
+def test_replication_metrics_match_stats(binary):
+    """tubed_replication_* (doc/monitoring.md) carry what stats-replication
+    says; a server that never used replication shows none."""
+    with Cluster(binary) as cl:
+        plain = cl.node("plain", bdir=False)
+        fams = [f for f in plain.metrics().families
+                if f.startswith("tubed_replication_")]
+        eq(fams, [], "tubed_replication_* families of a plain server")
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        put_many(p.bs(), [body("met", i) for i in range(7)])
+        wait_caught_up(p, r)
+        for n, primary in ((p, 1), (r, 0)):
+            m, d = n.metrics(), n.repl()
+            got = {k: int(m.value("tubed_replication_" + k)) for k in (
+                "primary", "connected", "epoch", "position", "lag_records",
+                "sync_replicas", "connected_replicas", "caught_up_replicas",
+                "waiting_replies", "discarded_records_total")}
+            want = {"primary": primary, "connected": 1,
+                    "epoch": rint(d, "epoch"), "position": rint(d, "position"),
+                    "lag_records": 0, "sync_replicas": 0,
+                    "connected_replicas": rint(d, "connected-replicas"),
+                    "caught_up_replicas": rint(d, "caught-up-replicas"),
+                    "waiting_replies": 0, "discarded_records_total": 0}
+            eq(got, want, "node %s: tubed_replication_* against "
+               "stats-replication" % n.name)
+        lag = p.metrics().series("tubed_replication_replica_lag_records")
+        eq(len(lag), 1, "per-replica lag samples on the primary: %r" % lag)
+        labels, value = lag[0]
+        check(labels.get("replica", "").startswith(harness.HOST + ":"),
+              "the replica label: %r" % labels)
+        eq(value, 0.0, "the caught-up replica's lag")
