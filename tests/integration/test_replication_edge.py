@@ -251,3 +251,20 @@ def test_primary_compacts_while_replicas_follow(binary):
         wait_caught_up(p, live, held, late)
         for r in (live, held, late):
             assert_converged(p, r, "%s after the primary's compaction" % r.name)
+
+
+@no_server
+@tubed_only(EXT)
+def test_plain_server_binlog_has_no_replication_records(binary):
+    """A server that never uses replication writes the binlog as before
+    (J/K/S/D/F records only; reading stats-replication changes nothing)."""
+    from binlog_util import check_dir_clean
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs()
+        ids = put_many(c, [body("pl", i) for i in range(20)])
+        c.expect("delete %d" % ids[0], "DELETED")
+        line, _ = c.cmd_body("stats-replication")
+        check(line.startswith(b"OK "), "stats-replication: %r" % line)
+        p.sigterm()
+        check_dir_clean(p.bdir, "a plain server's binlog: ")
