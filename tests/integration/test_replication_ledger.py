@@ -385,30 +385,44 @@ def _round(cl, nodes, ledger, rnd, n, caught, figures):
     return [new] + followers + [p]
 
 
-@slow
-@no_server
-@tubed_only(EXT)
-def test_ledger_failover_rounds(binary):
+def _rounds(binary, names, what):
     seed = int(os.environ.get("TUBED_REPL_LEDGER_SEED", str(random.randrange(10 ** 6))))
     rnd = random.Random(seed)
     caught, figures = {}, []
     ledger = Ledger()
     with Cluster(binary, CONF) as cl:
-        p = cl.node("a", "-f", "0")
-        r1 = cl.node("b", "-f", "0", replica_of=p)
-        r2 = cl.node("c", "-f", "0", replica_of=p)
-        wait_caught_up(p, r1, r2)
-        nodes = [p, r1, r2]
+        p = cl.node(names[0], "-f", "0")
+        nodes = [p] + [cl.node(x, "-f", "0", replica_of=p) for x in names[1:]]
+        wait_caught_up(p, *nodes[1:])
         t0 = time.monotonic()
         for n in range(1, ROUNDS + 1):
             try:
                 nodes = _round(cl, nodes, ledger, rnd, n, caught, figures)
             except TestFailure as e:
-                raise TestFailure("seed %d: %s" % (seed, e)) from e
-    report("ledger: %d rounds (seed %d) in %.1f s; planted faults caught: %s"
-           % (ROUNDS, seed, time.monotonic() - t0, caught))
+                raise TestFailure("%s, seed %d: %s" % (what, seed, e)) from e
+    report("ledger (%s): %d rounds (seed %d) in %.1f s; planted faults caught: %s"
+           % (what, ROUNDS, seed, time.monotonic() - t0, caught))
     for f in figures:
-        report("ledger " + f)
+        report("ledger (%s) %s" % (what, f))
+
+
+@slow
+@no_server
+@tubed_only(EXT)
+def test_ledger_failover_rounds(binary):
+    """A trio: the other replica and the old primary follow the promoted one."""
+    _rounds(binary, ["a", "b", "c"], "trio")
+
+
+@slow
+@no_server
+@tubed_only(EXT)
+def test_ledger_failover_rounds_pair(binary):
+    """A pair: when the replica was restarted in the round, the primary may
+    die while it is still receiving its snapshot; it is promoted anyway
+    (the only one), and must hold every acknowledged change all the same
+    (while it resyncs, sync_replicas = 1 acknowledges nothing new)."""
+    _rounds(binary, ["a", "b"], "pair")
 
 
 @no_server
@@ -484,3 +498,51 @@ def test_ledger_checker_on_one_server(binary):
         eq(sorted(caught), ["a changed body", "a faked DELETED", "a faked INSERTED",
                             "a faked STORED", "a faked get",
                             "a lost record on the server"], "planted faults caught")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ledger_promote_mid_resync(binary):
+    """A pair, sync_replicas = 1: the replica is restarted and resyncs
+    through a proxy that slows its snapshot; the primary dies while the
+    snapshot is half-way (position 0) and the replica, the only one, is
+    promoted: every change acknowledged before is there (nothing new was
+    acknowledged meanwhile: the only replica had not reached E)."""
+    from repl_util import Proxy, body, put_many
+    ledger = Ledger()
+    with Cluster(binary, CONF) as cl:
+        p = cl.node("p", "-f", "0")
+        proxy = Proxy(p.port)
+        try:
+            r = cl.node("r", "-f", "0", replica_of=proxy.addr)
+            c = p.bs(timeout=20)
+            c.use("L")
+            bodies = [body("mr", i, 1500) for i in range(3000)]
+            ledger.sent.update(bodies)
+            ids = put_many(c, bodies, batch=200)
+            ledger.acked.update(zip(ids, bodies))
+            for j in ids[::7]:
+                c.expect("delete %d" % j, "DELETED")
+                ledger.deleted.add(j)
+            r.kill9()
+            proxy.rate = 10 ** 6               # 4.5 MB at 1 MB/s
+            r.restart()
+            wait_for(lambda: (lambda d: d["connected"] == "true" and
+                              d["position"] == "0")(r.repl()),
+                     "the replica's resync to begin", interval=0.01)
+            # Changes now wait for the replica, which has not reached E.
+            c.send(b"put 0 0 60 9\r\nunacked!!\r\n")
+            ledger.sent.add(b"unacked!!")
+            c.send(b"delete %d\r\n" % ids[1])
+            ledger.deleting.add(ids[1])
+            c.expect_silence(0.5)
+            p.kill9()
+            wait_for(lambda: r.repl()["connected"] == "false",
+                     "the replica to see its primary gone")
+            eq(r.repl()["position"], "0", "the replica was still in its snapshot")
+            eq(r.admin().cmd("promote", timeout=10), b"PROMOTED 2", "promote")
+            problems = check_ledger(r.bs(timeout=20), ledger)
+            check(not problems, "after promoting a replica mid-resync: %d "
+                  "problem(s): %s" % (len(problems), "; ".join(problems[:10])))
+        finally:
+            proxy.close()
