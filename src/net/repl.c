@@ -32,6 +32,7 @@ struct ReplLink {
     int drop;              /* close at the next tick (why is logged) */
     uint64_t cursor;       /* the next id the snapshot looks at */
     uint64_t acked;        /* its acknowledged position */
+    int64_t sent_at;       /* monotonic ns the last bytes were queued */
     char line[ACK_LINE_MAX];
     size_t line_len;
 };
@@ -197,6 +198,7 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
             continue;
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
+        x->sent_at = s->eng.now;
         if (conn_out_pending(x->c) > LIVE_MAX) {
             log_warn("replication: replica %s is %zu bytes behind (not reading); "
                      "dropping it (it will reconnect and resync)", x->addr,
@@ -257,6 +259,7 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     l->c = c;
     l->snapshot = 1;
     l->cursor = 1;
+    l->sent_at = s->eng.now;
     net_describe_peer(c->ev.fd, l->addr, sizeof l->addr);
     list_insert_tail(&r->links, &l->node);
     r->nlinks++;
@@ -342,12 +345,15 @@ static void snapshot_more(Server *s, ReplLink *l)
             bl_encode(&end, buf);
             conn_reply(l->c, buf, sizeof buf);
             l->snapshot = 0;
+            l->sent_at = s->eng.now;
             log_info("replication: snapshot sent to %s (position %llu)", l->addr,
                      (unsigned long long)end.pos);
             break;
         }
         rc = engine_snapshot_job(e, l->cursor++, &l->c->out);
         scanned++;
+        if (rc > 0)
+            l->sent_at = s->eng.now;
         if (rc < 0) {
             log_warn("replication: out of memory sending a snapshot to %s; dropping it",
                      l->addr);
@@ -356,6 +362,31 @@ static void snapshot_more(Server *s, ReplLink *l)
         }
     }
     conn_mark_pending(l->c);
+}
+
+/* A heartbeat: a BL_POS record (the position, everything before it
+ * sent) to every replica past its snapshot, once a second, so a replica
+ * tells a quiet primary from a vanished one. */
+static void heartbeat(Server *s)
+{
+    Repl *r = R(s);
+    char p[BL_POS_SIZE];
+
+    if (s->eng.now < r->beat_at)
+        return;
+    r->beat_at = s->eng.now + REPL_BEAT_NS;
+    if (s->eng.binlog.wbuf.len)
+        return; /* records wait for their write: the position would run ahead */
+    pos_record(s, my_pos(s), p);
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        /* (A snapshot link hears one only while the scan crosses a long
+         * run of ids with no job: otherwise records flow.) */
+        if (x->drop || s->eng.now - x->sent_at < REPL_BEAT_NS)
+            continue; /* sent something within the second: no need */
+        conn_reply(x->c, p, sizeof p);
+        x->sent_at = s->eng.now;
+    }
 }
 
 static void primary_tick(Server *s)
@@ -433,6 +464,8 @@ void repl_tick(Server *s)
         return;
     if (r->role == ROLE_PRIMARY) {
         primary_tick(s);
+        if (r->nlinks)
+            heartbeat(s);
         release(s);
         watch_waits(s);
     } else {

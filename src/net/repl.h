@@ -52,12 +52,14 @@ typedef struct Repl {
     size_t map_head, map_len, map_cap;
     uint64_t local_durable, repl_lsn, released;
     int wait_logged;
+    int64_t beat_at;       /* next heartbeat to the replicas (monotonic ns) */
     /* replica */
     char primary[256];     /* as given; "" on a primary */
     int rstate;
     EvSource ev;
     Buf in, out;
     int64_t next_try;
+    int64_t heard;         /* monotonic ns: connect started, or last bytes */
     int snapshot;          /* the snapshot is still coming */
     uint64_t known_pos;    /* the primary's position, as last heard */
     uint64_t pending_pos;  /* position the records applied reach */
@@ -120,6 +122,13 @@ void repl_info(Server *s, ReplInfo *out);
 /* Each connected replica: its address and lag, for metrics. */
 void repl_each_replica(Server *s, void (*fn)(void *arg, const char *addr, uint64_t lag),
                        void *arg);
+
+/* A primary sends a BL_POS record to each replica when it has sent
+ * nothing for REPL_BEAT_NS; a replica that hears nothing for
+ * REPL_SILENCE_NS (a handshake unanswered, a stream gone quiet) drops the
+ * link and reconnects. */
+#define REPL_BEAT_NS ((int64_t)1000000000)
+#define REPL_SILENCE_NS ((int64_t)10000000000)
 
 /* replica.c (the replica's side), used by repl.c. */
 void replica_begin(Server *s);

@@ -30,6 +30,7 @@ static Repl *R(const Server *s)
 }
 
 static void on_event(EvSource *src, uint32_t events);
+static void read_some(Server *s);
 
 /* Give up the connection; try again in a second. why goes to last-error
  * and, when it is news, to the log. */
@@ -152,6 +153,7 @@ static void try_connect(Server *s)
         return;
     }
     r->rstate = RS_CONNECTING;
+    r->heard = s->eng.now;
 }
 
 static void send_handshake(Server *s)
@@ -395,6 +397,7 @@ static void read_some(Server *s)
         return;
     }
     r->in.len += (size_t)n;
+    r->heard = s->eng.now;
     take_input(s);
 }
 
@@ -436,6 +439,16 @@ void replica_tick(Server *s)
         try_connect(s);
         return;
     }
+    if (r->rstate != RS_IDLE && r->rstate != RS_CONNECTING && r->ev.fd >= 0 &&
+        s->eng.now - r->heard > REPL_SILENCE_NS)
+        read_some(s); /* (this process may have been stopped: look first) */
+    if (r->rstate != RS_IDLE && r->ev.fd >= 0 && s->eng.now - r->heard > REPL_SILENCE_NS) {
+        /* A primary that sends nothing (not even its heartbeat) is gone,
+         * or was never one. */
+        fail(s, r->rstate == RS_STREAM ? "no word from the primary for 10 s"
+                                       : "no answer to the handshake for 10 s");
+        return;
+    }
     if (r->rstate != RS_STREAM)
         return;
     while (r->acks_len && r->acks[r->acks_head].lsn <= durable) {
@@ -458,7 +471,11 @@ int64_t repl_next_due(const Server *s)
 {
     const Repl *r = R(s);
 
-    if (!r || r->role != ROLE_REPLICA || r->rstate != RS_IDLE || !r->primary[0])
+    if (!r)
         return INT64_MAX;
-    return r->next_try;
+    if (r->role == ROLE_PRIMARY)
+        return r->nlinks ? r->beat_at : INT64_MAX;
+    if (r->rstate != RS_IDLE)
+        return r->ev.fd >= 0 ? r->heard + REPL_SILENCE_NS + 1 : INT64_MAX;
+    return r->primary[0] ? r->next_try : INT64_MAX;
 }
