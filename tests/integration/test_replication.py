@@ -12,13 +12,10 @@ move_expired_to; fanout; move-job and flush-tube; pause-tube; memcache
 sets, gets, /open, /close, /abort; read-behind budgets on both sides.
 """
 
-import re
-import time
-
 import harness
-from harness import check, eq, fail, no_server, tubed_only, unq
+from harness import check, eq, no_server, tubed_only, unq
 from repl_util import (EXT, Cluster, Proxy, assert_converged, body, list_jobs,
-                       put_many, reserve_job, snapshot, stats_replication,
+                       put_many, reserve_job, snapshot,
                        wait_caught_up, wait_for)
 
 SERVER = "none"

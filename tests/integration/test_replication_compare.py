@@ -13,8 +13,7 @@ needed: these pass on any tubed with list-jobs).
 import os
 import shutil
 
-import harness
-from harness import check, eq, fail, no_server, tubed_only
+from harness import check, eq, no_server, tubed_only
 from repl_util import (EXT, Cluster, body, diff, put_many, reserve_job,
                        snapshot)
 

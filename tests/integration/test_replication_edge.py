@@ -18,13 +18,12 @@
 """
 
 import os
-import re
 import time
 
 import harness
-from harness import check, eq, fail, no_server, tubed_only, unq
+from harness import check, eq, no_server, tubed_only, unq
 from repl_util import (EXT, Cluster, assert_converged, assert_same, body,
-                       list_jobs, put_many, rint, snapshot, wait_caught_up, wait_for)
+                       list_jobs, put_many, snapshot, wait_caught_up, wait_for)
 
 SERVER = "none"
 

@@ -29,7 +29,7 @@ import threading
 import time
 
 import harness
-from harness import TestFailure, check, eq, fail, no_server, slow, tubed_only, unq
+from harness import check, eq, fail, no_server, slow, tubed_only, unq
 from binlog_util import crc32c
 from repl_util import (EXT, SMALL_QUARANTINE, Cluster, Proxy,
                        assert_converged, assert_same, body, percentile,

@@ -42,8 +42,7 @@ import re
 import threading
 import time
 
-import harness
-from harness import TestFailure, check, eq, fail, no_server, slow, tubed_only, unq
+from harness import TestFailure, check, eq, no_server, slow, tubed_only
 from repl_util import (EXT, Cluster, assert_converged, report, rint, snapshot,
                        wait_caught_up, wait_for)
 
@@ -536,10 +535,11 @@ def test_ledger_promote_mid_resync(binary):
             c.send(b"delete %d\r\n" % ids[1])
             ledger.deleting.add(ids[1])
             c.expect_silence(0.5)
+            eq(r.repl()["position"], "0", "the replica is still in its "
+               "snapshot just before the kill")
             p.kill9()
             wait_for(lambda: r.repl()["connected"] == "false",
                      "the replica to see its primary gone")
-            eq(r.repl()["position"], "0", "the replica was still in its snapshot")
             eq(r.admin().cmd("promote", timeout=10), b"PROMOTED 2", "promote")
             problems = check_ledger(r.bs(timeout=20), ledger)
             check(not problems, "after promoting a replica mid-resync: %d "

@@ -17,10 +17,9 @@ import os
 import re
 import shutil
 import tempfile
-import time
 
 import harness
-from harness import check, check_cases, eq, fail, no_server, tubed_only, unq
+from harness import check, check_cases, eq, no_server, tubed_only, unq
 from policy_util import port_listening, run_tubed
 from repl_util import (EXT, REPL_KEYS, Cluster, body, put_many, reserve_job,
                        rint, snapshot, stats_replication, wait_caught_up,

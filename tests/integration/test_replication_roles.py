@@ -17,7 +17,6 @@
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import tempfile
 import time
 
 import harness
-from harness import check, eq, fail, no_server, tubed_only, unq
+from harness import check, eq, no_server, tubed_only, unq
 from repl_util import (EXT, Cluster, assert_converged, assert_same, body,
                        put_many, report, reserve_job, rint, snapshot,
                        wait_caught_up, wait_for)

@@ -14,11 +14,9 @@
 
 import os
 import re
-import signal
 import time
 
-import harness
-from harness import check, eq, fail, no_server, tubed_only, unq
+from harness import check, eq, no_server, tubed_only, unq
 from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint,
                        wait_caught_up, wait_for)
 
