@@ -46,6 +46,13 @@ def ask(src, dst, line):
         s.close()
 
 
+def _die_with_parent():
+    # The server goes when this script goes, even if it is killed (the
+    # test's timeout): nothing outlives the namespace's only user.
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def start(binary, d, conf):
     path = os.path.join(d, "tubed.conf")
     with open(path, "w") as f:
@@ -53,7 +60,8 @@ def start(binary, d, conf):
     log = open(os.path.join(d, "log"), "ab")
     p = subprocess.Popen([binary, "-l", "0.0.0.0", "-p", str(PORT), "-b",
                           os.path.join(d, "b"), "--config", path],
-                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                         preexec_fn=_die_with_parent)
     for _ in range(500):
         if p.poll() is not None:
             break
