@@ -532,7 +532,10 @@ class Proxy:
 
 # ------------------------------------------------------------------ jobs
 
-Job = collections.namedtuple("Job", "id tube pri ttr state time_left body")
+# deadline: when the time-left runs out, on this process's monotonic clock
+# (the reply's arrival + time-left), so two snapshots taken seconds apart
+# compare delays without that gap.
+Job = collections.namedtuple("Job", "id tube pri ttr state time_left body deadline")
 
 
 def list_jobs(c, tube, state="all"):
@@ -572,7 +575,7 @@ def snapshot(c, bodies=True, ids=None):
         for t in c.list_tubes():
             ids += list_jobs(c, t)
     ids = sorted(set(ids))
-    stats = {}
+    stats, seen = {}, {}
     cmds = [b"stats-job %d\r\n" % j for j in ids]
     for j, (line, body) in zip(ids, _pipelined(c, cmds)):
         if line == b"NOT_FOUND":
@@ -580,6 +583,7 @@ def snapshot(c, bodies=True, ids=None):
         check(body is not None and line.startswith(b"OK "),
               "stats-job %d: expected OK n or NOT_FOUND, got %r" % (j, line))
         stats[j] = harness.parse_yaml_dict(body)
+        seen[j] = time.monotonic()
     got = {}
     if bodies:
         keep = sorted(stats)
@@ -594,8 +598,9 @@ def snapshot(c, bodies=True, ids=None):
     out = {}
     for j, st in stats.items():
         eq(int(st["id"]), j, "id in stats-job %d" % j)
+        left = int(st["time-left"])
         out[j] = Job(j, unq(st["tube"]), int(st["pri"]), int(st["ttr"]),
-                     unq(st["state"]), int(st["time-left"]), got.get(j))
+                     unq(st["state"]), left, got.get(j), seen[j] + left)
     if check_totals:
         s = c.stats()
         total = sum(int(s[k]) for k in ("current-jobs-ready", "current-jobs-reserved",
@@ -630,9 +635,11 @@ def diff(a, b, an="primary", bn="replica", tol=3, replica_side=True):
         if _norm_state(x.state) != _norm_state(y.state):
             out.append("job %d: state %s on %s, %s on %s (reserved counts "
                        "as ready)" % (j, x.state, an, y.state, bn))
-        elif x.state == "delayed" and abs(x.time_left - y.time_left) > tol:
-            out.append("job %d: delayed, time-left %d on %s, %d on %s"
-                       % (j, x.time_left, an, y.time_left, bn))
+        elif x.state == "delayed" and abs(x.deadline - y.deadline) > tol:
+            out.append("job %d: delayed, time-left %d on %s, %d on %s (their "
+                       "deadlines %.1f s apart)" % (j, x.time_left, an,
+                                                    y.time_left, bn,
+                                                    abs(x.deadline - y.deadline)))
         if replica_side and y.state == "reserved":
             out.append("job %d is reserved on %s (a replica hands out no job)"
                        % (j, bn))

@@ -85,7 +85,8 @@ def test_comparer_agrees_and_catches_planted_differences(binary):
         sb2[j] = sa[j]._replace(body=sa[j].body[:-1] + b"?")
         k = ids[3]
         eq(sa[k].state, "delayed", "job %d" % k)
-        sb2[k] = sa[k]._replace(time_left=sa[k].time_left - 60)
+        sb2[k] = sa[k]._replace(time_left=sa[k].time_left - 60,
+                                deadline=sa[k].deadline - 60)
         d = diff(sa, sb2, "a", "b", replica_side=False)
         eq(len(d), 2, "differences found for a changed body and a changed "
            "deadline (%s)" % d)
