@@ -69,6 +69,8 @@ def _states(p, cl):
         reserve_job(w, j)
         w.expect("release %d 42 0" % j, "RELEASED")
     w.expect("kick-job %d" % ready[0], "KICKED")
+    delayed = [j for i, j in enumerate(ids) if delays[i]]
+    w.expect("kick-job %d" % delayed[0], "KICKED")        # delayed to ready
     c.use("a")
     c.expect("kick 3", "KICKED 3")            # buried ones back to ready
     for j in ids_b[:5]:                       # deleted without a reserve
@@ -288,6 +290,14 @@ def _memcache(p, cl):
     eq(m2.get("q/abort"), None, "get q/abort")              # back to ready
     eq(m2.get("q/peek"), body("mc", 7, 57), "get q/peek")
     m.store("r", b"other queue")
+    for i in range(4):
+        m.store("q2", b"flushed %d" % i)
+    m.expect("flush q2", "END")                           # all of q2 gone
+    m.store("q3", b"expires in a second", exptime=1)
+    m.store("q3", b"stays")
+    b = p.bs()
+    wait_for(lambda: b.stats_tube("q3")["current-jobs-ready"] == "1",
+             "the memcache item with exptime 1 to expire on the primary")
     return opener
 
 
@@ -298,6 +308,8 @@ def test_converges_memcache(binary):
         qs = sorted(j.body for j in snap.values() if j.tube == "q")
         eq(qs, sorted([body("mc", i, 50 + i) for i in range(5, 30) if i != 6]),
            "items of q on the primary")
+        eq(sorted(j.body for j in snap.values() if j.tube in ("q2", "q3")),
+           [b"stays"], "items of q2 (flushed) and q3 (one expired)")
         for r in (live, late):
             eq(r.mc().get("q/peek"), body("mc", 5, 55),
                "get q/peek on %s: the job open on the primary is ready "
