@@ -495,3 +495,29 @@ def test_changes_during_a_snapshot(binary):
             assert_converged(p, r, "after two kill -9 mid-snapshot")
         finally:
             proxy.close()
+
+
+def _flush_all(p, cl):
+    m = p.mc()
+    for q in ("fa", "fb", "fc"):
+        for i in range(5):
+            m.store(q, b"%s %d" % (q.encode(), i))
+    c = p.bs()
+    c.use("fb")
+    jid = c.put(b"reserved through flush_all", pri=0)
+    w = p.bs()
+    w.watch("fb")
+    eq(w.reserve(5)[0], jid, "reserve")
+    m.expect("flush_all", "Flushed all queues.")
+    m.store("fa", b"after flush_all")
+    return w
+
+
+@no_server
+@tubed_only(EXT)
+def test_converges_memcache_flush_all(binary):
+    def after(p, live, late, snap):
+        eq(sorted(j.body for j in snap.values()),
+           [b"after flush_all", b"reserved through flush_all"],
+           "jobs left on the primary after flush_all")
+    _converge(binary, _flush_all, after=after)
