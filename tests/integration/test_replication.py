@@ -12,6 +12,8 @@ move_expired_to; fanout; move-job and flush-tube; pause-tube; memcache
 sets, gets, /open, /close, /abort; read-behind budgets on both sides.
 """
 
+import time
+
 import harness
 from harness import check, eq, no_server, tubed_only, unq
 from repl_util import (EXT, Cluster, Proxy, assert_converged, body, list_jobs,
@@ -521,3 +523,25 @@ def test_converges_memcache_flush_all(binary):
            [b"after flush_all", b"reserved through flush_all"],
            "jobs left on the primary after flush_all")
     _converge(binary, _flush_all, after=after)
+
+
+@no_server
+@tubed_only(EXT)
+def test_reload_on_the_primary_expires_and_replica_follows(binary):
+    """A reload that lowers max_age on the primary expires its old jobs at
+    once (extensions.md §1); the replica, whose own file says nothing of
+    max_age, follows the primary's records."""
+    with Cluster(binary, "[tube rl]\nmax_age = 1h\nmove_expired_to = rl-dead\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p, conf="")
+        c = p.bs()
+        c.use("rl")
+        put_many(c, [body("rl", i) for i in range(10)])
+        time.sleep(1.2)
+        p.reload("[tube rl]\nmax_age = 1s\nmove_expired_to = rl-dead\n")
+        c.use("default")
+        wait_for(lambda: len(list_jobs(c, "rl-dead")) == 10,
+                 "the reload to move the 10 jobs to rl-dead")
+        wait_caught_up(p, r)
+        snap = assert_converged(p, r, "after the reload on the primary")
+        eq({j.tube for j in snap.values()}, {"rl-dead"}, "tubes of the jobs")
