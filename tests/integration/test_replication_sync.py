@@ -219,12 +219,16 @@ def _primary_restart(binary, how):
         c = p.bs()
         put_many(c, [body("pr", i) for i in range(200)], delay=[0, 900] * 100)
         wait_caught_up(p, r)
+        logged = len(r.stderr())
         if how == "sigterm":
             p.sigterm()
         else:
             p.kill9()
         wait_for(lambda: r.repl()["connected"] == "false",
                  "the replica to see its primary gone")
+        wait_for(lambda: p.addr in r.stderr()[logged:],
+                 lambda: "the replica to log that %s is gone: %r"
+                 % (p.addr, r.stderr()[logged:][-400:]))
         rc = r.bs()
         eq(int(rc.stats()["current-jobs-delayed"]), 100,
            "the replica serves reads while its primary is down")
