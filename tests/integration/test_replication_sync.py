@@ -59,6 +59,16 @@ def _held(p, r, what):
     h = p.get("/healthz")
     check(b"waiting for replicas" in h.body, "%s: /healthz body %r"
           % (what, h.body))
+    # The log says so once: another held reply adds no line.
+    said = lambda: [l for l in p.stderr().splitlines()
+                    if "wait" in l and "replica" in l]
+    wait_for(said, "%s: the primary to log that replies wait" % what)
+    n = len(said())
+    other = p.bs()
+    _put_async(other, b"held too")
+    other.expect_silence(1.5)
+    eq(len(said()), n, "%s: log lines about waiting replies after one more "
+       "held reply (%s)" % (what, said()))
     # The change itself is applied at once on the primary.
     other = p.bs()
     eq(other.peek("peek %d" % jid), None, "%s: the held delete is applied "
