@@ -404,3 +404,35 @@ def test_follow_between_a_puts_line_and_its_body(binary):
         check(all(j.body != b"0123456789" for j in snap.values()),
               "the put or set made a job")
         eq([j.state for j in snap.values()], ["ready"], "the opened job")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ping_pong_failovers(binary):
+    """Two servers swap roles six times, with writes (and a job held
+    reserved) between the swaps: the epoch goes up by one each time, and
+    after each swap the follower converges to the new primary."""
+    with Cluster(binary) as cl:
+        a = cl.node("a", "-f", "0")
+        b = cl.node("b", "-f", "0", replica_of=a)
+        primary, other = a, b
+        for k in range(6):
+            c = primary.bs()
+            c.use("pp")
+            put_many(c, [body("pp%d" % k, i, 300) for i in range(40)],
+                     delay=[0, 0, 0, 900] * 10)
+            c.expect("delete %d" % (c.put(b"gone %d" % k)), "DELETED")
+            w = primary.bs()
+            w.watch("pp")
+            w.reserve(5)                       # held across the swap
+            wait_caught_up(primary, other)
+            assert_converged(primary, other, "swap %d: before" % k)
+            eq(other.admin().cmd("promote", timeout=10),
+               b"PROMOTED %d" % (k + 2), "swap %d: promote %s" % (k, other.name))
+            eq(primary.admin().cmd("follow %s" % other.addr, timeout=10),
+               b"FOLLOWING", "swap %d: follow on %s" % (k, primary.name))
+            primary, other = other, primary
+            wait_caught_up(primary, other)
+            assert_converged(primary, other, "swap %d: after" % k)
+            eq(other.repl()["epoch"], "%d" % (k + 2), "swap %d: the follower's "
+               "epoch" % k)
