@@ -177,6 +177,8 @@ bench: all
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 	BUILD=$(BUILD) bash tests/bench/readbehind.sh
 	BUILD=$(BUILD) python3 tests/bench/access.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
+	python3 tests/bench/replication.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench \
+	    --out $(BUILD)/bench-replication.md
 
 deb:
 	bash pkg/deb.sh

@@ -18,6 +18,7 @@
 #include "mcconn.h"
 #include "opts.h"
 #include "priv.h"
+#include "repl.h"
 #include "sd.h"
 #include "serve.h"
 
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
         log_err("%s", err);
         return 1;
     }
+    repl_start(&srv); /* tap the binlog; a replica connects */
     log_info("tubed %s started, pid %ld", TUBED_VERSION, (long)getpid());
     /* Ready only now: the binlog is replayed and the sockets listen. */
     sd_notifyf("READY=1\nSTATUS=serving %zu jobs%s", srv.eng.jobs.len,

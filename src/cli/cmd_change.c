@@ -124,3 +124,60 @@ Status cmd_move(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     reply_free(&r);
     return st;
 }
+
+/* promote and follow: the server's one-line answer, or why not. */
+static Status admin_reply(const Cli *cli, Client *c, Reply *r, const char *cmd, Err *e)
+{
+    if (reply_is(r, "UNKNOWN_COMMAND"))
+        return no_ext(e, cmd, cmd);
+    if (reply_is(r, "NOT_ALLOWED"))
+        return err_set(e, ST_SERVER, "%s: %s: refused (NOT_ALLOWED): only from the "
+                       "server's host, unless allow_remote_admin = true", c->where, cmd);
+    return reply_unexpected(r, cmd, e);
+}
+
+Status cmd_promote(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    char line[64];
+    uint64_t epoch;
+    Reply r;
+    Status st;
+
+    if (client_cmd(c, &r, e, "promote") != ST_OK)
+        return e->code;
+    if (reply_num(&r, "PROMOTED", &epoch) == 0) {
+        snprintf(line, sizeof line, "primary, epoch %llu", (unsigned long long)epoch);
+        st = report(cli, "epoch", epoch, line, e);
+    } else {
+        st = admin_reply(cli, c, &r, "promote", e);
+    }
+    reply_free(&r);
+    return st;
+}
+
+Status cmd_follow(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    Buf b = {0};
+    Reply r;
+    Status st;
+
+    if (strlen(args[0]) > 200 || strpbrk(args[0], " \t\r\n"))
+        return err_set(e, ST_USAGE, "follow: '%.200s' is not an address "
+                       "(HOST:PORT, [V6]:PORT or unix:/PATH)", args[0]);
+    if (client_cmd(c, &r, e, "follow %s", args[0]) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "FOLLOWING")) {
+        if (cli->json)
+            buf_printf(&b, "{\"following\":\"%s\"}\n", args[0]);
+        else
+            buf_printf(&b, "following %s\n", args[0]);
+        st = out_flush(&b, e);
+        buf_free(&b);
+    } else if (reply_is(&r, "BAD_FORMAT")) {
+        st = err_set(e, ST_USAGE, "follow: the server refused the address '%s'", args[0]);
+    } else {
+        st = admin_reply(cli, c, &r, "follow", e);
+    }
+    reply_free(&r);
+    return st;
+}

@@ -66,6 +66,28 @@ Status cmd_binlog(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     return st;
 }
 
+Status cmd_replication(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const strings[] = {"role", "primary", "last-error", NULL};
+    Reply r;
+    Dict d = {0};
+    Status st;
+
+    if (client_cmd(c, &r, e, "stats-replication") != ST_OK)
+        return e->code;
+    /* beanstalkd reads it as stats with junk: BAD_FORMAT. */
+    if (reply_is(&r, "BAD_FORMAT") || reply_is(&r, "UNKNOWN_COMMAND")) {
+        reply_free(&r);
+        return no_ext(e, "replication", "stats-replication");
+    }
+    st = parse_doc(c, "stats-replication", &r, &d, e);
+    if (st == ST_OK)
+        st = print_dict(cli, &d, strings, e);
+    dict_free(&d);
+    reply_free(&r);
+    return st;
+}
+
 Status cmd_tubes(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 {
     TubeSource src = {0};

@@ -25,6 +25,10 @@ const Command commands[] = {
     {"put", 1, 2, cmd_put, "TUBE [FILE|-]",
      "put a job (body from FILE or stdin), print its id"},
     {"binlog", 0, 0, cmd_binlog, "", "the binlog's health"},
+    {"replication", 0, 0, cmd_replication, "", "the replication status (role, lag, ...)"},
+    {"promote", 0, 0, cmd_promote, "", "make a replica the primary (new epoch)"},
+    {"follow", 1, 1, cmd_follow, "HOST:PORT",
+     "follow that primary (a primary stops taking writes)"},
     {NULL, 0, 0, NULL, NULL, NULL},
 };
 

@@ -43,6 +43,9 @@ Status cmd_flush(const Cli *cli, Client *c, char **args, int nargs, Err *e);
 Status cmd_move(const Cli *cli, Client *c, char **args, int nargs, Err *e);
 Status cmd_put(const Cli *cli, Client *c, char **args, int nargs, Err *e);
 Status cmd_top(const Cli *cli, Client *c, char **args, int nargs, Err *e);
+Status cmd_replication(const Cli *cli, Client *c, char **args, int nargs, Err *e);
+Status cmd_promote(const Cli *cli, Client *c, char **args, int nargs, Err *e);
+Status cmd_follow(const Cli *cli, Client *c, char **args, int nargs, Err *e);
 
 /* Helpers the handlers share (commands.c). */
 

@@ -76,6 +76,9 @@ static const KeyDef keys[] = {
     SKEY("metrics_port", VT_INT, SK_METRICS_PORT, metrics_port, 0, 65535),
     SKEY("allow_shutdown", VT_BOOL, SK_ALLOW_SHUTDOWN, allow_shutdown, 0, 1),
     SKEY("main_listener", VT_BOOL, SK_MAIN_LISTENER, main_listener, 0, 1),
+    SKEY("replica_of", VT_STR, SK_REPLICA_OF, replica_of, 0, 0),
+    SKEY("sync_replicas", VT_INT, SK_SYNC_REPLICAS, sync_replicas, 0, 255),
+    SKEY("allow_remote_admin", VT_BOOL, SK_ALLOW_REMOTE_ADMIN, allow_remote_admin, 0, 1),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -847,6 +850,7 @@ void conf_free(ConfFile *cf)
     tb_free(cf->server.listen);
     tb_free(cf->server.user);
     tb_free(cf->server.binlog_dir);
+    tb_free(cf->server.replica_of);
     tb_free(cf->exact);
     conf_listen_free(cf->listen, cf->n_listen);
     tb_free(cf->path);

@@ -47,7 +47,7 @@ enum TubeKey {
 };
 
 /* The top-level server keys: every command-line option, plus the keys
- * only the file has (allow_shutdown). */
+ * only the file has (allow_shutdown, allow_remote_admin). */
 enum ServerKey {
     SK_LISTEN,           /* -l */
     SK_PORT,             /* -p */
@@ -66,6 +66,9 @@ enum ServerKey {
     SK_METRICS_PORT,
     SK_ALLOW_SHUTDOWN,
     SK_MAIN_LISTENER,    /* false: only the [listen] sections listen */
+    SK_REPLICA_OF,       /* --replica-of */
+    SK_SYNC_REPLICAS,    /* --sync-replicas */
+    SK_ALLOW_REMOTE_ADMIN,
     SK_COUNT
 };
 
@@ -105,11 +108,12 @@ typedef struct TubePolicy {
  * (the command line wins). The strings belong to the ConfFile. */
 typedef struct ConfServer {
     uint32_t set; /* CONF_BIT(SK_x): the file sets key x */
-    char *listen, *user, *binlog_dir;
+    char *listen, *user, *binlog_dir, *replica_of;
+    uint32_t sync_replicas;
     uint32_t port, max_job_size, fsync_ms, binlog_file_size, verbose;
     uint32_t max_connections, memcache_port, metrics_port; /* ports: 0 = off */
     uint64_t job_memory, stall_timeout_ms;
-    bool no_fsync, recover, allow_shutdown, main_listener;
+    bool no_fsync, recover, allow_shutdown, main_listener, allow_remote_admin;
 } ConfServer;
 
 /* One [tube NAME] or [tube PREFIX*] section; the top level is one too

@@ -48,7 +48,11 @@ void opts_usage(FILE *f, const char *prog)
         " --memcache-port PORT  also serve kestrel's memcache protocol on PORT\n"
         "            (default: off)\n"
         " --metrics-port PORT  serve Prometheus metrics over HTTP on PORT\n"
-        "            (default: off)\n",
+        "            (default: off)\n"
+        " --replica-of HOST:PORT  start as a replica of the primary whose\n"
+        "            beanstalk address is HOST:PORT (needs -b)\n"
+        " --sync-replicas N  acknowledge a change only once N replicas have\n"
+        "            it (default: 0; needs -b)\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
         MAX_JOB_SIZE_LIMIT, DEFAULT_BINLOG_SIZE);
 }
@@ -72,7 +76,8 @@ static uint32_t cli_key(const char *flag)
         {"-z", SK_MAX_JOB_SIZE}, {"-s", SK_BINLOG_FILE_SIZE}, {"-f", SK_FSYNC_MS},
         {"--stall-timeout", SK_STALL_TIMEOUT}, {"--job-memory", SK_JOB_MEMORY},
         {"--max-connections", SK_MAX_CONNECTIONS}, {"--memcache-port", SK_MEMCACHE_PORT},
-        {"--metrics-port", SK_METRICS_PORT},
+        {"--metrics-port", SK_METRICS_PORT}, {"--replica-of", SK_REPLICA_OF},
+        {"--sync-replicas", SK_SYNC_REPLICAS},
     };
 
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -96,6 +101,12 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         cfg->user = val;
     } else if (!strcmp(flag, "--config")) {
         cfg->config_path = val;
+    } else if (!strcmp(flag, "--replica-of")) {
+        cfg->replica_of = val;
+    } else if (!strcmp(flag, "--sync-replicas")) {
+        if (number(flag, val, 255, &v, err, errlen) < 0)
+            return -1;
+        cfg->sync_replicas = (uint32_t)v;
     } else if (!strcmp(flag, "--memcache-port")) {
         if (number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
@@ -148,7 +159,8 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
 
 static const char *const long_with_value[] = {"--max-connections", "--stall-timeout",
                                               "--job-memory", "--config",
-                                              "--memcache-port", "--metrics-port", NULL};
+                                              "--memcache-port", "--metrics-port",
+                                              "--replica-of", "--sync-replicas", NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)
@@ -245,6 +257,9 @@ static void set_key(Config *c, const ConfServer *s, int k)
     case SK_METRICS_PORT: c->metrics_port = (int)s->metrics_port; break;
     case SK_ALLOW_SHUTDOWN: c->allow_shutdown = s->allow_shutdown; break;
     case SK_MAIN_LISTENER: c->no_main_listener = !s->main_listener; break;
+    case SK_REPLICA_OF: c->replica_of = s->replica_of; break;
+    case SK_SYNC_REPLICAS: c->sync_replicas = s->sync_replicas; break;
+    case SK_ALLOW_REMOTE_ADMIN: c->allow_remote_admin = s->allow_remote_admin; break;
     }
 }
 
@@ -253,7 +268,7 @@ static void set_key(Config *c, const ConfServer *s, int k)
 static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
 {
 #define F(field) (*size = sizeof c->field, (void *)&c->field)
-    *is_str = k == SK_LISTEN || k == SK_USER || k == SK_BINLOG_DIR;
+    *is_str = k == SK_LISTEN || k == SK_USER || k == SK_BINLOG_DIR || k == SK_REPLICA_OF;
     switch (k) {
     case SK_LISTEN: return F(listen_addr);
     case SK_PORT: return F(port);
@@ -271,6 +286,9 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
     case SK_MEMCACHE_PORT: return F(memcache_port);
     case SK_METRICS_PORT: return F(metrics_port);
     case SK_ALLOW_SHUTDOWN: return F(allow_shutdown);
+    case SK_REPLICA_OF: return F(replica_of);
+    case SK_SYNC_REPLICAS: return F(sync_replicas);
+    case SK_ALLOW_REMOTE_ADMIN: return F(allow_remote_admin);
     default: return F(no_main_listener);
     }
 #undef F
@@ -280,19 +298,19 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
  * so the file can be replaced at reload without leaving them dangling. */
 static int own_strings(Config *cfg, uint32_t taken)
 {
-    static const int str_keys[] = {SK_LISTEN, SK_USER, SK_BINLOG_DIR};
+    static const int str_keys[] = {SK_LISTEN, SK_USER, SK_BINLOG_DIR, SK_REPLICA_OF};
     size_t total = 0, sz;
     int is_str;
     char *p;
 
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         if (taken & CONF_BIT(str_keys[i]))
             total += strlen(*(const char **)cfg_field(cfg, str_keys[i], &sz, &is_str)) + 1;
     if (!total)
         return 0;
     if (!(p = cfg->file_strings = tb_malloc(total)))
         return -1;
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         const char **f = cfg_field(cfg, str_keys[i], &sz, &is_str);
         size_t n;
         if (!(taken & CONF_BIT(str_keys[i])))
@@ -331,6 +349,63 @@ static int main_clash(const Config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path. */
+static int addr_ok(const char *a)
+{
+    const char *colon;
+    unsigned long port = 0;
+
+    if (!strncmp(a, "unix:", 5))
+        return a[5] == '/';
+    if (*a == '[') {
+        const char *close = strchr(a, ']');
+        if (!close || close == a + 1 || close[1] != ':')
+            return 0;
+        colon = close + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (!colon || colon == a)
+            return 0;
+    }
+    if (!colon[1] || strlen(colon + 1) > 5)
+        return 0;
+    for (const char *q = colon + 1; *q; q++) {
+        if (*q < '0' || *q > '9')
+            return 0;
+        port = port * 10 + (unsigned long)(*q - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+/* Replication needs a binlog on both sides (spec/replication.md §1): a
+ * replica_of, or a sync_replicas above 0, without one names the key, with
+ * the file's line when the file set it. 0, or -1 with the message in err. */
+static int check_replication(const char *binlog_dir, const char *replica_of,
+                             uint32_t sync_replicas, uint32_t cli_set,
+                             const ConfFile *cf, char *err, size_t errlen)
+{
+    int k = replica_of ? SK_REPLICA_OF : sync_replicas ? SK_SYNC_REPLICAS : -1;
+    const char *bad = replica_of && !addr_ok(replica_of) ? "is not host:port, [v6]:port or unix:/path" : NULL;
+
+    if (bad) {
+        if (cf && !(cli_set & CONF_BIT(SK_REPLICA_OF)) && (cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+            snprintf(err, errlen, "%s:%lu: replica_of '%s' %s", cf->path,
+                     cf->server_line[SK_REPLICA_OF], replica_of, bad);
+        else
+            snprintf(err, errlen, "replica_of '%s' %s", replica_of, bad);
+        return -1;
+    }
+    if (binlog_dir || k < 0)
+        return 0;
+    if (cf && !(cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k)))
+        snprintf(err, errlen, "%s:%lu: %s needs a binlog: give -b DIR or binlog_dir",
+                 cf->path, cf->server_line[k], conf_server_key_name(k));
+    else
+        snprintf(err, errlen, "%s needs a binlog: give -b DIR or binlog_dir",
+                 conf_server_key_name(k));
+    return -1;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -338,6 +413,9 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
     ConfFile *cf;
 
     if (!cfg->config_path) {
+        if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
+                              cfg->cli_set, NULL, err, errlen) < 0)
+            return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
         snprintf(err, errlen, "--check-config needs --config FILE");
@@ -356,7 +434,9 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         return OPTS_CONFIG_ERROR;
     }
     if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
-        main_clash(cfg, err, errlen) < 0) {
+        main_clash(cfg, err, errlen) < 0 ||
+        check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
+                          cfg->cli_set, cf, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
@@ -382,7 +462,11 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
         return 0;
     if (conf_load(cur->config_path, out, err, errlen) < 0)
         return -1;
-    if (conf_validate(*out, cur->binlog_dir, err, errlen) < 0) {
+    if (conf_validate(*out, cur->binlog_dir, err, errlen) < 0 ||
+        check_replication(cur->binlog_dir, NULL,
+                          cur->cli_set & CONF_BIT(SK_SYNC_REPLICAS) ? cur->sync_replicas
+                                                                     : (*out)->server.sync_replicas,
+                          cur->cli_set, *out, err, errlen) < 0) {
         conf_free(*out);
         *out = NULL;
         return -1;
@@ -395,7 +479,8 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
 static int runtime_key(int k)
 {
     return k == SK_VERBOSE || k == SK_MAX_CONNECTIONS || k == SK_STALL_TIMEOUT ||
-           k == SK_JOB_MEMORY || k == SK_ALLOW_SHUTDOWN;
+           k == SK_JOB_MEMORY || k == SK_ALLOW_SHUTDOWN || k == SK_SYNC_REPLICAS ||
+           k == SK_ALLOW_REMOTE_ADMIN;
 }
 
 static int same_value(Config *a, Config *b, int k)

@@ -23,7 +23,8 @@
  * Reload (SIGHUP, memcache "reload"): opts_reload() reads the file again
  * and checks it against the running Config; opts_reload_apply() puts it
  * in force. Only the run-time server keys (verbose, max_connections,
- * stall_timeout, job_memory, allow_shutdown) change at reload, and only
+ * stall_timeout, job_memory, allow_shutdown, sync_replicas,
+ * allow_remote_admin) change at reload, and only
  * those the command line did not give; the others (listen, port, user,
  * binlog_dir, ...) need a restart and are ignored, and the tube policies
  * are all replaced.
@@ -65,9 +66,13 @@ typedef struct Config {
     int allow_shutdown;       /* memcache "shutdown" may stop the server */
     int check_config;         /* --check-config was given */
     int no_main_listener;     /* main_listener = false: no -l/-p listener */
+    const char *replica_of;   /* --replica-of HOST:PORT; NULL: a primary */
+    uint32_t sync_replicas;   /* --sync-replicas N (reloadable) */
+    int allow_remote_admin;   /* promote/follow from any address */
     uint32_t cli_set;         /* CONF_BIT(SK_x): the command line gave x, so
                                  the file never overrides it (nor a reload) */
-    char *file_strings;       /* owned copies of listen/user/binlog_dir taken
+    char *file_strings;       /* owned copies of listen/user/binlog_dir/
+                                 replica_of taken
                                  from the file */
 } Config;
 

@@ -177,6 +177,9 @@ static int write_pending(Binlog *b)
     b->cur_written += b->wbuf.len;
     if (b->wbuf.len)
         b->unsynced = 1;
+    /* Written: the replication layer may send these very bytes on. */
+    if (b->tap && b->wbuf.len)
+        b->tap(b->tap_arg, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
     b->wbuf.len = 0;
     b->written_lsn = b->lsn;
     return 0;
@@ -207,6 +210,7 @@ static void settle_inflight(Engine *e);
 static void drop_dead_files(Engine *e);
 static int strict(const Engine *e);
 static int append(Engine *e, const BlRecord *r);
+static int append_pos(Engine *e);
 
 /* Switch to the next file: the first spare, or a new one. */
 static int open_next(Engine *e)
@@ -243,6 +247,8 @@ static int open_next(Engine *e)
         BlRecord r = {.type = BL_DELETE, .id = b->id_mark};
         append(e, &r);
     }
+    if (b->pos_persist)
+        append_pos(e); /* likewise the position and the epoch */
     return 0;
 }
 
@@ -348,7 +354,39 @@ static int append(Engine *e, const BlRecord *r)
     b->wbuf.len += size;
     b->cur_used += size;
     b->records_written++;
+    if (!b->follower && r->type != BL_POS)
+        b->pos++;
+    b->placed_lsn = b->lsn;
     return 0;
+}
+
+/* The position record that starts every file and follows each batch a
+ * replica applies (doc/replication.md). */
+static int append_pos(Engine *e)
+{
+    Binlog *b = bl(e);
+    BlRecord r = {.type = BL_POS, .id = b->epoch, .pos = b->pos,
+                  .epoch_start = b->epoch_start,
+                  .flags = b->follower ? BL_POS_FOLLOWER : 0};
+
+    return append(e, &r);
+}
+
+int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
+                        int follower)
+{
+    Binlog *b = bl(e);
+
+    if (!b->enabled)
+        return -1;
+    if (reserve(e, BL_POS_SIZE, b->reserved) < 0)
+        return -1;
+    b->epoch = epoch;
+    b->pos = pos;
+    b->epoch_start = epoch_start;
+    b->follower = follower;
+    b->pos_persist = 1;
+    return append_pos(e);
 }
 
 /* j's record is the one just placed. */
@@ -459,6 +497,26 @@ int64_t binlog_rewrite(Engine *e, Job *j)
     unpin(b, j);
     pin(b, j);
     return (int64_t)(b->cur_used - bl_job_record_size(j));
+}
+
+int binlog_encode_job(Engine *e, Job *j, Buf *out)
+{
+    void *tmp = NULL;
+    const char *body = NULL;
+    BlRecord r;
+    int rc = spill_borrow(e, j, &tmp, &body);
+
+    if (rc < 0)
+        return rc;
+    job_record(e, j, &r, BL_JOB);
+    r.body = body;
+    rc = buf_reserve(out, bl_record_size(&r));
+    if (rc == 0) {
+        bl_encode(&r, out->data + out->len);
+        out->len += bl_record_size(&r);
+    }
+    tb_free(tmp);
+    return rc;
 }
 
 void binlog_state(Engine *e, Job *j)
@@ -931,6 +989,8 @@ static void try_recover(Engine *e)
         return;
     }
     repin_all(&m);
+    if (b->tap_reset)
+        b->tap_reset(b->tap_arg); /* replicas missed the lost records */
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
              e->jobs.len, cur_file(b)->index);
 }
@@ -1029,6 +1089,14 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
     b->last_sync = e->now;
+    if (!b->epoch)
+        b->epoch = 1; /* a server never promoted */
+    if (e->cfg->replica_of)
+        b->follower = 1;
+    if (e->cfg->replica_of || e->cfg->sync_replicas)
+        b->pos_persist = 1;
+    if (b->pos_persist)
+        append_pos(e);
     if (b->damaged && rewrite_all(e) < 0) {
         snprintf(err, errlen, "--recover: cannot write the recovered jobs to %s", b->dir);
         return -1;

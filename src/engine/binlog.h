@@ -73,6 +73,16 @@ void binlog_leave(Engine *e, Job *j, int to_journaled);
  * is in the job into one whose body is in its record. */
 int64_t binlog_rewrite(Engine *e, Job *j);
 
+/* Replication. Append a BL_POS record stating epoch, position, where the
+ * epoch began and whether this server follows a primary (its own records
+ * then do not advance the position): -1 when the disk has no room. */
+int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
+                        int follower);
+/* Append j's full record (J or K, as binlog_put() would write it; a
+ * spilled body is read from its record) to out, for a replica's snapshot.
+ * 0; -1 out of memory; -2 its body cannot be read. */
+int binlog_encode_job(Engine *e, Job *j, Buf *out);
+
 /* The sequence number of the last record placed, or 0 when every record
  * is already durable: what an acknowledgement must wait for. */
 uint64_t binlog_ticket(const Engine *e);

@@ -32,6 +32,8 @@ size_t bl_record_size(const BlRecord *r)
     case BL_JOBX: return BL_JOB_FIXED + BL_JOBX_EXTRA + r->tube_len + (size_t)r->body_size;
     case BL_STATE: return BL_STATE_SIZE;
     case BL_FLUSH: return BL_FLUSH_FIXED + r->tube_len + (size_t)r->nkeep * 8;
+    case BL_POS: return BL_POS_SIZE;
+    case BL_SNAP_END: return BL_SNAP_END_SIZE;
     default: return BL_DELETE_SIZE;
     }
 }
@@ -89,6 +91,12 @@ void bl_encode(const BlRecord *r, char *out)
         p += r->tube_len;
         put32(p, r->nkeep);
         memcpy(p + 4, r->keep, (size_t)r->nkeep * 8);
+    } else if (r->type == BL_POS) {
+        put64(p, r->pos);
+        p[8] = (char)r->flags;
+        put64(p + 9, r->epoch_start);
+    } else if (r->type == BL_SNAP_END) {
+        put64(p, r->pos);
     } else if (r->type == BL_STATE) {
         put32(p, r->pri);
         put32(p + 4, r->delay);
@@ -139,6 +147,18 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
     switch (r->type) {
     case BL_DELETE:
         return len == 9 ? 0 : -1;
+    case BL_POS:
+        if (len != BL_POS_SIZE - BL_REC_HEAD)
+            return -1;
+        r->pos = get64(p);
+        r->flags = (uint8_t)p[8];
+        r->epoch_start = get64(p + 9);
+        return r->flags <= BL_POS_FOLLOWER ? 0 : -1;
+    case BL_SNAP_END:
+        if (len != BL_SNAP_END_SIZE - BL_REC_HEAD)
+            return -1;
+        r->pos = get64(p);
+        return 0;
     case BL_STATE:
         if (len != BL_STATE_SIZE - BL_REC_HEAD)
             return -1;

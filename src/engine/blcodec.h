@@ -30,7 +30,14 @@
 /* BL_FLUSH (version 2): flush-tube. Every job of the tube with an id up to
  * `id` is deleted, but for the `nkeep` ids listed (the reserved ones,
  * which stay with their workers). */
-enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 'F' };
+/* BL_POS (replication, doc/replication.md): the epoch (in `id`), the
+ * position after the records before it, flags (BL_POS_FOLLOWER: written by
+ * a replica, so its own records after it do not count) and the position
+ * where the epoch began. BL_SNAP_END is the replication stream's end of a
+ * snapshot: the next job id (in `id`) and the position; never in a file. */
+enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 'F',
+       BL_POS = 'P', BL_SNAP_END = 'E' };
+enum { BL_POS_FOLLOWER = 1 };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */
 #define BL_JOB_FIXED (BL_REC_HEAD + 63)
@@ -38,6 +45,8 @@ enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 
 #define BL_STATE_SIZE (BL_REC_HEAD + 46)
 #define BL_DELETE_SIZE (BL_REC_HEAD + 9)
 #define BL_FLUSH_FIXED (BL_REC_HEAD + 14)
+#define BL_POS_SIZE (BL_REC_HEAD + 26)
+#define BL_SNAP_END_SIZE (BL_REC_HEAD + 17)
 
 typedef struct BlRecord {
     uint8_t type;
@@ -55,6 +64,9 @@ typedef struct BlRecord {
     uint32_t body_size;
     uint32_t nkeep;               /* BL_FLUSH: ids kept, 8 bytes each at keep */
     const char *keep;
+    uint64_t pos;                 /* BL_POS, BL_SNAP_END */
+    uint64_t epoch_start;         /* BL_POS */
+    uint8_t flags;                /* BL_POS */
 } BlRecord;
 
 /* The i-th kept id of a BL_FLUSH record. */

@@ -67,6 +67,21 @@ typedef struct Binlog {
     uint64_t id_mark;      /* ids up to it are safe from reuse (journal=false) */
     uint64_t must_sync_from, must_sync_last; /* sync_journal records not yet
                                               * synced: first, last; 0: none */
+    /* Replication (doc/replication.md). pos: the records made since the
+     * binlog began (a follower: the primary's records it has written),
+     * kept over restarts by BL_POS records; epoch and where it began. */
+    uint64_t pos, epoch, epoch_start;
+    uint64_t placed_lsn;   /* the last record in wbuf (lsn may be one more:
+                              a record mid-placement that rolled the file) */
+    int follower;          /* a replica: its own records do not count */
+    int pos_persist;       /* replication is in use: files carry BL_POS
+                              records (else the log is as it always was) */
+    /* Every write of records, with the position after them, and a reset
+     * when the log was rewritten whole after a failure (a replica must
+     * start over): the replication layer's tap. */
+    void (*tap)(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn);
+    void (*tap_reset)(void *arg);
+    void *tap_arg;
 } Binlog;
 
 /* The binlog's disk calls, replaceable by tests to inject a full disk or an

@@ -230,9 +230,24 @@ static Job *replay_job(Replay *rp, const BlRecord *r, Tube *t, uint64_t off)
 static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
 {
     Engine *e = rp->e;
-    Job *j = replay_find(rp, r->id);
+    Job *j;
     Tube *t;
 
+    if (r->type == BL_POS || r->type == BL_SNAP_END) {
+        /* The position and epoch as of this record (doc/replication.md);
+         * a snapshot's end is never in a file. */
+        if (r->type == BL_POS) {
+            bl(e)->epoch = r->id;
+            bl(e)->pos = r->pos;
+            bl(e)->epoch_start = r->epoch_start;
+            bl(e)->follower = r->flags & BL_POS_FOLLOWER;
+            bl(e)->pos_persist = 1;
+        }
+        return 0;
+    }
+    if (!bl(e)->follower)
+        bl(e)->pos++;
+    j = replay_find(rp, r->id);
     if (r->id > rp->max_id)
         rp->max_id = r->id;
     if (r->type == BL_FLUSH) {

@@ -80,6 +80,11 @@ struct Engine {
     List posted_tubes;      /* Tube.post_link: jobs to hand to waiters */
     List ended_waiters;     /* Worker.end_link: waits that timed out */
     EvPost deliver;         /* runs engine_deliver() after the handler */
+    /* Replication (follow.c): a replica's timers stay idle and nothing
+     * expires on lookup; the ids a snapshot has not sent yet. */
+    int passive;
+    uint64_t *sweep_ids;    /* sorted; 0 where the primary sent the job */
+    size_t sweep_n;
 };
 
 #endif

@@ -101,6 +101,7 @@ static void free_jobs(Engine *e)
 void engine_free(Engine *e)
 {
     waiter_fini(e);
+    engine_sweep_abort(e);
     free_jobs(e);
     hash_free(&e->jobs);
     /* tubes_free() skips the destroy hook, which gives a tube's discard

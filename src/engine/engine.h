@@ -138,6 +138,42 @@ Tube *engine_tube_find(const Engine *e, const char *name, size_t len);
 void engine_tube_ref(Tube *t);
 void engine_tube_unref(Engine *e, Tube *t);
 
+/* ---- replication (follow.c; doc/replication.md) -------------------------- */
+
+/* A replica: its timers (delays, TTRs, expiry, pauses) stay idle and no
+ * lookup expires a job; its primary's records say what changed. */
+void engine_set_passive(Engine *e, int on);
+/* Apply one record of the primary's stream (J, K, S, D, F; E sets the
+ * next id) to the live state, logged in this server's binlog. No policy
+ * runs. 0, or -1 (out of memory, no disk room: nothing changed by this
+ * record; the replica gives up the stream and resyncs later). */
+int engine_apply(Engine *e, const BlRecord *r);
+/* A snapshot begins: remember every job here now (-1 out of memory). A
+ * job the stream then sends is kept; engine_sweep_end() deletes (and
+ * logs) the others and says how many; abort forgets the list. */
+int engine_sweep_begin(Engine *e);
+uint64_t engine_sweep_end(Engine *e);
+void engine_sweep_abort(Engine *e);
+/* A snapshot's record of job id (as its binlog record, reserved as
+ * ready; a spilled body is read now) appended to out: 1, 0 when there is
+ * no such journaled job (or its body cannot be read: logged), -1 out of
+ * memory. */
+int engine_snapshot_job(Engine *e, uint64_t id, Buf *out);
+/* This server's epoch, position, and where its epoch began. */
+void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t *start);
+/* Journal a new position/epoch (binlog_set_position); -1 no disk room. */
+int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
+                        int follower);
+/* The binlog's sequence numbers: last placed, durable. */
+uint64_t engine_lsn(const Engine *e);
+uint64_t engine_durable_lsn(const Engine *e);
+/* Called with every write of records (the bytes, the position after
+ * them and the sequence number of the last) and when the log was
+ * rewritten whole after a failure. */
+void engine_set_tap(Engine *e,
+                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
+                    void (*reset)(void *), void *arg);
+
 /* ---- workers ------------------------------------------------------------- */
 
 /* A worker watching only the default tube. */

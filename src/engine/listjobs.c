@@ -36,7 +36,7 @@ static int listed(const Engine *e, const Job *j, const Tube *t, int state)
     if (j->tube != t || job_dead(j) || (state >= 0 && (int)j->state != state))
         return 0;
     exp = queue_expiry_of(j);
-    return j->state == JOB_RESERVED || !exp || exp > e->now;
+    return j->state == JOB_RESERVED || e->passive || !exp || exp > e->now;
 }
 
 /* Offer the jobs of heap h that list-jobs shows for t. */

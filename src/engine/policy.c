@@ -246,7 +246,7 @@ int policy_check(Engine *e, Job *j)
 {
     int64_t exp;
 
-    if (j->state == JOB_RESERVED)
+    if (j->state == JOB_RESERVED || e->passive)
         return 0;
     exp = queue_expiry_of(j);
     if (!exp || exp > e->now)
@@ -278,6 +278,8 @@ uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget)
 
 void policy_expire_all(Engine *e)
 {
+    if (e->passive)
+        return; /* a replica: the primary's records expire jobs */
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];
         const Job *j = heap_top(&t->expiry);

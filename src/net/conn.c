@@ -24,6 +24,11 @@ static size_t out_pending(const Conn *c)
     return c->out.len - c->out_off;
 }
 
+size_t conn_out_pending(const Conn *c)
+{
+    return out_pending(c);
+}
+
 int conn_takes_input(const Conn *c)
 {
     return c->state == CONN_OPEN && out_pending(c) < OUT_HIGH;

@@ -72,6 +72,10 @@ typedef struct Proto {
     /* Optional: a reload changed the tubes its listener may touch (access.h);
      * a wait on a tube no longer allowed must end or move. */
     void (*access_changed)(Conn *c);
+    /* Optional. The server stopped taking writes (it follows another
+     * primary now): give back the jobs the connection has reserved and
+     * end its waits. */
+    void (*demote)(Conn *c);
     /* What a client of this protocol is told when the server refuses its
      * connection (--max-connections, or no memory for it), in the
      * protocol's own words; sent best effort before the close. */
@@ -126,6 +130,9 @@ void conn_hold(Conn *c, uint64_t ticket);
 /* The engine's reports: tickets up to upto are durable; from on, lost. */
 void conn_durable(Server *s, uint64_t upto);
 void conn_lost(Server *s, uint64_t from);
+
+/* Bytes queued and not yet written. */
+size_t conn_out_pending(const Conn *c);
 
 /* Queue c for the next write of replies. */
 void conn_mark_pending(Conn *c);

@@ -123,3 +123,147 @@ void net_describe(int fd, char *out, size_t outlen)
         snprintf(out, outlen, "fd %d", fd);
     }
 }
+
+static void describe_sa(const struct sockaddr_storage *ss, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        snprintf(out, outlen, "%s:%d", host, ntohs(sin->sin_port));
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        snprintf(out, outlen, "[%s]:%d", host, ntohs(sin6->sin6_port));
+    } else {
+        snprintf(out, outlen, "unix");
+    }
+}
+
+void net_describe_peer(int fd, char *out, size_t outlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+        snprintf(out, outlen, "fd %d", fd);
+        return;
+    }
+    describe_sa(&ss, out, outlen);
+}
+
+int net_peer_local(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return 0;
+    if (ss.ss_family == AF_UNIX)
+        return 1;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+int net_split_addr(const char *addr, char *host, size_t hostlen, int *port)
+{
+    const char *colon, *h = addr;
+    size_t hl;
+    long p = 0;
+
+    if (!strncmp(addr, "unix:", 5)) {
+        if (!addr[5] || strlen(addr + 5) >= hostlen)
+            return -1;
+        strcpy(host, addr + 5);
+        *port = -1;
+        return 0;
+    }
+    if (*addr == '[') {
+        const char *close = strchr(addr, ']');
+        if (!close || close[1] != ':')
+            return -1;
+        h = addr + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (!colon)
+            return -1;
+        hl = (size_t)(colon - addr);
+    }
+    if (!hl || hl >= hostlen || !colon[1] || strlen(colon + 1) > 5)
+        return -1;
+    for (const char *q = colon + 1; *q; q++) {
+        if (*q < '0' || *q > '9')
+            return -1;
+        p = p * 10 + (*q - '0');
+    }
+    if (p < 1 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+static int connect_fd(int family, const struct sockaddr *sa, socklen_t len, char *err,
+                      size_t errlen)
+{
+    int one = 1;
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (family != AF_UNIX)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, sa, len) < 0 && errno != EINPROGRESS) {
+        snprintf(err, errlen, "connect: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int net_connect(const char *addr, char *err, size_t errlen)
+{
+    char host[256], portstr[16];
+    struct addrinfo hints = {0}, *res;
+    int port, rc, fd;
+
+    if (net_split_addr(addr, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "bad address '%s' (want host:port, [v6]:port or unix:/path)",
+                 addr);
+        return -1;
+    }
+    if (port < 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(host) >= sizeof sa.sun_path) {
+            snprintf(err, errlen, "unix socket path too long: %s", host);
+            return -1;
+        }
+        strcpy(sa.sun_path, host);
+        return connect_fd(AF_UNIX, (struct sockaddr *)&sa, sizeof sa, err, errlen);
+    }
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    snprintf(portstr, sizeof portstr, "%d", port);
+    rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "address %s: %s", host, gai_strerror(rc));
+        return -1;
+    }
+    fd = connect_fd(res->ai_family, res->ai_addr, res->ai_addrlen, err, errlen);
+    freeaddrinfo(res);
+    return fd;
+}

@@ -18,5 +18,16 @@ int net_listen(const char *addr, int port, char *err, size_t errlen);
 int net_accept(int lfd);
 /* Human-readable local address of a socket, for logs. */
 void net_describe(int fd, char *out, size_t outlen);
+/* ... and of its peer ("host:port", "[v6]:port", "unix"). */
+void net_describe_peer(int fd, char *out, size_t outlen);
+/* Is the socket's peer on this host (a loopback address or a Unix
+ * socket)? */
+int net_peer_local(int fd);
+/* Split "host:port", "[v6]:port" or "unix:/path" (port -1 for unix):
+ * 0, or -1 when malformed. host gets the host (or path). */
+int net_split_addr(const char *addr, char *host, size_t hostlen, int *port);
+/* Start a non-blocking connect to such an address: the fd (connected or
+ * connecting: wait for EPOLLOUT and read SO_ERROR), or -1 with err. */
+int net_connect(const char *addr, char *err, size_t errlen);
 
 #endif

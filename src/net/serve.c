@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "log.h"
 #include "net.h"
+#include "repl.h"
 #include "sd.h"
 
 static void on_wake(void *arg)
@@ -347,6 +348,7 @@ int server_reload(Server *s, char *err, size_t errlen)
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
     access_reload(s); /* role, tubes, users, groups: at once, open connections too */
+    repl_reloaded(s);
     log_info("reloaded %s", s->cfg.config_path);
     if (note[0])
         log_warn("reload: %s changed in %s; that takes effect at the next restart",
@@ -358,7 +360,7 @@ int server_reload(Server *s, char *err, size_t errlen)
 
 static void on_durable(void *arg, uint64_t upto)
 {
-    conn_durable(arg, upto);
+    repl_durable(arg, upto); /* replicas may have to have it too */
 }
 
 static void on_lost(void *arg, uint64_t from)
@@ -393,6 +395,10 @@ int server_init(Server *s, const Config *cfg)
         return -1;
     }
     s->eng.hooks = (EngineHooks){on_durable, on_lost, s};
+    if (repl_init(s) < 0) {
+        log_err("out of memory at startup");
+        return -1;
+    }
     s->loop.on_wake = on_wake;
     s->loop.wake_arg = s;
     if (open_signals(s) < 0) {
@@ -415,8 +421,11 @@ static void free_dead(Server *s)
 static void arm_due(Server *s)
 {
     int64_t due = engine_next_due(&s->eng), st = conn_next_stall(s);
+    int64_t rd = repl_next_due(s);
 
-    ev_timer_set(&s->loop, &s->due, st < due ? st : due);
+    if (st < due)
+        due = st;
+    ev_timer_set(&s->loop, &s->due, rd < due ? rd : due);
 }
 
 int server_run(Server *s)
@@ -426,11 +435,13 @@ int server_run(Server *s)
          * delivered before this iteration's records are written. */
         ev_run_posted(&s->loop);
         engine_commit(&s->eng);
+        repl_tick(s); /* snapshots, acknowledgements, reconnects */
         conn_flush_all(s);
         free_dead(s);
         arm_due(s);
-        /* Replies still to send (a full socket buffer): look again at once. */
-        if (ev_poll(&s->loop, list_empty(&s->pending_out) ? -1 : 0) < 0) {
+        /* Replies still to send (a full socket buffer), or a snapshot to go
+         * on with: look again at once. */
+        if (ev_poll(&s->loop, list_empty(&s->pending_out) && !repl_busy(s) ? -1 : 0) < 0) {
             log_err("epoll_wait: %s", strerror(errno));
             return -1;
         }
@@ -466,6 +477,7 @@ void server_free(Server *s)
         close(s->sig_pipe_w);
     if (s->spare_fd >= 0)
         close(s->spare_fd);
+    repl_free(s); /* its links went with their connections */
     ev_close(&s->loop);
     engine_free(&s->eng);
     tb_free(s->scratch);

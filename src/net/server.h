@@ -78,6 +78,7 @@ struct Server {
     int sig_pipe_w;
     int spare_fd;           /* held back so EMFILE can still refuse politely */
     uint32_t access_gen;    /* bumped when listeners' tubes change (Tube.access_gen) */
+    struct Repl *repl;      /* replication (repl.h); NULL before init */
 };
 
 #endif

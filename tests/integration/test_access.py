@@ -72,7 +72,7 @@ BS_SAMPLE = {
     "flush-tube": b"flush-tube default\r\n", "list-jobs": b"list-jobs default all 0 10\r\n",
     "move-job": b"move-job {id} other\r\n",
     "stats-replication": b"stats-replication\r\n", "promote": b"promote\r\n",
-    "follow": b"follow 127.0.0.1:1\r\n", "replicate": b"replicate 0\r\n",
+    "follow": b"follow 127.0.0.1:1\r\n", "replicate": b"replicate 1 0\r\n",
 }
 
 # Run only where they must be refused: allowed, they would change what the

@@ -215,7 +215,10 @@ START_TEST(every_server_key)
                             "memcache_port = 22133\n"
                             "metrics_port = 9100\n"
                             "allow_shutdown = true\n"
-                            "main_listener = false\n");
+                            "main_listener = false\n"
+                            "replica_of = 10.0.0.1:11300\n"
+                            "sync_replicas = 2\n"
+                            "allow_remote_admin = true\n");
     const ConfServer *s = &cf->server;
 
     ck_assert_uint_eq(s->set, (1u << SK_COUNT) - 1);
@@ -236,6 +239,9 @@ START_TEST(every_server_key)
     ck_assert_uint_eq(s->metrics_port, 9100);
     ck_assert(s->allow_shutdown);
     ck_assert(!s->main_listener);
+    ck_assert_str_eq(s->replica_of, "10.0.0.1:11300");
+    ck_assert_uint_eq(s->sync_replicas, 2);
+    ck_assert(s->allow_remote_admin);
     for (int k = 0; k < SK_COUNT; k++)
         ck_assert_uint_eq(cf->server_line[k], (unsigned long)k + 1);
     /* Server keys are not tube keys: the tubes keep their defaults. */
@@ -252,7 +258,8 @@ START_TEST(key_names_and_ids)
     static const char *const tube_vals[TK_COUNT] = {
         "1", "1", "1", "true", "1", "x", "1", "true", "true", "true", "1", "1", "1"};
     static const char *const server_vals[SK_COUNT] = {
-        "a", "1", "1", "u", "/d", "1", "true", "1", "1", "1", "1", "1", "true", "1", "1", "true", "true"};
+        "a", "1", "1", "u", "/d", "1", "true", "1", "1", "1", "1", "1", "true", "1", "1", "true",
+        "true", "h:1", "1", "true"};
     char text[256];
 
     for (int k = 0; k < TK_COUNT; k++) {

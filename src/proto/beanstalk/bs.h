@@ -39,6 +39,7 @@ typedef enum BsState {
     BS_BODY,
     BS_DISCARD,
     BS_SKIPLINE,
+    BS_REPL,     /* a replica's link: its input is acknowledgements */
 } BsState;
 
 enum {
@@ -47,7 +48,8 @@ enum {
 };
 
 /* Replies that may follow a DISCARD. */
-enum { AFTER_JOB_TOO_BIG, AFTER_OUT_OF_MEMORY, AFTER_BAD_FORMAT, AFTER_NOT_ALLOWED };
+enum { AFTER_JOB_TOO_BIG, AFTER_OUT_OF_MEMORY, AFTER_BAD_FORMAT, AFTER_NOT_ALLOWED,
+       AFTER_DRAINING };
 
 typedef struct BsConn {
     Conn conn;
@@ -64,6 +66,7 @@ typedef struct BsConn {
     Tube *use;
     Job *in_job;            /* put in progress */
     uint64_t discard_left;
+    struct ReplLink *link;  /* BS_REPL: the primary's side of the link */
 } BsConn;
 
 static inline BsConn *bs_conn(Conn *c) { return (BsConn *)c; }

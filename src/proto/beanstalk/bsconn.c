@@ -6,6 +6,7 @@
 #include "bsaccess.h"
 #include "cmd.h"
 #include "log.h"
+#include "repl.h"
 
 static const WorkerOps bs_worker_ops = {cmd_wake};
 
@@ -42,6 +43,10 @@ static void bs_close(Conn *c)
 
     /* Tubes are let go in beanstalkd's order, which list-tubes shows when
      * one disappears: the watched ones first, then the used one. */
+    if (b->link) {
+        repl_link_close(b->link);
+        b->link = NULL;
+    }
     worker_fini(e, &b->worker);
     if (b->in_job) {
         engine_job_drop(e, b->in_job);
@@ -72,6 +77,21 @@ static void bs_hangup(Conn *c)
 static void bs_access_changed(Conn *c)
 {
     cmd_access_changed(bs_conn(c));
+}
+
+/* The server follows another primary now: reserved jobs go back, and a
+ * worker waiting for a job hears DRAINING (no job comes here any more). */
+static void bs_demote(Conn *c)
+{
+    BsConn *b = bs_conn(c);
+    Engine *e = bs_engine(c);
+
+    if (c->state == CONN_PAUSED) {
+        worker_cancel(e, &b->worker);
+        conn_set_state(c, CONN_OPEN);
+        conn_reply_lit(c, "DRAINING\r\n");
+    }
+    worker_release_all(e, &b->worker);
 }
 
 /* ---- input ------------------------------------------------------------ */
@@ -118,6 +138,7 @@ static const char *const after_replies[] = {
     [AFTER_OUT_OF_MEMORY] = "OUT_OF_MEMORY\r\n",
     [AFTER_BAD_FORMAT] = "BAD_FORMAT\r\n",
     [AFTER_NOT_ALLOWED] = "NOT_ALLOWED\r\n",
+    [AFTER_DRAINING] = "DRAINING\r\n",
 };
 
 static size_t take_discard(BsConn *b, size_t len)
@@ -214,6 +235,9 @@ static size_t bs_consume(Conn *c, const char *p, size_t len)
         case BS_SKIPLINE:
             n = take_skipline(b, p + pos, len - pos);
             break;
+        case BS_REPL:
+            n = repl_link_consume(b->link, p + pos, len - pos);
+            break;
         }
         pos += n;
         /* Waiting workers get what this command made ready before this
@@ -240,6 +264,7 @@ void beanstalk_init(Beanstalk *b, Server *s)
         .hangup = bs_hangup,
         .close = bs_close,
         .access_changed = bs_access_changed,
+        .demote = bs_demote,
         .refusal = "OUT_OF_MEMORY\r\n", /* what beanstalkd sends */
     };
 }

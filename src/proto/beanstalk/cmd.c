@@ -6,8 +6,10 @@
 #include "clock.h"
 #include "conflisten.h"
 #include "log.h"
+#include "net.h"
 #include "numparse.h"
 #include "parse.h"
+#include "repl.h"
 #include "stats.h"
 
 typedef void (*Handler)(BsConn *b, const Cmd *cmd);
@@ -135,7 +137,8 @@ void cmd_put_body_done(BsConn *b)
         conn_reply_lit(conn(b), "EXPECTED_CRLF\r\n");
         return;
     }
-    if (b->conn.srv->draining) {
+    /* (A replica: the server may have become one while the body came.) */
+    if (b->conn.srv->draining || repl_is_replica(b->conn.srv)) {
         engine_job_drop(e, j);
         conn_reply_lit(conn(b), "DRAINING\r\n");
         return;
@@ -517,6 +520,96 @@ static void do_move_job(BsConn *b, const Cmd *cmd)
     reply_result(b, r, "MOVED\r\n");
 }
 
+/* ---- replication (doc/replication.md) ----------------------------------- */
+
+static void do_stats_replication(BsConn *b, const Cmd *cmd)
+{
+    Buf d = {0};
+
+    repl_stats(b->conn.srv, &d);
+    reply_doc(b, &d);
+}
+
+/* A replica's handshake: this connection becomes its link. */
+static void do_replicate(BsConn *b, const Cmd *cmd)
+{
+    ReplLink *l;
+
+    worker_release_all(eng(b), &b->worker); /* a link holds no jobs */
+    l = repl_attach(b->conn.srv, conn(b), cmd->id, cmd->id2);
+    if (!l) {
+        conn_finish(conn(b));
+        return;
+    }
+    b->link = l;
+    b->bstate = BS_REPL;
+}
+
+/* promote and follow throw jobs away when misused: only from this host
+ * (where cluster managers run) unless allow_remote_admin opens them. */
+static int admin_allowed(BsConn *b, const char *what)
+{
+    char who[64];
+
+    if (b->conn.srv->cfg.allow_remote_admin || net_peer_local(b->conn.ev.fd))
+        return 1;
+    net_describe_peer(b->conn.ev.fd, who, sizeof who);
+    log_warn("replication: %s from %s refused (not from this host; see "
+             "allow_remote_admin)", what, who);
+    conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
+    return 0;
+}
+
+static void do_promote(BsConn *b, const Cmd *cmd)
+{
+    char err[160];
+    uint64_t epoch;
+
+    if (!admin_allowed(b, "promote"))
+        return;
+    epoch = repl_promote(b->conn.srv, err, sizeof err);
+    if (!epoch) {
+        log_err("replication: promote failed: %s", err);
+        conn_reply_lit(conn(b), "INTERNAL_ERROR\r\n");
+        return;
+    }
+    hold(b); /* the new epoch's record */
+    reply_id(b, "PROMOTED", epoch);
+}
+
+static void do_follow(BsConn *b, const Cmd *cmd)
+{
+    char err[160];
+
+    if (!admin_allowed(b, "follow"))
+        return;
+    if (repl_follow(b->conn.srv, cmd->name, cmd->name_len, conn(b), err, sizeof err) < 0) {
+        log_warn("replication: follow refused: %s", err);
+        conn_reply_lit(conn(b), "BAD_FORMAT\r\n");
+        return;
+    }
+    conn_reply_lit(conn(b), "FOLLOWING\r\n");
+}
+
+/* On a replica every command that would change a job or a tube answers
+ * DRAINING (spec/replication.md §2); nothing changes. */
+static int replica_refuses(BsConn *b, const Cmd *cmd)
+{
+    switch (cmd->type) {
+    case CMD_PUT:
+        bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_DRAINING);
+        return 1;
+    case CMD_RESERVE: case CMD_RESERVE_TIMEOUT: case CMD_RESERVE_JOB:
+    case CMD_DELETE: case CMD_RELEASE: case CMD_BURY: case CMD_TOUCH:
+    case CMD_KICK: case CMD_KICK_JOB: case CMD_PAUSE_TUBE: case CMD_FLUSH_TUBE:
+    case CMD_MOVE_JOB:
+        conn_reply_lit(conn(b), "DRAINING\r\n");
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static const Handler handlers[CMD_COUNT] = {
     [CMD_PUT] = do_put,
     [CMD_PEEK] = do_peek,
@@ -549,6 +642,10 @@ static const Handler handlers[CMD_COUNT] = {
     [CMD_FLUSH_TUBE] = do_flush_tube,
     [CMD_LIST_JOBS] = do_list_jobs,
     [CMD_MOVE_JOB] = do_move_job,
+    [CMD_STATS_REPLICATION] = do_stats_replication,
+    [CMD_REPLICATE] = do_replicate,
+    [CMD_PROMOTE] = do_promote,
+    [CMD_FOLLOW] = do_follow,
 };
 
 /* ---- access (spec access.md) ------------------------------------------- */
@@ -712,5 +809,7 @@ void cmd_line(BsConn *b, const char *line, size_t len)
     if (access_restricted(conn(b)) && tube_rules(b, &cmd))
         return;
     f->cmd_ct[cmd.type]++;
+    if (repl_is_replica(b->conn.srv) && replica_refuses(b, &cmd))
+        return;
     handlers[cmd.type](b, &cmd);
 }

@@ -5,7 +5,7 @@
 #include "numparse.h"
 
 enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_PUT, ARG_RELEASE, ARG_BURY,
-                ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE };
+                ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE, ARG_REPL, ARG_ADDR };
 
 /* list-jobs' state words, with the JobState each names (-1: all). */
 static const struct {
@@ -172,6 +172,22 @@ static int parse_args(int shape, Args *a, Cmd *cmd)
         a->p++;
         if (!tube_name_valid(a->p, (size_t)(a->end - a->p)))
             return -1;
+        cmd->name = a->p;
+        cmd->name_len = (size_t)(a->end - a->p);
+        a->p = a->end;
+        return 0;
+    case ARG_REPL:
+        /* replicate <epoch> <position> (doc/replication.md) */
+        if (next_u64(a, &cmd->id) < 0)
+            return -1;
+        return next_u64(a, &cmd->id2);
+    case ARG_ADDR:
+        /* follow <address>: the rest of the line, printable, no spaces */
+        if (a->p == a->end || a->end - a->p > 200)
+            return -1;
+        for (const char *q = a->p; q < a->end; q++)
+            if (*q <= ' ' || *q > '~')
+                return -1;
         cmd->name = a->p;
         cmd->name_len = (size_t)(a->end - a->p);
         a->p = a->end;

@@ -27,7 +27,8 @@
  * space is matched as a prefix, as beanstalkd does, so "statsx" is a
  * malformed stats (BAD_FORMAT), not an unknown command; "pause-tube" has no
  * space for the same reason (beanstalkd reads "pause-tubex 5" as tube x).
- * The last rows and stats-tubes / stats-binlog / stats-listeners are
+ * The last rows and stats-tubes / stats-binlog / stats-listeners /
+ * stats-replication are
  * tubed's extensions
  * (doc/protocol.md); they come before "stats", which would match them as
  * a prefix. */
@@ -51,6 +52,7 @@
     X(STATS_TUBES, "stats-tubes", ARG_NONE)                 \
     X(STATS_BINLOG, "stats-binlog", ARG_NONE)               \
     X(STATS_LISTENERS, "stats-listeners", ARG_NONE)         \
+    X(STATS_REPLICATION, "stats-replication", ARG_NONE)     \
     X(STATS, "stats", ARG_NONE)                             \
     X(USE, "use ", ARG_TUBE)                                \
     X(WATCH, "watch ", ARG_TUBE)                            \
@@ -62,7 +64,10 @@
     X(PAUSE_TUBE, "pause-tube", ARG_PAUSE)                  \
     X(FLUSH_TUBE, "flush-tube ", ARG_TUBE)                  \
     X(LIST_JOBS, "list-jobs ", ARG_LIST)                    \
-    X(MOVE_JOB, "move-job ", ARG_MOVE)
+    X(MOVE_JOB, "move-job ", ARG_MOVE)                      \
+    X(REPLICATE, "replicate ", ARG_REPL)                    \
+    X(PROMOTE, "promote", ARG_NONE)                         \
+    X(FOLLOW, "follow ", ARG_ADDR)
 
 typedef enum CmdType {
 #define X(e, w, a) CMD_##e,
@@ -80,13 +85,14 @@ typedef enum ParseResult {
 typedef struct Cmd {
     CmdType type;
     uint64_t id;
+    uint64_t id2;     /* replicate: the position (id: the epoch) */
     uint32_t pri;
     uint32_t delay;   /* seconds: put, release, pause-tube */
     uint32_t ttr;     /* seconds */
     uint32_t bytes;   /* put body size */
     uint32_t count;   /* kick bound, reserve-with-timeout seconds, list-jobs count */
     int state;        /* list-jobs: a JobState, or -1 for "all" */
-    const char *name; /* tube name, not NUL-terminated */
+    const char *name; /* tube name (follow: the address), not NUL-terminated */
     /* id: also list-jobs' from-id and move-job's job */
     size_t name_len;
     /* Set with PARSE_BAD_FORMAT when beanstalkd still counts the command

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
+#include "repl.h"
 #include "metrics.h"
 #include "promtext.h"
 #include "status_page.h"
@@ -198,10 +199,52 @@ static void healthz(Conn *c, const HttpRequest *req)
     if (bl->enabled && !bl->healthy)
         n += snprintf(text + n, sizeof text - (size_t)n, "binlog unhealthy: %s\n",
                       bl->last_error[0] ? bl->last_error : "unknown error");
+    if (h->srv->repl) {
+        ReplInfo i;
+        repl_info(h->srv, &i);
+        if (i.waiting_long && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, "waiting for replicas\n");
+    }
     if (n)
         respond_text(c, req, 503, text, R_KEEP);
     else
         respond_text(c, req, 200, "ok\n", R_KEEP);
+}
+
+/* GET /primary and /replica: the health checks of load balancers
+ * (spec/replication.md §2). */
+static void role_check(Conn *c, const HttpRequest *req, int want)
+{
+    Http *h = front(c);
+    ReplInfo i;
+    char text[300];
+
+    if (!h->srv->repl) {
+        respond_text(c, req, want == ROLE_PRIMARY ? 200 : 503,
+                     want == ROLE_PRIMARY ? "primary\n" : "primary, not a replica\n", R_KEEP);
+        return;
+    }
+    repl_info(h->srv, &i);
+    if (want == ROLE_PRIMARY) {
+        if (i.role == ROLE_PRIMARY)
+            respond_text(c, req, 200, "primary\n", R_KEEP);
+        else
+            respond_text(c, req, 503, "replica\n", R_KEEP);
+        return;
+    }
+    if (i.role == ROLE_PRIMARY) {
+        respond_text(c, req, 503, "primary, not a replica\n", R_KEEP);
+    } else if (i.caught_up) {
+        respond_text(c, req, 200, "replica\n", R_KEEP);
+    } else {
+        if (!i.connected)
+            snprintf(text, sizeof text, "replica, not connected to its primary%s%s\n",
+                     i.last_error[0] ? ": " : "", i.last_error);
+        else
+            snprintf(text, sizeof text, "replica, catching up: %llu records behind\n",
+                     (unsigned long long)i.lag);
+        respond_text(c, req, 503, text, R_KEEP);
+    }
 }
 
 static int path_is(const HttpRequest *req, const char *path)
@@ -226,6 +269,10 @@ static void handle(Conn *c, const HttpRequest *req)
                 R_KEEP);
     else if (path_is(req, "/tubes.json"))
         respond_rendered(c, req, tubes_json, "application/json");
+    else if (path_is(req, "/primary"))
+        role_check(c, req, ROLE_PRIMARY);
+    else if (path_is(req, "/replica"))
+        role_check(c, req, ROLE_REPLICA);
     else
         respond_text(c, req, 404, "not found\n", R_KEEP);
 }

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "promtext.h"
+#include "repl.h"
 
 /* The `command` label values in the documented order: the 22 cmd-* keys
  * of `stats` (without "cmd-"), then tubed's own commands. One table, so a
@@ -296,6 +297,48 @@ static void listener_families(const Server *s, Buf *b)
     }
 }
 
+static void replica_lag(void *arg, const char *addr, uint64_t lag)
+{
+    PromLabel l = prom_label("replica", addr);
+
+    prom_sample_u64(arg, "tubed_replication_replica_lag_records", &l, 1, lag);
+}
+
+/* Only once replication is in use: a server without it shows exactly the
+ * families it always did. */
+static void replication_families(Server *s, Buf *b)
+{
+    ReplInfo i;
+
+    if (!s->repl || !(s->eng.binlog.pos_persist || repl_is_replica(s) || s->cfg.sync_replicas))
+        return;
+    repl_info(s, &i);
+    single(b, "tubed_replication_primary", PROM_GAUGE,
+           "1 when this server is a primary, 0 when a replica.", i.role == ROLE_PRIMARY);
+    single(b, "tubed_replication_connected", PROM_GAUGE,
+           "A replica: 1 while connected to its primary and receiving; a primary: 1.",
+           (uint64_t)i.connected);
+    single(b, "tubed_replication_epoch", PROM_GAUGE, "The current epoch.", i.epoch);
+    single(b, "tubed_replication_position", PROM_COUNTER,
+           "Binlog records made (a primary) or received and written (a replica).",
+           i.position);
+    single(b, "tubed_replication_lag_records", PROM_GAUGE,
+           "A replica: records its primary has that it has not yet.", i.lag);
+    single(b, "tubed_replication_sync_replicas", PROM_GAUGE,
+           "The configured sync_replicas.", i.sync_replicas);
+    single(b, "tubed_replication_connected_replicas", PROM_GAUGE,
+           "A primary: replicas connected now.", i.connected_replicas);
+    single(b, "tubed_replication_caught_up_replicas", PROM_GAUGE,
+           "A primary: replicas whose position equals its own.", i.caught_up_replicas);
+    single(b, "tubed_replication_waiting_replies", PROM_GAUGE,
+           "A primary: replies held for replicas now.", i.waiting_replies);
+    single(b, "tubed_replication_discarded_records_total", PROM_COUNTER,
+           "Records dropped when this server converged after follow.", i.discarded);
+    prom_family(b, "tubed_replication_replica_lag_records", PROM_GAUGE,
+                "A primary: each connected replica's lag in records, by its address.");
+    repl_each_replica(s, replica_lag, b);
+}
+
 void metrics_render(const Beanstalk *f, const Listener *l, Buf *b)
 {
     const Engine *e = &f->srv->eng;
@@ -318,5 +361,6 @@ void metrics_render(const Beanstalk *f, const Listener *l, Buf *b)
             prom_sample_u64(b, name, &lab, 1, tube_families[k].value(e, v[i]));
         }
     }
+    replication_families(f->srv, b);
     tb_free(v);
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "repl.h"
 #include "stats.h"
 
 /* Keys whose values are strings even when they look like a number (an
@@ -210,6 +211,21 @@ void tubes_json(const Beanstalk *f, const Listener *l, Buf *b)
         b->oom = 1;
     else
         tubes_members(b, &y);
-    buf_append(b, "}}\n", 3);
+    buf_append(b, "}", 1);
+    /* The role and the lag, once replication is in use (repl.h). */
+    if (f->srv->repl && (f->srv->eng.binlog.pos_persist || repl_is_replica(f->srv) ||
+                         f->srv->cfg.sync_replicas)) {
+        y.len = 0;
+        repl_stats(f->srv, &y);
+        if (y.oom) {
+            b->oom = 1;
+        } else {
+            buf_append(b, ",\"replication\":{", 16);
+            start = doc_start(&y);
+            yaml_members_json(b, y.data + start, y.len - start, 0);
+            buf_append(b, "}", 1);
+        }
+    }
+    buf_append(b, "}\n", 2);
     buf_free(&y);
 }

@@ -9,6 +9,7 @@
 #include "mcstats.h"
 #include "numparse.h"
 #include "policy.h"
+#include "repl.h"
 #include "serve.h"
 
 typedef void (*Handler)(McConn *m, const McCmd *cmd);
@@ -128,6 +129,8 @@ void mc_body_done(McConn *m)
         err = MC_ERR_BAD_DATA_CHUNK; /* out of step: cannot go on */
     if (err == MC_OK && j && m->conn.srv->draining)
         err = MC_ERR_DRAINING;
+    if (err == MC_OK && repl_is_replica(m->conn.srv))
+        err = MC_ERR_REPLICA; /* it became one while the body came */
     if (err != MC_OK) {
         mc_reply_err(m, err);
     } else if (!j) {
@@ -448,6 +451,28 @@ refuse:
     return 0;
 }
 
+/* On a replica every command that would change a queue is refused
+ * (spec/replication.md §2); a set's body is read first. */
+static int replica_refuses(McConn *m, const McCmd *cmd)
+{
+    switch (cmd->type) {
+    case MC_CMD_SET:
+        start_body(m, cmd->bytes, MC_ERR_REPLICA, cmd->noreply);
+        return 1;
+    case MC_CMD_GET:
+        if (cmd->opts & MC_OPT_PEEK)
+            return 0;
+        /* fall through */
+    case MC_CMD_DELETE: case MC_CMD_FLUSH: case MC_CMD_FLUSH_ALL:
+    case MC_CMD_FLUSH_EXPIRED: case MC_CMD_FLUSH_ALL_EXPIRED:
+    case MC_CMD_MONITOR: case MC_CMD_CONFIRM:
+        mc_reply_err(m, MC_ERR_REPLICA);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void mc_line(McConn *m, const char *line, size_t len)
 {
     McCmd cmd;
@@ -456,6 +481,8 @@ void mc_line(McConn *m, const char *line, size_t len)
     if (log_verbosity >= 2)
         log_msg(LOG_CMD, "fd %d: memcache <%.*s>", m->conn.ev.fd,
                 (int)(len > 80 ? 80 : len), line);
+    if (cmd.err == MC_OK && repl_is_replica(m->conn.srv) && replica_refuses(m, &cmd))
+        return;
     if (cmd.has_body) {
         /* Read first, whatever the answer (mcparse.h). */
         if (cmd.err == MC_OK && allowed(m, &cmd))

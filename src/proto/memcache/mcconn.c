@@ -49,6 +49,17 @@ static void mc_hangup_conn(Conn *c)
         mc_hangup(mc_conn(c));
 }
 
+/* The server follows another primary now: a waiting get ends (END), the
+ * jobs it has open go back. */
+static void mc_demote(Conn *c)
+{
+    McConn *m = mc_conn(c);
+
+    if (c->state == CONN_PAUSED)
+        mc_hangup(m);
+    worker_release_all(mc_engine(c), &m->worker);
+}
+
 /* ---- input ------------------------------------------------------------ */
 
 /* A body and its two terminating bytes: into the job when there is one,
@@ -131,6 +142,7 @@ int memcache_init(Memcache *f, Server *s)
         .hangup = mc_hangup_conn,
         .access_changed = mc_access_changed_conn,
         .close = mc_close,
+        .demote = mc_demote,
         /* memcached says "ERROR Too many open connections", which clients
          * read as an unknown command; SERVER_ERROR is the protocol's word
          * for a server that cannot serve. */

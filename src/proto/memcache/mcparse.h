@@ -99,8 +99,9 @@ typedef enum McCmdType {
     X(DRAINING, "SERVER_ERROR", 1)                                          \
     X(OPEN_HELD, "ERROR", 1)                                                \
     X(NOTHING_OPEN, "ERROR", 0)                                             \
-    X(SHUTDOWN_DISABLED, "CLIENT_ERROR shutdown disabled", 0)              \
-    X(NOT_ALLOWED, "CLIENT_ERROR not allowed", 0)
+    X(SHUTDOWN_DISABLED, "CLIENT_ERROR shutdown disabled", 0)               \
+    X(NOT_ALLOWED, "CLIENT_ERROR not allowed", 0)                           \
+    X(REPLICA, "SERVER_ERROR replica", 0)
 
 typedef enum McErr {
     MC_OK,

@@ -1,0 +1,394 @@
+/*
+ * follow.c — a replica applies its primary's records (engine.h, "replication").
+ *
+ * The records are the binlog's own (blcodec.h); each is applied to the
+ * live state the way replay would read it (a J/K replaces the job, S sets
+ * its state, D removes it, F removes a tube's jobs up to an id but the
+ * kept ones), and logged in this server's binlog through the usual calls,
+ * so its files, space accounting and compaction stay the binlog's. No
+ * policy runs here: the primary's limits, fanout, expiry and moves reach
+ * the replica as the records they made.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "binlog.h"
+#include "clock.h"
+#include "engine.h"
+#include "log.h"
+#include "queue.h"
+#include "spill.h"
+
+/* A logged realtime on this server's monotonic clock. */
+static int64_t mono_of(Engine *e, int64_t wall)
+{
+    return bl_mono_of(wall, clock_wall(), e->now);
+}
+
+static void see_id(Engine *e, uint64_t id)
+{
+    if (id >= e->next_id)
+        e->next_id = id + 1;
+}
+
+/* The fields of a J/K or S record that live in the JobExt. 0, or -1 out
+ * of memory (nothing changed). */
+static int set_state(Engine *e, Job *j, const BlRecord *r)
+{
+    int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
+    int need = state != JOB_READY || r->delay || r->reserves || r->timeouts ||
+               r->releases || r->buries || r->kicks || r->type == BL_JOBX;
+    JobExt *x = j->ext;
+
+    if (!x && need && !(x = job_ext_get(j)))
+        return -1;
+    j->pri = r->pri;
+    j->state = (unsigned)state;
+    if (!x)
+        return 0;
+    x->delay = r->delay;
+    x->deadline = state == JOB_DELAYED ? mono_of(e, r->deadline_wall) : 0;
+    x->reserves = r->reserves;
+    x->timeouts = r->timeouts;
+    x->releases = r->releases;
+    x->buries = r->buries;
+    x->kicks = r->kicks;
+    if (r->type == BL_JOBX) {
+        x->entered = mono_of(e, r->entered_wall);
+        x->exptime = r->exptime_wall ? mono_of(e, r->exptime_wall) : 0;
+    }
+    return 0;
+}
+
+static void sweep_mark(Engine *e, uint64_t id);
+
+/* A J or K record: the job, new or replacing the one of that id. */
+static int apply_job(Engine *e, const BlRecord *r)
+{
+    Job *old = job_table_find(&e->jobs, r->id), *j;
+    Tube *t;
+
+    if (old && job_dead(old))
+        return -1; /* flushed and not freed yet: applied on a later try */
+    if (!(t = engine_tube(e, r->tube, r->tube_len)))
+        return -1;
+    /* The job's reference, taken first: the job it replaces may be the
+     * tube's last, and the tube must outlive that. */
+    tube_ref(t);
+    j = queue_job_new_for(e, t, r->id, r->body_size, 0);
+    if (!j) {
+        engine_tube_unref(e, t);
+        return -1;
+    }
+    memcpy(job_body_mut(j), r->body, r->body_size);
+    j->ttr = r->ttr ? r->ttr : 1;
+    j->created = mono_of(e, r->created_wall);
+    j->tube = t;
+    if (set_state(e, j, r) < 0 || binlog_reserve_put(e, j) < 0) {
+        queue_job_free(e, j);
+        engine_tube_unref(e, t);
+        return -1;
+    }
+    if (old) {
+        binlog_leave(e, old, 1); /* the new record replaces it */
+        queue_delete(e, old);
+    }
+    job_table_insert(&e->jobs, j);
+    if (queue_restore(e, j) < 0) {
+        /* No heap room: it is kept buried, as a put would (burying needs
+         * its JobExt; without even that, the record is not applied). */
+        if (!job_ext_get(j)) {
+            queue_expiry_remove(e, j);
+            t->cur_bytes -= j->body_size;
+            job_table_remove(&e->jobs, j);
+            queue_job_free(e, j);
+            engine_tube_unref(e, t);
+            return -1;
+        }
+        j->state = JOB_BURIED;
+        queue_bury(e, j);
+    }
+    t->total_jobs++;
+    e->total_jobs++;
+    binlog_put(e, j);
+    sweep_mark(e, r->id);
+    return 0;
+}
+
+static int apply_state(Engine *e, const BlRecord *r)
+{
+    Job *j = job_table_find(&e->jobs, r->id);
+    BlRecord full;
+
+    if (!j || job_dead(j))
+        return 0; /* its job record was compacted away: it is dead */
+    if (binlog_reserve_state(e) < 0)
+        return -1;
+    full = *r;
+    if (j->ext && j->ext->exptime)
+        full.type = BL_STATE; /* keep its clocks: set_state only sets K's */
+    queue_detach(e, j);
+    if (set_state(e, j, &full) < 0 || queue_place(e, j) < 0) {
+        j->state = JOB_BURIED;
+        if (job_ext_get(j))
+            queue_bury(e, j);
+        else
+            queue_enqueue(e, j, 0);
+    }
+    binlog_state(e, j);
+    return 0;
+}
+
+static void apply_delete(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+
+    if (!j || job_dead(j))
+        return;
+    binlog_delete(e, j);
+    queue_delete(e, j);
+}
+
+static int flushed(const BlRecord *r, const Job *j)
+{
+    if (j->id > r->id)
+        return 0;
+    for (uint32_t i = 0; i < r->nkeep; i++)
+        if (bl_flush_keep(r, i) == j->id)
+            return 0;
+    return 1;
+}
+
+/* flush-tube: one record here too; the jobs go one by one (flushes are
+ * rare, and a replica has no graveyard to spread them over). */
+static int apply_flush(Engine *e, const BlRecord *r)
+{
+    Tube *t = engine_tube_find(e, r->tube, r->tube_len);
+    Job **v;
+    size_t n = 0, cap;
+    uint64_t *keep;
+
+    if (!t)
+        return 0;
+    cap = t->ready.len + t->delay.len + t->buried_ct + 1;
+    v = tb_malloc(cap * sizeof *v);
+    keep = tb_malloc(((size_t)r->nkeep + 1) * sizeof *keep);
+    if (!v || !keep) {
+        tb_free(v);
+        tb_free(keep);
+        return -1;
+    }
+    for (size_t i = 0; i < t->ready.len; i++)
+        v[n++] = t->ready.items[i];
+    for (size_t i = 0; i < t->delay.len; i++)
+        v[n++] = t->delay.items[i];
+    for (List *l = t->buried.next; l != &t->buried && n < cap; l = l->next)
+        v[n++] = job_of_link(l);
+    {
+        size_t k = 0; /* keep the ones the record flushes */
+        for (size_t i = 0; i < n; i++)
+            if (flushed(r, v[i]))
+                v[k++] = v[i];
+        n = k;
+    }
+    for (uint32_t i = 0; i < r->nkeep; i++)
+        keep[i] = bl_flush_keep(r, i);
+    if (binlog_flush(e, t, r->id, keep, r->nkeep, n) < 0) {
+        tb_free(v);
+        tb_free(keep);
+        return -1;
+    }
+    tube_ref(t);
+    for (size_t i = 0; i < n; i++) {
+        binlog_unpin(e, v[i]);
+        queue_delete(e, v[i]);
+    }
+    engine_tube_unref(e, t);
+    tb_free(v);
+    tb_free(keep);
+    return 0;
+}
+
+int engine_apply(Engine *e, const BlRecord *r)
+{
+    switch (r->type) {
+    case BL_JOB:
+    case BL_JOBX:
+        see_id(e, r->id);
+        return apply_job(e, r);
+    case BL_STATE:
+        return apply_state(e, r);
+    case BL_DELETE:
+        see_id(e, r->id);
+        apply_delete(e, r->id);
+        return 0;
+    case BL_FLUSH:
+        see_id(e, r->id);
+        return apply_flush(e, r);
+    case BL_SNAP_END:
+        if (r->id > e->next_id)
+            e->next_id = r->id;
+        return 0;
+    default:
+        return 0; /* BL_POS: the replication layer reads it */
+    }
+}
+
+/* Every job back in its tube's expiry heap (a promotion). */
+static void expiry_back(HashNode *n, void *arg)
+{
+    Engine *e = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j) && j->state != JOB_RESERVED && queue_expiry_update(e, j) < 0)
+        log_warn("job %llu: out of memory for its expiry", (unsigned long long)j->id);
+}
+
+/* A replica's delays end on its own clock, as the primary's do (a delay
+ * ending is not journaled, on the primary either, and both read the same
+ * absolute deadline); what would log a record (expiry, a TTR running out)
+ * waits for the primary's records: no job is in an expiry heap while
+ * passive, and a replica holds no reservation. */
+void engine_set_passive(Engine *e, int on)
+{
+    if (e->passive == on)
+        return;
+    e->passive = on;
+    if (on) {
+        for (size_t i = 0; i < e->tubes.len; i++) {
+            Tube *t = e->tubes.list[i];
+            for (size_t k = 0; k < t->expiry.len; k++) {
+                Job *j = t->expiry.items[k];
+                j->ext->expires = 0;
+            }
+            t->expiry.len = 0;
+            tube_timer_update(&e->tubes, t); /* a removal: cannot fail */
+        }
+    } else {
+        hash_each(&e->jobs, expiry_back, e);
+    }
+}
+
+/* ---- the sweep of a snapshot -------------------------------------------- */
+
+typedef struct {
+    uint64_t *ids;
+    size_t n;
+} IdList;
+
+static void collect(HashNode *n, void *arg)
+{
+    IdList *l = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j))
+        l->ids[l->n++] = j->id;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+int engine_sweep_begin(Engine *e)
+{
+    IdList l = {NULL, 0};
+
+    engine_sweep_abort(e);
+    l.ids = tb_malloc((e->jobs.len + 1) * sizeof *l.ids);
+    if (!l.ids)
+        return -1;
+    hash_each(&e->jobs, collect, &l);
+    qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
+    e->sweep_ids = l.ids;
+    e->sweep_n = l.n;
+    return 0;
+}
+
+/* The primary has job id: it stays at the sweep's end. */
+static void sweep_mark(Engine *e, uint64_t id)
+{
+    size_t lo = 0, hi = e->sweep_n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->sweep_ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->sweep_n && e->sweep_ids[lo] == id)
+        e->sweep_ids[lo] = 0;
+}
+
+uint64_t engine_sweep_end(Engine *e)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < e->sweep_n; i++) {
+        Job *j;
+        if (!e->sweep_ids[i] || !(j = job_table_find(&e->jobs, e->sweep_ids[i])) ||
+            job_dead(j))
+            continue;
+        binlog_delete(e, j);
+        queue_delete(e, j);
+        n++;
+    }
+    engine_sweep_abort(e);
+    return n;
+}
+
+void engine_sweep_abort(Engine *e)
+{
+    tb_free(e->sweep_ids);
+    e->sweep_ids = NULL;
+    e->sweep_n = 0;
+}
+
+/* ---- positions ----------------------------------------------------------- */
+
+void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t *start)
+{
+    *epoch = e->binlog.epoch ? e->binlog.epoch : 1;
+    *pos = e->binlog.pos;
+    *start = e->binlog.epoch_start;
+}
+
+int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
+                        int follower)
+{
+    return binlog_set_position(e, epoch, pos, start, follower);
+}
+
+uint64_t engine_durable_lsn(const Engine *e)
+{
+    return e->binlog.durable_lsn;
+}
+
+uint64_t engine_lsn(const Engine *e)
+{
+    return e->binlog.lsn;
+}
+
+void engine_set_tap(Engine *e,
+                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
+                    void (*reset)(void *), void *arg)
+{
+    e->binlog.tap = tap;
+    e->binlog.tap_reset = reset;
+    e->binlog.tap_arg = arg;
+}
+
+int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
+{
+    Job *j = job_table_find(&e->jobs, id);
+    int rc;
+
+    if (!j || job_dead(j) || !j->file)
+        return 0; /* none, or never journaled: nothing to send */
+    rc = binlog_encode_job(e, j, out);
+    return rc == 0 ? 1 : rc == -2 ? 0 : -1;
+}

@@ -1,0 +1,701 @@
+#include "repl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blcodec.h"
+#include "clock.h"
+#include "engine.h"
+#include "log.h"
+#include "net.h"
+#include "numparse.h"
+
+/* Snapshot records are made only while less than this waits for a
+ * replica; live records may pile up to LIVE_MAX before it is dropped. */
+#define SNAP_LOW (256 * 1024)
+#define LIVE_MAX ((size_t)64 * 1024 * 1024)
+/* Ids looked at per loop iteration and replica while making a snapshot. */
+#define SCAN_MAX 65536
+#define ACK_LINE_MAX 64
+/* Ids a promotion skips (doc/replication.md). */
+#define PROMOTE_ID_GAP ((uint64_t)1 << 20)
+
+struct ReplLink {
+    List node;             /* Repl.links */
+    Repl *r;
+    Conn *c;
+    char addr[64];
+    int snapshot;          /* 1 while the snapshot is being sent */
+    int drop;              /* close at the next tick (why is logged) */
+    uint64_t cursor;       /* the next id the snapshot looks at */
+    uint64_t acked;        /* its acknowledged position */
+    int64_t sent_at;       /* monotonic ns the last bytes were queued */
+    char line[ACK_LINE_MAX];
+    size_t line_len;
+};
+
+static Repl *R(const Server *s)
+{
+    return s->repl;
+}
+
+static uint64_t my_pos(const Server *s)
+{
+    uint64_t epoch, pos, start;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    return pos;
+}
+
+/* ---- the lsn -> position map: which replies N replicas' acks release --- */
+
+static int ring_push(ReplAck **v, size_t *head, size_t *len, size_t *cap, ReplAck a)
+{
+    if (*len == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        ReplAck *n = tb_malloc(ncap * sizeof *n);
+        if (!n)
+            return -1;
+        for (size_t i = 0; i < *len; i++)
+            n[i] = (*v)[(*head + i) % *cap];
+        tb_free(*v);
+        *v = n;
+        *head = 0;
+        *cap = ncap;
+    }
+    (*v)[(*head + *len) % *cap] = a;
+    (*len)++;
+    return 0;
+}
+
+static ReplAck *ring_front(ReplAck *v, size_t head, size_t len)
+{
+    return len ? &v[head] : NULL;
+}
+
+static void ring_pop(size_t *head, size_t *len, size_t cap)
+{
+    *head = (*head + 1) % cap;
+    (*len)--;
+}
+
+/* The position N replicas (done with their snapshot) have acknowledged;
+ * 0 with *ok unset when fewer than N are there. */
+static uint64_t nth_acked(Repl *r, uint32_t n, int *ok)
+{
+    uint64_t best[256];
+    size_t k = 0;
+
+    *ok = 0;
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        if (x->snapshot || x->drop || k == 256)
+            continue;
+        best[k++] = x->acked;
+    }
+    if (k < n)
+        return 0;
+    /* n is small: a partial selection sort, largest first */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < k; j++)
+            if (best[j] > best[i]) {
+                uint64_t t = best[i];
+                best[i] = best[j];
+                best[j] = t;
+            }
+    *ok = 1;
+    return best[n - 1];
+}
+
+/* Pass the binlog's durable report on, as far as sync_replicas allows. */
+static void release(Server *s)
+{
+    Repl *r = R(s);
+    uint32_t n = s->cfg.sync_replicas;
+    uint64_t upto = r->local_durable;
+
+    if (n && r->role == ROLE_PRIMARY) {
+        int ok;
+        uint64_t pos = nth_acked(r, n, &ok);
+        ReplAck *a;
+        while (ok && (a = ring_front(r->map, r->map_head, r->map_len)) && a->pos <= pos) {
+            r->repl_lsn = a->lsn;
+            ring_pop(&r->map_head, &r->map_len, r->map_cap);
+        }
+        if (r->repl_lsn < upto)
+            upto = r->repl_lsn;
+    } else {
+        /* Nothing waits for replicas: the map restarts from here. */
+        r->map_len = 0;
+        r->repl_lsn = engine_lsn(&s->eng);
+    }
+    if (upto > r->released) {
+        r->released = upto;
+        conn_durable(s, upto);
+    }
+}
+
+void repl_durable(Server *s, uint64_t upto)
+{
+    Repl *r = R(s);
+
+    if (!r) {
+        conn_durable(s, upto);
+        return;
+    }
+    if (upto > r->local_durable)
+        r->local_durable = upto;
+    release(s);
+}
+
+void repl_reloaded(Server *s)
+{
+    if (R(s))
+        release(s); /* a lower sync_replicas releases at once */
+}
+
+/* ---- the tap: every write of the binlog goes to every replica ---------- */
+
+static void pos_record(Server *s, uint64_t pos, char out[BL_POS_SIZE])
+{
+    uint64_t epoch, p, start;
+    BlRecord rec;
+
+    engine_repl_state(&s->eng, &epoch, &p, &start);
+    memset(&rec, 0, sizeof rec);
+    rec.type = BL_POS;
+    rec.id = epoch;
+    rec.pos = pos;
+    rec.epoch_start = start;
+    bl_encode(&rec, out);
+}
+
+static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn)
+{
+    Server *s = arg;
+    Repl *r = R(s);
+    char p[BL_POS_SIZE];
+
+    if (r->role != ROLE_PRIMARY)
+        return;
+    if (s->cfg.sync_replicas &&
+        ring_push(&r->map, &r->map_head, &r->map_len, &r->map_cap,
+                  (ReplAck){lsn, pos, s->eng.now}) < 0) {
+        /* Without the entry these replies would wait for ever: take them
+         * back instead (a client never holds an unconfirmed ack). */
+        log_err("replication: out of memory tracking acknowledgements");
+        conn_lost(s, r->released + 1);
+    }
+    if (!r->nlinks)
+        return;
+    pos_record(s, pos, p);
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        if (x->drop)
+            continue;
+        conn_reply(x->c, data, len);
+        conn_reply(x->c, p, sizeof p);
+        x->sent_at = s->eng.now;
+        if (conn_out_pending(x->c) > LIVE_MAX) {
+            log_warn("replication: replica %s is %zu bytes behind (not reading); "
+                     "dropping it (it will reconnect and resync)", x->addr,
+                     conn_out_pending(x->c));
+            x->drop = 1;
+        }
+    }
+}
+
+static void on_reset(void *arg)
+{
+    Server *s = arg;
+    Repl *r = R(s);
+
+    /* The log was rewritten after a failed write: records the replicas
+     * were never sent are lost to them; each starts over. */
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        if (!x->drop)
+            log_warn("replication: binlog rewritten after a failure; replica %s resyncs",
+                     x->addr);
+        x->drop = 1;
+    }
+}
+
+/* ---- links ---------------------------------------------------------- */
+
+ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
+{
+    Repl *r = R(s);
+    uint64_t my_epoch, p, start;
+    ReplLink *l;
+    char line[128];
+
+    engine_repl_state(&s->eng, &my_epoch, &p, &start);
+    if (!r || r->role != ROLE_PRIMARY || !s->eng.binlog.enabled) {
+        conn_reply_lit(c, "NOT_PRIMARY\r\n");
+        return NULL;
+    }
+    if (epoch > my_epoch) {
+        char who[64];
+        net_describe_peer(c->ev.fd, who, sizeof who);
+        log_err("replication: %s has epoch %llu, above ours (%llu): this primary is "
+                "stale; refused", who, (unsigned long long)epoch,
+                (unsigned long long)my_epoch);
+        snprintf(line, sizeof line, "FENCED %llu\r\n", (unsigned long long)my_epoch);
+        conn_reply(c, line, strlen(line));
+        return NULL;
+    }
+    if (!(l = tb_calloc(1, sizeof *l))) {
+        conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
+        return NULL;
+    }
+    /* From now on positions are journaled (a restart keeps counting). */
+    if (!s->eng.binlog.pos_persist)
+        engine_set_position(&s->eng, my_epoch, p, start, 0);
+    l->r = r;
+    l->c = c;
+    l->snapshot = 1;
+    l->cursor = 1;
+    l->sent_at = s->eng.now;
+    net_describe_peer(c->ev.fd, l->addr, sizeof l->addr);
+    list_insert_tail(&r->links, &l->node);
+    r->nlinks++;
+    snprintf(line, sizeof line, "REPLICATING %llu %llu %llu\r\n",
+             (unsigned long long)my_epoch, (unsigned long long)p,
+             (unsigned long long)start);
+    conn_reply(c, line, strlen(line));
+    log_info("replication: replica %s connected (epoch %llu, position %llu); "
+             "sending a snapshot", l->addr, (unsigned long long)epoch,
+             (unsigned long long)pos);
+    return l;
+}
+
+void repl_link_close(ReplLink *l)
+{
+    Repl *r = l->r;
+
+    log_info("replication: replica %s disconnected", l->addr);
+    list_remove(&l->node);
+    r->nlinks--;
+    tb_free(l);
+    release(r->srv); /* fewer replicas: nothing to release, but keep state */
+}
+
+static void ack_line(ReplLink *l)
+{
+    uint64_t v;
+    size_t n = l->line_len;
+
+    if (n && l->line[n - 1] == '\r')
+        n--;
+    if (n < 5 || memcmp(l->line, "ACK ", 4) || parse_u64(l->line + 4, n - 4, &v) < 0) {
+        log_warn("replication: replica %s sent garbage; dropping it", l->addr);
+        l->drop = 1;
+        return;
+    }
+    if (v > my_pos(l->r->srv)) {
+        log_warn("replication: replica %s acknowledged position %llu, which we never "
+                 "made; dropping it", l->addr, (unsigned long long)v);
+        l->drop = 1;
+        return;
+    }
+    if (l->snapshot)
+        return; /* it cannot have everything before E */
+    if (v > l->acked)
+        l->acked = v;
+}
+
+size_t repl_link_consume(ReplLink *l, const char *p, size_t len)
+{
+    for (size_t i = 0; i < len && !l->drop; i++) {
+        if (p[i] == '\n') {
+            ack_line(l);
+            l->line_len = 0;
+            continue;
+        }
+        if (l->line_len == ACK_LINE_MAX) {
+            log_warn("replication: replica %s sent an overlong line; dropping it", l->addr);
+            l->drop = 1;
+            break;
+        }
+        l->line[l->line_len++] = p[i];
+    }
+    release(l->r->srv);
+    return len;
+}
+
+/* Make snapshot records while the replica's socket drains. */
+static void snapshot_more(Server *s, ReplLink *l)
+{
+    Engine *e = &s->eng;
+    uint64_t scanned = 0;
+
+    while (conn_out_pending(l->c) < SNAP_LOW && scanned < SCAN_MAX) {
+        int rc;
+        if (l->cursor >= e->next_id) {
+            BlRecord end;
+            char buf[BL_SNAP_END_SIZE];
+            memset(&end, 0, sizeof end);
+            end.type = BL_SNAP_END;
+            end.id = e->next_id;
+            end.pos = my_pos(s);
+            bl_encode(&end, buf);
+            conn_reply(l->c, buf, sizeof buf);
+            l->snapshot = 0;
+            l->sent_at = s->eng.now;
+            log_info("replication: snapshot sent to %s (position %llu)", l->addr,
+                     (unsigned long long)end.pos);
+            break;
+        }
+        rc = engine_snapshot_job(e, l->cursor++, &l->c->out);
+        scanned++;
+        if (rc > 0)
+            l->sent_at = s->eng.now;
+        if (rc < 0) {
+            log_warn("replication: out of memory sending a snapshot to %s; dropping it",
+                     l->addr);
+            l->drop = 1;
+            return;
+        }
+    }
+    conn_mark_pending(l->c);
+}
+
+/* A heartbeat: a BL_POS record (the position, everything before it
+ * sent) to every replica past its snapshot, once a second, so a replica
+ * tells a quiet primary from a vanished one. */
+static void heartbeat(Server *s)
+{
+    Repl *r = R(s);
+    char p[BL_POS_SIZE];
+
+    if (s->eng.now < r->beat_at)
+        return;
+    r->beat_at = s->eng.now + REPL_BEAT_NS;
+    if (s->eng.binlog.wbuf.len)
+        return; /* records wait for their write: the position would run ahead */
+    pos_record(s, my_pos(s), p);
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        /* (A snapshot link hears one only while the scan crosses a long
+         * run of ids with no job: otherwise records flow.) */
+        if (x->drop || s->eng.now - x->sent_at < REPL_BEAT_NS)
+            continue; /* sent something within the second: no need */
+        conn_reply(x->c, p, sizeof p);
+        x->sent_at = s->eng.now;
+    }
+}
+
+static void primary_tick(Server *s)
+{
+    Repl *r = R(s);
+    List *n = r->links.next;
+
+    while (n != &r->links) {
+        ReplLink *l = container_of(n, ReplLink, node);
+        n = n->next;
+        if (l->drop) {
+            conn_close(l->c); /* frees l (repl_link_close) */
+            continue;
+        }
+        if (l->snapshot && conn_out_pending(l->c) < SNAP_LOW)
+            snapshot_more(s, l);
+    }
+}
+
+int repl_busy(const Server *s)
+{
+    const Repl *r = R(s);
+
+    if (!r)
+        return 0;
+    for (const List *l = r->links.next; l != &r->links; l = l->next) {
+        const ReplLink *x = container_of(l, ReplLink, node);
+        if (x->drop || (x->snapshot && conn_out_pending(x->c) < SNAP_LOW))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- waiting replies -------------------------------------------------- */
+
+static uint64_t waiting_replies(Server *s)
+{
+    Repl *r = R(s);
+    uint64_t n = 0;
+
+    for (List *l = s->held.next; l != &s->held; l = l->next) {
+        Conn *c = container_of(l, Conn, held_link);
+        if (c->nholds && c->hold_lsn[0] <= r->local_durable && c->hold_lsn[0] > r->released)
+            n++;
+    }
+    return n;
+}
+
+static int waiting_long(Server *s)
+{
+    Repl *r = R(s);
+    ReplAck *a = ring_front(r->map, r->map_head, r->map_len);
+
+    return s->cfg.sync_replicas && a && a->lsn <= r->local_durable && a->lsn > r->released &&
+           s->eng.now - a->at > NS_PER_SEC && waiting_replies(s) > 0;
+}
+
+static void watch_waits(Server *s)
+{
+    Repl *r = R(s);
+    int w = waiting_long(s);
+
+    if (w && !r->wait_logged)
+        log_warn("replication: replies have waited over a second for %u replica%s "
+                 "(%zu connected)", s->cfg.sync_replicas,
+                 s->cfg.sync_replicas == 1 ? "" : "s", r->nlinks);
+    r->wait_logged = w;
+}
+
+void repl_tick(Server *s)
+{
+    Repl *r = R(s);
+
+    if (!r)
+        return;
+    if (r->role == ROLE_PRIMARY) {
+        primary_tick(s);
+        if (r->nlinks)
+            heartbeat(s);
+        release(s);
+        watch_waits(s);
+    } else {
+        replica_tick(s);
+    }
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int repl_init(Server *s)
+{
+    Repl *r = tb_calloc(1, sizeof *r);
+
+    if (!r)
+        return -1;
+    r->srv = s;
+    list_init(&r->links);
+    r->ev.fd = -1;
+    s->repl = r;
+    if (s->cfg.replica_of) {
+        r->role = ROLE_REPLICA;
+        snprintf(r->primary, sizeof r->primary, "%s", s->cfg.replica_of);
+        engine_set_passive(&s->eng, 1);
+    }
+    return 0;
+}
+
+void repl_start(Server *s)
+{
+    Repl *r = R(s);
+
+    if (!r || !s->eng.binlog.enabled)
+        return;
+    engine_set_tap(&s->eng, on_write, on_reset, s);
+    r->local_durable = r->released = engine_durable_lsn(&s->eng);
+    r->repl_lsn = engine_lsn(&s->eng);
+    if (r->role == ROLE_REPLICA)
+        replica_begin(s);
+}
+
+void repl_free(Server *s)
+{
+    Repl *r = R(s);
+
+    if (!r)
+        return;
+    replica_stop(s);
+    buf_free(&r->in);
+    buf_free(&r->out);
+    tb_free(r->map);
+    tb_free(r->acks);
+    /* links are freed with their connections (server_free closes them) */
+    s->repl = NULL;
+    tb_free(r);
+}
+
+/* ---- roles ------------------------------------------------------------ */
+
+uint64_t repl_promote(Server *s, char *err, size_t errlen)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (!r || r->role == ROLE_PRIMARY)
+        return epoch;
+    if (engine_set_position(&s->eng, epoch + 1, pos, pos, 0) < 0) {
+        snprintf(err, errlen, "cannot journal the new epoch (binlog unhealthy or full)");
+        return 0;
+    }
+    replica_stop(s);
+    engine_sweep_abort(&s->eng);
+    /* Ids jump ahead: a former primary may have given out ids past what
+     * reached us (its unreplicated tail); a client holding one of those
+     * must never find it naming another job here. */
+    s->eng.next_id += PROMOTE_ID_GAP;
+    r->role = ROLE_PRIMARY;
+    r->primary[0] = '\0';
+    r->last_error[0] = '\0';
+    r->map_len = 0;
+    r->repl_lsn = engine_lsn(&s->eng);
+    engine_set_passive(&s->eng, 0);
+    log_info("replication: promoted: epoch %llu, position %llu; serving as the primary",
+             (unsigned long long)(epoch + 1), (unsigned long long)pos);
+    return epoch + 1;
+}
+
+int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err,
+                size_t errlen)
+{
+    Repl *r = R(s);
+    char a[256], host[256];
+    int port;
+    uint64_t epoch, pos, start;
+
+    if (!r || !s->eng.binlog.enabled) {
+        snprintf(err, errlen, "replication needs a binlog (-b)");
+        return -1;
+    }
+    if (len >= sizeof a) {
+        snprintf(err, errlen, "address too long");
+        return -1;
+    }
+    memcpy(a, addr, len);
+    a[len] = '\0';
+    if (net_split_addr(a, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "bad address '%s'", a);
+        return -1;
+    }
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (r->role == ROLE_PRIMARY) {
+        /* From this reply on a replica: replies still waiting for the
+         * replicas were never acknowledged; they are taken back. */
+        if (r->released < engine_lsn(&s->eng))
+            conn_lost(s, r->released + 1);
+        for (List *l = r->links.next; l != &r->links; l = l->next)
+            container_of(l, ReplLink, node)->drop = 1;
+        primary_tick(s);
+        for (List *l = s->conns.next; l != &s->conns; l = l->next) {
+            Conn *c = container_of(l, Conn, link);
+            if (c != except && c->proto->demote)
+                c->proto->demote(c);
+        }
+        if (except && except->proto->demote)
+            except->proto->demote(except);
+        engine_set_position(&s->eng, epoch, pos, start, 1);
+        engine_set_passive(&s->eng, 1);
+        r->role = ROLE_REPLICA;
+        r->map_len = 0;
+        log_info("replication: no longer a primary: following %s", a);
+    } else {
+        replica_stop(s);
+        log_info("replication: following %s (was %s)", a, r->primary);
+    }
+    snprintf(r->primary, sizeof r->primary, "%s", a);
+    r->last_error[0] = '\0';
+    replica_begin(s);
+    return 0;
+}
+
+/* ---- what it looks like ------------------------------------------------ */
+
+void repl_each_replica(Server *s, void (*fn)(void *arg, const char *addr, uint64_t lag),
+                       void *arg)
+{
+    Repl *r = R(s);
+    uint64_t pos = my_pos(s);
+
+    if (!r || r->role != ROLE_PRIMARY)
+        return;
+    for (List *l = r->links.next; l != &r->links; l = l->next) {
+        ReplLink *x = container_of(l, ReplLink, node);
+        fn(arg, x->addr, x->snapshot ? pos : x->acked >= pos ? 0 : pos - x->acked);
+    }
+}
+
+void repl_info(Server *s, ReplInfo *o)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+
+    memset(o, 0, sizeof *o);
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    o->epoch = epoch;
+    o->position = pos;
+    o->sync_replicas = s->cfg.sync_replicas;
+    o->primary = "";
+    o->last_error = r ? r->last_error : "";
+    if (!r || r->role == ROLE_PRIMARY) {
+        o->role = ROLE_PRIMARY;
+        o->connected = 1;
+        o->caught_up = 1;
+        if (r) {
+            for (List *l = r->links.next; l != &r->links; l = l->next) {
+                ReplLink *x = container_of(l, ReplLink, node);
+                if (x->drop)
+                    continue;
+                o->connected_replicas++;
+                if (!x->snapshot && x->acked == pos)
+                    o->caught_up_replicas++;
+            }
+            o->waiting_replies = waiting_replies(s);
+            o->waiting_long = waiting_long(s);
+            o->discarded = r->discarded;
+        }
+        return;
+    }
+    o->role = ROLE_REPLICA;
+    o->primary = r->primary;
+    o->connected = replica_connected(s);
+    /* Streaming, the position shown is the one acknowledged (written and,
+     * under -f 0, synced, and said so to the primary): what this replica
+     * is sure to have, and what its primary counts. */
+    if (o->connected && !r->snapshot && r->acked < pos)
+        o->position = pos = r->acked;
+    o->lag = r->known_pos > pos ? r->known_pos - pos : 0;
+    if (r->snapshot && o->lag == 0)
+        o->lag = 1; /* not all there yet, whatever the numbers say */
+    o->caught_up = o->connected && !r->snapshot && o->lag == 0;
+    o->discarded = r->discarded;
+}
+
+static void yaml_str(Buf *b, const char *key, const char *v)
+{
+    buf_printf(b, "%s: \"", key);
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\')
+            buf_printf(b, "\\%c", *v);
+        else if ((unsigned char)*v >= ' ' && *v != 127)
+            buf_printf(b, "%c", *v);
+    }
+    buf_printf(b, "\"\n");
+}
+
+void repl_stats(Server *s, Buf *b)
+{
+    ReplInfo i;
+
+    repl_info(s, &i);
+    buf_printf(b, "---\n");
+    buf_printf(b, "role: \"%s\"\n", i.role == ROLE_PRIMARY ? "primary" : "replica");
+    buf_printf(b, "epoch: %llu\n", (unsigned long long)i.epoch);
+    buf_printf(b, "position: %llu\n", (unsigned long long)i.position);
+    yaml_str(b, "primary", i.primary);
+    buf_printf(b, "connected: %s\n", i.connected ? "true" : "false");
+    buf_printf(b, "lag-records: %llu\n", (unsigned long long)i.lag);
+    buf_printf(b, "sync-replicas: %llu\n", (unsigned long long)i.sync_replicas);
+    buf_printf(b, "connected-replicas: %llu\n", (unsigned long long)i.connected_replicas);
+    buf_printf(b, "caught-up-replicas: %llu\n", (unsigned long long)i.caught_up_replicas);
+    buf_printf(b, "waiting-replies: %llu\n", (unsigned long long)i.waiting_replies);
+    buf_printf(b, "discarded-records: %llu\n", (unsigned long long)i.discarded);
+    yaml_str(b, "last-error", i.last_error);
+}

@@ -1,0 +1,481 @@
+/*
+ * replica.c — a replica's link to its primary (repl.h; the wire protocol
+ * is in doc/replication.md): connect, handshake, apply the stream through
+ * the engine, acknowledge what this server's binlog holds, reconnect at
+ * most once a second.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blcodec.h"
+#include "clock.h"
+#include "engine.h"
+#include "log.h"
+#include "net.h"
+#include "numparse.h"
+#include "repl.h"
+
+#define RETRY_NS NS_PER_SEC
+#define READ_CHUNK (256 * 1024)
+#define HANDSHAKE_MAX 128
+#define ACK_OUT_MAX 4096
+
+static Repl *R(const Server *s)
+{
+    return s->repl;
+}
+
+static void on_event(EvSource *src, uint32_t events);
+static void read_some(Server *s);
+
+/* Give up the connection; try again in a second. why goes to last-error
+ * and, when it is news, to the log. */
+static void fail(Server *s, const char *why)
+{
+    Repl *r = R(s);
+
+    if (r->ev.fd >= 0) {
+        ev_del(&s->loop, &r->ev);
+        close(r->ev.fd);
+        r->ev.fd = -1;
+    }
+    r->in.len = 0;
+    r->out.len = 0;
+    r->rstate = RS_IDLE;
+    r->acks_len = 0;
+    r->acked = 0;
+    r->next_try = s->eng.now + RETRY_NS;
+    if (r->snapshot)
+        engine_sweep_abort(&s->eng);
+    r->snapshot = 0;
+    snprintf(r->last_error, sizeof r->last_error, "%s", why);
+    if (strcmp(r->logged_error, why)) {
+        log_warn("replication: primary %s: %s; retrying every second", r->primary, why);
+        snprintf(r->logged_error, sizeof r->logged_error, "%s", why);
+    }
+}
+
+void replica_stop(Server *s)
+{
+    Repl *r = R(s);
+
+    if (!r)
+        return;
+    if (r->ev.fd >= 0) {
+        ev_del(&s->loop, &r->ev);
+        close(r->ev.fd);
+        r->ev.fd = -1;
+    }
+    if (r->snapshot)
+        engine_sweep_abort(&s->eng);
+    r->snapshot = 0;
+    r->rstate = RS_IDLE;
+    r->in.len = r->out.len = 0;
+    r->acks_len = 0;
+    r->acked = 0;
+}
+
+void replica_expect_answer(Server *s)
+{
+    R(s)->rstate = RS_HANDSHAKE;
+}
+
+void replica_begin(Server *s)
+{
+    Repl *r = R(s);
+
+    r->rstate = RS_IDLE;
+    r->next_try = s->eng.now; /* at once */
+    r->logged_error[0] = '\0';
+}
+
+int replica_connected(const Server *s)
+{
+    const Repl *r = R(s);
+
+    return r->rstate == RS_STREAM;
+}
+
+static void want(Server *s, uint32_t mask)
+{
+    Repl *r = R(s);
+
+    if (ev_set(&s->loop, &r->ev, mask) < 0)
+        log_warn("epoll_ctl: %s", strerror(errno));
+}
+
+/* Write what is queued (handshake, acks); -1 after fail(). */
+static int flush_out(Server *s)
+{
+    Repl *r = R(s);
+
+    while (r->out.len) {
+        ssize_t n = send(r->ev.fd, r->out.data, r->out.len, MSG_NOSIGNAL);
+        if (n > 0) {
+            buf_consume(&r->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (r->out.len > ACK_OUT_MAX) {
+                fail(s, "the primary does not read our acknowledgements");
+                return -1;
+            }
+            want(s, EPOLLIN | EPOLLOUT);
+            return 0;
+        }
+        fail(s, "connection lost");
+        return -1;
+    }
+    want(s, EPOLLIN);
+    return 0;
+}
+
+static void try_connect(Server *s)
+{
+    Repl *r = R(s);
+    char err[256];
+    int fd = net_connect(r->primary, err, sizeof err);
+
+    if (fd < 0) {
+        fail(s, err);
+        return;
+    }
+    r->ev.handler = on_event;
+    if (ev_add(&s->loop, &r->ev, fd, EPOLLOUT | EPOLLIN) < 0) {
+        close(fd);
+        fail(s, "epoll_ctl failed");
+        return;
+    }
+    r->rstate = RS_CONNECTING;
+    r->heard = s->eng.now;
+}
+
+static void send_handshake(Server *s)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+    char line[96];
+    int n;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    n = snprintf(line, sizeof line, "replicate %llu %llu\r\n", (unsigned long long)epoch,
+                 (unsigned long long)pos);
+    if (buf_append(&r->out, line, (size_t)n) < 0) {
+        fail(s, "out of memory");
+        return;
+    }
+    r->rstate = RS_HANDSHAKE;
+    flush_out(s);
+}
+
+/* The changes this server has that the new primary lacks: the records of
+ * its own history past where the primary's epoch began (or past the
+ * primary's position, in the same epoch). */
+static uint64_t discarded_by(uint64_t epoch, uint64_t pos, uint64_t p_epoch, uint64_t p_pos,
+                             uint64_t p_start)
+{
+    if (p_epoch > epoch)
+        return pos > p_start ? pos - p_start : 0;
+    return pos > p_pos ? pos - p_pos : 0;
+}
+
+/* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
+static void handshake_answer(Server *s, const char *line, size_t len)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start, pe, pp, ps;
+    char why[200];
+    const char *sp1, *sp2;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (len > 12 && !memcmp(line, "REPLICATING ", 12) &&
+        (sp1 = memchr(line + 12, ' ', len - 12)) &&
+        (sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line))) &&
+        parse_u64(line + 12, (size_t)(sp1 - line - 12), &pe) == 0 &&
+        parse_u64(sp1 + 1, (size_t)(sp2 - sp1 - 1), &pp) == 0 &&
+        parse_u64(sp2 + 1, len - (size_t)(sp2 + 1 - line), &ps) == 0) {
+        if (pe < epoch) {
+            snprintf(why, sizeof why, "the primary's epoch %llu is lower than ours (%llu): "
+                     "not following a stale primary", (unsigned long long)pe,
+                     (unsigned long long)epoch);
+            fail(s, why);
+            return;
+        }
+        /* Position 0 until the snapshot is complete: a partial state must
+         * never look like the most advanced replica. */
+        if (engine_sweep_begin(&s->eng) < 0 || engine_set_position(&s->eng, pe, 0, ps, 1) < 0) {
+            fail(s, "out of memory or disk room to start following");
+            return;
+        }
+        r->discarded += discarded_by(epoch, pos, pe, pp, ps);
+        r->known_pos = pp;
+        r->pending_pos = 0;
+        r->snapshot = 1;
+        r->rstate = RS_STREAM;
+        r->last_error[0] = '\0';
+        r->logged_error[0] = '\0';
+        log_info("replication: following %s (epoch %llu, position %llu): receiving a "
+                 "snapshot", r->primary, (unsigned long long)pe, (unsigned long long)pp);
+        return;
+    }
+    if (len > 7 && !memcmp(line, "FENCED ", 7))
+        snprintf(why, sizeof why, "the primary's epoch (%.*s) is lower than ours: "
+                 "not following a stale primary", (int)(len - 7), line + 7);
+    else if (len == 11 && !memcmp(line, "NOT_PRIMARY", 11))
+        snprintf(why, sizeof why, "it is not a primary (a replica itself)");
+    else
+        snprintf(why, sizeof why, "it does not replicate: answered '%.*s'",
+                 (int)(len > 60 ? 60 : len), line);
+    fail(s, why);
+}
+
+/* One record of the stream. -1 after fail(). */
+static int take_record(Server *s, const BlRecord *rec)
+{
+    Repl *r = R(s);
+
+    switch (rec->type) {
+    case BL_POS:
+        if (rec->pos > r->known_pos)
+            r->known_pos = rec->pos;
+        if (!r->snapshot)
+            r->pending_pos = rec->pos;
+        return 0;
+    case BL_SNAP_END:
+        if (!r->snapshot) {
+            fail(s, "the primary sent a second end of snapshot");
+            return -1;
+        }
+        engine_apply(&s->eng, rec);
+        r->discarded += engine_sweep_end(&s->eng);
+        r->snapshot = 0;
+        r->pending_pos = rec->pos;
+        if (rec->pos > r->known_pos)
+            r->known_pos = rec->pos;
+        log_info("replication: snapshot from %s complete (position %llu)", r->primary,
+                 (unsigned long long)rec->pos);
+        return 0;
+    default:
+        if (engine_apply(&s->eng, rec) < 0) {
+            fail(s, "cannot apply a record (out of memory or disk room)");
+            return -1;
+        }
+        return 0;
+    }
+}
+
+static int take_stream(Server *s);
+static void note_position(Server *s);
+
+/* The bytes read so far: the handshake's answer, then records. 0, or -1
+ * after fail(). */
+static int take_input(Server *s)
+{
+    Repl *r = R(s);
+
+    if (r->rstate == RS_HANDSHAKE) {
+        char *eol = memchr(r->in.data, '\n', r->in.len < HANDSHAKE_MAX ? r->in.len
+                                                                       : HANDSHAKE_MAX);
+        size_t len;
+        if (!eol) {
+            if (r->in.len >= HANDSHAKE_MAX) {
+                fail(s, "it answered the handshake with an overlong line");
+                return -1;
+            }
+            return 0;
+        }
+        len = (size_t)(eol - r->in.data);
+        if (len && r->in.data[len - 1] == '\r')
+            len--;
+        handshake_answer(s, r->in.data, len);
+        if (r->rstate != RS_STREAM)
+            return -1;
+        buf_consume(&r->in, (size_t)(eol - r->in.data) + 1);
+    }
+    if (take_stream(s) < 0)
+        return -1;
+    note_position(s);
+    return r->rstate == RS_STREAM ? 0 : -1;
+}
+
+/* Decode and apply every whole record in the input. -1 after fail(). */
+static int take_stream(Server *s)
+{
+    Repl *r = R(s);
+    size_t off = 0;
+
+    while (off < r->in.len) {
+        BlRecord rec;
+        long n;
+        if (r->in.len - off < BL_REC_HEAD)
+            break; /* (a short length field may look like an end: wait) */
+        n = bl_decode(r->in.data + off, r->in.len - off, &rec);
+        if (n == BL_TORN)
+            break;
+        if (n <= 0) {
+            fail(s, "a damaged record from the primary (checksum or structure)");
+            return -1;
+        }
+        if (take_record(s, &rec) < 0)
+            return -1;
+        off += (size_t)n;
+    }
+    buf_consume(&r->in, off);
+    return 0;
+}
+
+/* The batch applied: journal the position it reached, and remember which
+ * of this server's records must be durable before it is acknowledged. */
+static void note_position(Server *s)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+    ReplAck a;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (r->snapshot || r->pending_pos == pos)
+        return;
+    if (engine_set_position(&s->eng, epoch, r->pending_pos, start, 1) < 0) {
+        fail(s, "no disk room to journal the position");
+        return;
+    }
+    a = (ReplAck){engine_lsn(&s->eng), r->pending_pos, s->eng.now};
+    if (r->acks_len == r->acks_cap) {
+        size_t cap = r->acks_cap ? r->acks_cap * 2 : 16;
+        ReplAck *v = tb_malloc(cap * sizeof *v);
+        if (!v) {
+            fail(s, "out of memory");
+            return;
+        }
+        for (size_t i = 0; i < r->acks_len; i++)
+            v[i] = r->acks[(r->acks_head + i) % r->acks_cap];
+        tb_free(r->acks);
+        r->acks = v;
+        r->acks_head = 0;
+        r->acks_cap = cap;
+    }
+    r->acks[(r->acks_head + r->acks_len) % r->acks_cap] = a;
+    r->acks_len++;
+}
+
+int replica_feed(Server *s, const char *p, size_t len)
+{
+    Repl *r = R(s);
+
+    if (r->rstate != RS_HANDSHAKE && r->rstate != RS_STREAM)
+        return -1;
+    if (buf_append(&r->in, p, len) < 0) {
+        fail(s, "out of memory");
+        return -1;
+    }
+    return take_input(s);
+}
+
+static void read_some(Server *s)
+{
+    Repl *r = R(s);
+    ssize_t n;
+
+    if (buf_reserve(&r->in, READ_CHUNK) < 0) {
+        fail(s, "out of memory");
+        return;
+    }
+    n = read(r->ev.fd, r->in.data + r->in.len, r->in.cap - r->in.len);
+    if (n == 0) {
+        fail(s, "the primary closed the connection");
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            fail(s, strerror(errno));
+        return;
+    }
+    r->in.len += (size_t)n;
+    r->heard = s->eng.now;
+    take_input(s);
+}
+
+static void on_event(EvSource *src, uint32_t events)
+{
+    Repl *r = container_of(src, Repl, ev);
+    Server *s = r->srv;
+
+    if (r->rstate == RS_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(src->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err) {
+            fail(s, strerror(err));
+            return;
+        }
+        if (!(events & (EPOLLOUT | EPOLLIN)))
+            return;
+        send_handshake(s);
+        return;
+    }
+    if (events & EPOLLOUT && flush_out(s) < 0)
+        return;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        read_some(s);
+}
+
+/* Once per loop iteration: reconnect when due; acknowledge what is
+ * durable here (one line covers every batch since the last). */
+void replica_tick(Server *s)
+{
+    Repl *r = R(s);
+    uint64_t durable = engine_durable_lsn(&s->eng), upto = 0;
+    char line[48];
+    int n;
+
+    if (r->rstate == RS_IDLE && r->primary[0] && s->eng.now >= r->next_try) {
+        try_connect(s);
+        return;
+    }
+    if (r->rstate != RS_IDLE && r->rstate != RS_CONNECTING && r->ev.fd >= 0 &&
+        s->eng.now - r->heard > REPL_SILENCE_NS)
+        read_some(s); /* (this process may have been stopped: look first) */
+    if (r->rstate != RS_IDLE && r->ev.fd >= 0 && s->eng.now - r->heard > REPL_SILENCE_NS) {
+        /* A primary that sends nothing (not even its heartbeat) is gone,
+         * or was never one. */
+        fail(s, r->rstate == RS_STREAM ? "no word from the primary for 10 s"
+                                       : "no answer to the handshake for 10 s");
+        return;
+    }
+    if (r->rstate != RS_STREAM)
+        return;
+    while (r->acks_len && r->acks[r->acks_head].lsn <= durable) {
+        upto = r->acks[r->acks_head].pos;
+        r->acks_head = (r->acks_head + 1) % r->acks_cap;
+        r->acks_len--;
+    }
+    if (!upto || upto <= r->acked)
+        return;
+    n = snprintf(line, sizeof line, "ACK %llu\r\n", (unsigned long long)upto);
+    if (buf_append(&r->out, line, (size_t)n) < 0) {
+        fail(s, "out of memory");
+        return;
+    }
+    r->acked = upto;
+    flush_out(s);
+}
+
+int64_t repl_next_due(const Server *s)
+{
+    const Repl *r = R(s);
+
+    if (!r)
+        return INT64_MAX;
+    if (r->role == ROLE_PRIMARY)
+        return r->nlinks ? r->beat_at : INT64_MAX;
+    if (r->rstate != RS_IDLE)
+        return r->ev.fd >= 0 ? r->heard + REPL_SILENCE_NS + 1 : INT64_MAX;
+    return r->primary[0] ? r->next_try : INT64_MAX;
+}
