@@ -21,14 +21,14 @@
 
 _Static_assert(SLAB_MAX << BIG_DOUBLINGS == SLAB_BIG_MAX, "big classes span the big range");
 
-static size_t round8(size_t n)
+static inline size_t round8(size_t n)
 {
     return n ? (n + 7) & ~(size_t)7 : 8;
 }
 
 /* The class of n <= SLAB_BIG_MAX: index size/8 up to SLAB_MAX; above, n is
  * in (2^k, 2^(k+1)] and rounds up to a multiple of 2^k / BIG_STEPS. */
-static size_t class_index(size_t n)
+static inline size_t class_index(size_t n)
 {
     int k;
     size_t j;
@@ -40,7 +40,7 @@ static size_t class_index(size_t n)
     return NSMALL + (size_t)(k - 11) * BIG_STEPS + j - 1;
 }
 
-static size_t class_size(size_t idx)
+static inline size_t class_size(size_t idx)
 {
     size_t k, j;
 
@@ -53,6 +53,8 @@ static size_t class_size(size_t idx)
 
 size_t slab_cost(size_t n)
 {
+    if (n <= SLAB_MAX)
+        return round8(n);
     if (n <= SLAB_BIG_MAX)
         return class_size(class_index(n));
     /* A mapping of its own: malloc's 16-byte head, rounded to 4 KiB. */
