@@ -52,6 +52,7 @@ typedef struct JobExt {
     uint32_t delay;      /* seconds, as last given by put or release */
     uint32_t reserves, timeouts, releases, buries, kicks;
     uint32_t exp_pos;    /* in its tube's expiry heap, when expires != 0 */
+    uint32_t unaged;     /* not in its tube's age ring (queue.h) */
     int64_t entered;     /* monotonic ns it entered its tube; 0: created */
     int64_t exptime;     /* monotonic ns of an expiry the client set; 0: none */
     int64_t expires;     /* its key in the tube's expiry heap; 0: not there */

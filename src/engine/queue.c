@@ -209,11 +209,44 @@ int64_t queue_expiry_of(const Job *j)
     return exp;
 }
 
+int queue_age_valid(void *ctx, const AgeEntry *a)
+{
+    const AgeCtx *c = ctx;
+    const Job *j = job_table_find(&c->e->jobs, a->id);
+
+    return j && j->tube == c->t && !job_dead(j) && queue_age_member(j);
+}
+
+/* Compaction steps of a tube's age ring per put: enough to keep up with a
+ * ring whose every entry goes stale (puts that are deleted at once). */
+#define AGE_STEPS 4
+
+/* A fresh job of t that expires at created + max_age goes in t's age
+ * ring; 0, or -1 (nothing changed) when out of memory. */
+static int age_join(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+    AgeCtx c = {e, t};
+    int first = age_ring_front(&t->age) == NULL;
+
+    if (age_ring_push(&t->age, j->id, j->created, queue_age_valid, &c, AGE_STEPS) < 0)
+        return -1;
+    if (first && tube_timer_update(&e->tubes, t) < 0) {
+        age_ring_unpush(&t->age);
+        return -1;
+    }
+    return 0;
+}
+
 int queue_expiry_update(Engine *e, Job *j)
 {
     Heap *h = &j->tube->expiry;
-    int64_t exp = queue_expiry_of(j);
+    int64_t exp;
     JobExt *x = j->ext;
+
+    if (queue_age_member(j))
+        return 0;
+    exp = queue_expiry_of(j);
 
     if (!exp) {
         if (x && x->expires) {
@@ -250,11 +283,32 @@ int queue_expiry_update(Engine *e, Job *j)
 
 void queue_expiry_remove(Engine *e, Job *j)
 {
+    if (queue_age_member(j)) {
+        /* Its entry goes stale; the ring finds that out by itself. */
+        age_ring_left(&j->tube->age);
+        return;
+    }
     if (j->ext && j->ext->expires) {
         heap_remove(&j->tube->expiry, j->ext->exp_pos);
         j->ext->expires = 0;
         tube_timer_update(&e->tubes, j->tube); /* removal: cannot fail */
     }
+}
+
+/* A fresh job takes its place in its tube's expiry, if it has one: the
+ * age ring when it expires max_age after it was made, else the heap. */
+static int expiry_join(Engine *e, Job *j)
+{
+    JobExt *x = j->ext;
+
+    if (j->tube->pol.max_age_ms && (!x || (!x->exptime && !x->entered))) {
+        if (x)
+            x->unaged = 0;
+        return age_join(e, j);
+    }
+    if (x)
+        x->unaged = 1;
+    return queue_expiry_update(e, j);
 }
 
 int queue_add(Engine *e, Job *j, Tube *t)
@@ -263,7 +317,7 @@ int queue_add(Engine *e, Job *j, Tube *t)
     tube_ref(t);
     job_table_insert(&e->jobs, j);
     t->cur_bytes += j->body_size;
-    if (queue_expiry_update(e, j) < 0) {
+    if (expiry_join(e, j) < 0) {
         t->cur_bytes -= j->body_size;
         job_table_remove(&e->jobs, j);
         j->tube = NULL;
@@ -379,7 +433,16 @@ int queue_pause(Engine *e, Tube *t, uint32_t secs)
 
 int queue_restore(Engine *e, Job *j)
 {
+    JobExt *x;
+
     j->tube->cur_bytes += j->body_size;
+    /* Replayed jobs come in record order, not always creation order: they
+     * take the heap's side, never the age ring's. */
+    if (j->tube->pol.max_age_ms) {
+        if (!(x = job_ext_get(j)))
+            return -1;
+        x->unaged = 1;
+    }
     if (queue_expiry_update(e, j) < 0)
         return -1;
     return queue_place(e, j);
@@ -414,11 +477,15 @@ void queue_expiry_reset(Engine *e, Tube *t)
 {
     heap_free(&t->expiry);
     heap_init(&t->expiry, job_expiry_less, job_set_exp_pos);
-    /* Its reserved jobs keep their expiry: back into the fresh heap. */
+    age_ring_clear(&t->age);
+    t->age_retry_at = 0;
+    /* Its reserved jobs keep their expiry: back into the fresh heap (an
+     * age member too: the ring is gone). */
     for (size_t i = 0; i < e->ttr.len; i++) {
         Job *j = e->ttr.items[i];
-        if (j->tube == t && j->ext->expires) {
+        if (j->tube == t && (j->ext->expires || queue_age_member(j))) {
             j->ext->expires = 0;
+            j->ext->unaged = 1;
             queue_expiry_update(e, j);
         }
     }

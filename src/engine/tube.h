@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agering.h"
 #include "hash.h"
 #include "heap.h"
 #include "job.h"
@@ -35,7 +36,10 @@ struct Tube {
     List buried;         /* Job.link, oldest first */
     List waiting;        /* Watch.wait_link, first come first served */
     List ready_link;     /* server's list of tubes with jobs to hand out */
-    Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
+    Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,
+                            but those in the age ring */
+    AgeRing age;         /* with max_age: jobs expiring at created + max_age */
+    int64_t age_retry_at; /* the ring's front could not move: not before */
     TubePolicy pol;      /* its keys from the config file (policy.c) */
     struct OldestIdx *oldest; /* discard order, once it has discarded (oldest.h) */
     struct SpillRing *spill; /* its jobs on disk only, while it has some (spill.h) */
