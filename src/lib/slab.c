@@ -172,6 +172,16 @@ static Arena *arena_new(unsigned shift)
     return a;
 }
 
+/* Fault 64 KiB in with one call rather than a fault per 4 KiB as objects
+ * are first written there: a growing queue's puts take about a fifth less
+ * CPU time. A 1 MiB page is faulted in 64 KiB at a time as its objects
+ * reach there, so a size with a few objects does not hold a megabyte.
+ * Only a hint (Linux 5.14 and later). */
+static void populate(void *at)
+{
+    madvise(at, PAGE_SIZE, MADV_POPULATE_WRITE);
+}
+
 static Page *page_new(size_t size, unsigned shift)
 {
     List *first = list_first(&free_arenas[shift == BIG_SHIFT]);
@@ -186,10 +196,7 @@ static Page *page_new(size_t size, unsigned shift)
     if (!a->unused)
         list_remove(&a->link);
     p = (Page *)(a->base + ((size_t)i << shift));
-    /* Fault the page in with one call rather than a fault per 4 KiB as
-     * its objects are first written: a growing queue's puts take about a
-     * fifth less CPU time. Only a hint (Linux 5.14 and later). */
-    madvise(p, (size_t)1 << shift, MADV_POPULATE_WRITE);
+    populate(p);
     list_init(&p->link);
     p->arena = a;
     p->free = NULL;
@@ -255,6 +262,9 @@ void *slab_alloc(size_t n)
     } else {
         obj = p->bump;
         p->bump += size;
+        /* Into the next 64 KiB of a 1 MiB page: fault it in. */
+        if (((uintptr_t)obj ^ (uintptr_t)p->bump) >> SMALL_SHIFT && p->bump < p->end)
+            populate((void *)((uintptr_t)p->bump & ~(uintptr_t)(PAGE_SIZE - 1)));
     }
     p->live++;
     if (page_full(p))

@@ -17,9 +17,9 @@
  *   its own that free() unmaps: glibc would otherwise raise the threshold
  *   and keep freed big bodies in its heap for good.
  *
- * A page is faulted in whole when it is first used (MADV_POPULATE_WRITE):
- * one call instead of a fault per 4 KiB, as each body in a growing queue
- * is fresh memory.
+ * Fresh memory is faulted in 64 KiB at a time (MADV_POPULATE_WRITE) as
+ * objects first reach it: one call instead of a fault per 4 KiB, as each
+ * body in a growing queue is fresh memory.
  *
  * Memory follows the live count, whatever the size: a page whose last
  * object is freed is handed back to the kernel (MADV_DONTNEED), except one
