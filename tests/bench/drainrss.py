@@ -5,6 +5,9 @@
                                     [--sizes 1024,2048,4000,4096] [--bytes 1G]
                                     [--settle 5] [--quick]
 
+Part of `make bench` (after policies.py); QUICK=1 or --quick: 64 MiB and
+1 s of idle, a smoke test.
+
 For each body size, on a freshly started tubed (in memory, no binlog, `-z 16777216`):
 pipelined puts of --bytes worth of bodies into one tube (10 connections x
 16 in flight), then a drain of every job (reserve + delete over 10
@@ -155,8 +158,9 @@ def main():
     ap.add_argument("--sizes", default="1024,2048,4000,4096")
     ap.add_argument("--bytes", default="1G")
     ap.add_argument("--settle", type=float, default=5.0)
-    ap.add_argument("--quick", action="store_true", help="64 MiB, 1 s")
+    ap.add_argument("--quick", action="store_true", help="64 MiB, 1 s (also QUICK=1)")
     a = ap.parse_args()
+    a.quick = a.quick or os.environ.get("QUICK") == "1"  # as `QUICK=1 make bench`
     a.bytes = parse_bytes("64M" if a.quick else a.bytes)
     if a.quick:
         a.settle = 1.0
