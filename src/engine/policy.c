@@ -187,8 +187,8 @@ int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
 
 static void retry_later(Engine *e, Job *j)
 {
-    j->ext->expires = e->now + NS_PER_SEC;
-    heap_fix(&j->tube->expiry, j->ext->exp_pos);
+    job_ext(j)->expires = e->now + NS_PER_SEC;
+    heap_fix(&j->tube->expiry, job_ext(j)->exp_pos);
     tube_timer_update(&e->tubes, j->tube);
 }
 
@@ -202,17 +202,17 @@ static int move_expired(Engine *e, Job *j)
 {
     const char *to = j->tube->pol.move_expired_to;
     Tube *dst = tubes_get(&e->tubes, to, strlen(to));
-    int64_t exptime = j->ext ? j->ext->exptime : 0;
+    int64_t exptime = job_ext(j) ? job_ext(j)->exptime : 0;
     int r;
 
     if (!dst)
         return -1;
     tube_ref(dst); /* created just now, it must outlive a failed move */
     if (exptime)
-        j->ext->exptime = 0;
+        job_ext(j)->exptime = 0;
     r = policy_move(e, j, dst, 1);
     if (r < 0 && exptime)
-        j->ext->exptime = exptime;
+        job_ext(j)->exptime = exptime;
     tube_unref(&e->tubes, dst);
     return r;
 }
@@ -234,7 +234,7 @@ static void expire_now(Engine *e, Job *j)
                      t->name, (unsigned long long)j->id, t->pol.move_expired_to);
             if (queue_age_member(j))
                 t->age_retry_at = e->now + NS_PER_SEC; /* the ring's front waits */
-            else if (j->ext && j->ext->expires)
+            else if (job_ext(j) && job_ext(j)->expires)
                 retry_later(e, j);
         }
         tube_unref(&e->tubes, t);
@@ -254,7 +254,7 @@ int policy_check(Engine *e, Job *j)
     exp = queue_expiry_of(j);
     if (!exp || exp > e->now)
         return 0;
-    if (j->ext && j->ext->expires > e->now)
+    if (job_ext(j) && job_ext(j)->expires > e->now)
         return 0; /* a move that failed waits for its retry */
     if (queue_age_member(j) && j->tube->age_retry_at > e->now)
         return 0; /* the same, for the jobs of the age ring */
@@ -292,7 +292,7 @@ static int expire_age_front(Engine *e, Tube *t)
         /* It expires when it comes back (engine.c checks then), from the
          * heap's side. */
         age_ring_pop(&t->age, 1);
-        j->ext->unaged = 1;
+        job_ext(j)->unaged = 1;
         return 0;
     }
     expire_now(e, j); /* deleted or moved: its entry went stale */
@@ -309,7 +309,7 @@ uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget)
     tube_ref(t);
     while (n < budget) {
         Job *j = heap_top(&t->expiry);
-        int64_t heap_at = j ? j->ext->expires : INT64_MAX, ring_at = age_due(t);
+        int64_t heap_at = j ? job_ext(j)->expires : INT64_MAX, ring_at = age_due(t);
 
         if (ring_at <= e->now && ring_at <= heap_at) {
             n++;
@@ -336,7 +336,7 @@ void policy_expire_all(Engine *e)
         Tube *t = e->tubes.list[i];
         const Job *j = heap_top(&t->expiry);
 
-        if ((j && j->ext->expires <= e->now) || age_due(t) <= e->now) {
+        if ((j && job_ext(j)->expires <= e->now) || age_due(t) <= e->now) {
             size_t before = e->tubes.len;
             policy_expire_due(e, t, UINT64_MAX);
             if (e->tubes.len < before)
@@ -349,8 +349,8 @@ void policy_expire_all(Engine *e)
 
 static void unage_one(Job *j)
 {
-    if (j->ext)
-        j->ext->unaged = 1;
+    if (job_ext(j))
+        job_ext(j)->unaged = 1;
 }
 
 /* Every job of t takes the heap's side of expiry (queue.h). */
@@ -524,9 +524,9 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         memcpy(job_body_mut(copy), job_body(j), j->body_size);
         copy->pri = j->pri;
         copy->ttr = j->ttr;
-        copy->created = e->now;
+        job_set_created(copy, e->now);
         if (x->delay)
-            copy->ext->delay = x->delay;
+            job_ext(copy)->delay = x->delay;
         copy->tube = c;
         if (binlog_reserve_put(e, copy) < 0 || queue_add(e, copy, c) == -2) {
             queue_job_free(e, copy);

@@ -56,14 +56,14 @@ void queue_detach(Engine *e, Job *j)
         if (j->spilled)
             spill_note(e, j);
         heap_remove(&e->ttr, j->heap_pos);
-        list_remove(&j->ext->link);
-        j->ext->owner = NULL;
+        list_remove(&job_ext(j)->link);
+        job_ext(j)->owner = NULL;
         e->jobs_ct.reserved--;
         t->reserved_ct--;
         t->reserved_bytes -= j->body_size;
         break;
     case JOB_BURIED:
-        list_remove(&j->ext->link);
+        list_remove(&job_ext(j)->link);
         e->jobs_ct.buried--;
         t->buried_ct--;
         break;
@@ -106,8 +106,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
         return enqueue_delayed(e, j, delay);
     if (heap_insert(&t->ready, j) < 0)
         return -1;
-    if (j->ext)
-        j->ext->ready_since = e->now;
+    if (job_ext(j))
+        job_ext(j)->ready_since = e->now;
     j->state = JOB_READY;
     count_ready(e, j, 1);
     if (t->oldest)
@@ -120,8 +120,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
-    j->ext->bury_seq = ++j->tube->bury_seq;
-    list_insert_tail(&j->tube->buried, &j->ext->link);
+    job_ext(j)->bury_seq = ++j->tube->bury_seq;
+    list_insert_tail(&j->tube->buried, &job_ext(j)->link);
     e->jobs_ct.buried++;
     j->tube->buried_ct++;
     if (j->tube->oldest)
@@ -174,15 +174,15 @@ void queue_relocate(Engine *e, Job *old, Job *n)
     n->reading = 0;
     job_table_remove(&e->jobs, old);
     job_table_insert(&e->jobs, n);
-    if (n->ext)
-        n->ext->job = n;
+    if (job_ext(n))
+        job_ext(n)->job = n;
     if (n->state == JOB_READY)
         t->ready.items[n->heap_pos] = n;
     else if (n->state == JOB_DELAYED)
         t->delay.items[n->heap_pos] = n;
-    if (n->ext && n->ext->expires)
-        t->expiry.items[n->ext->exp_pos] = n;
-    old->ext = NULL; /* n has it now */
+    if (job_ext(n) && job_ext(n)->expires)
+        t->expiry.items[job_ext(n)->exp_pos] = n;
+    job_ext_forget(old); /* n has it now */
     queue_job_free(e, old);
 }
 
@@ -198,7 +198,7 @@ void queue_job_free(Engine *e, Job *j)
 int64_t queue_expiry_of(const Job *j)
 {
     const JobExt *x = job_ext_view(j);
-    int64_t entered = x->entered ? x->entered : j->created, exp = x->exptime;
+    int64_t entered = x->entered ? x->entered : job_created(j), exp = x->exptime;
     uint64_t age = j->tube->pol.max_age_ms;
 
     if (age) {
@@ -229,7 +229,7 @@ static int age_join(Engine *e, Job *j)
     AgeCtx c = {e, t};
     int first = age_ring_front(&t->age) == NULL;
 
-    if (age_ring_push(&t->age, j->id, j->created, queue_age_valid, &c, AGE_STEPS) < 0)
+    if (age_ring_push(&t->age, j->id, job_created(j), queue_age_valid, &c, AGE_STEPS) < 0)
         return -1;
     if (first && tube_timer_update(&e->tubes, t) < 0) {
         age_ring_unpush(&t->age);
@@ -242,7 +242,7 @@ int queue_expiry_update(Engine *e, Job *j)
 {
     Heap *h = &j->tube->expiry;
     int64_t exp;
-    JobExt *x = j->ext;
+    JobExt *x = job_ext(j);
 
     if (queue_age_member(j))
         return 0;
@@ -288,9 +288,9 @@ void queue_expiry_remove(Engine *e, Job *j)
         age_ring_left(&j->tube->age);
         return;
     }
-    if (j->ext && j->ext->expires) {
-        heap_remove(&j->tube->expiry, j->ext->exp_pos);
-        j->ext->expires = 0;
+    if (job_ext(j) && job_ext(j)->expires) {
+        heap_remove(&j->tube->expiry, job_ext(j)->exp_pos);
+        job_ext(j)->expires = 0;
         tube_timer_update(&e->tubes, j->tube); /* removal: cannot fail */
     }
 }
@@ -299,7 +299,7 @@ void queue_expiry_remove(Engine *e, Job *j)
  * age ring when it expires max_age after it was made, else the heap. */
 static int expiry_join(Engine *e, Job *j)
 {
-    JobExt *x = j->ext;
+    JobExt *x = job_ext(j);
 
     if (j->tube->pol.max_age_ms && (!x || (!x->exptime && !x->entered))) {
         if (x)
@@ -389,7 +389,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
 
 void queue_touch(Engine *e, Job *j)
 {
-    j->ext->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    job_ext(j)->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_fix(&e->ttr, j->heap_pos);
 }
 
@@ -409,7 +409,7 @@ int queue_kick_job(Engine *e, Job *j)
             queue_bury(e, j);
         return -1;
     }
-    j->ext->kicks++;
+    job_ext(j)->kicks++;
     return 0;
 }
 
@@ -468,8 +468,8 @@ int64_t queue_next_due(const Engine *e)
 
     if (t)
         due = t->timer_at;
-    if (j && j->ext->deadline < due)
-        due = j->ext->deadline;
+    if (j && job_ext(j)->deadline < due)
+        due = job_ext(j)->deadline;
     return due;
 }
 
@@ -483,9 +483,9 @@ void queue_expiry_reset(Engine *e, Tube *t)
      * age member too: the ring is gone). */
     for (size_t i = 0; i < e->ttr.len; i++) {
         Job *j = e->ttr.items[i];
-        if (j->tube == t && (j->ext->expires || queue_age_member(j))) {
-            j->ext->expires = 0;
-            j->ext->unaged = 1;
+        if (j->tube == t && (job_ext(j)->expires || queue_age_member(j))) {
+            job_ext(j)->expires = 0;
+            job_ext(j)->unaged = 1;
             queue_expiry_update(e, j);
         }
     }

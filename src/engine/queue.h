@@ -51,7 +51,7 @@ int64_t queue_expiry_of(const Job *j);
  * without a JobExt in a tube with max_age is always a member. */
 static inline int queue_age_member(const Job *j)
 {
-    return j->tube->pol.max_age_ms && (!j->ext || !j->ext->unaged);
+    return j->tube->pol.max_age_ms && (!job_ext(j) || !job_ext(j)->unaged);
 }
 /* Is ring entry a of ctx's tube still a member? (an AgeValid) */
 typedef struct AgeCtx {

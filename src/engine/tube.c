@@ -177,11 +177,11 @@ static int64_t tube_due(const Tube *t)
     const AgeEntry *a;
 
     if (j)
-        due = j->ext->deadline;
+        due = job_ext(j)->deadline;
     if (t->pause && t->unpause_at < due)
         due = t->unpause_at;
-    if ((j = heap_top(&t->expiry)) && j->ext->expires < due)
-        due = j->ext->expires;
+    if ((j = heap_top(&t->expiry)) && job_ext(j)->expires < due)
+        due = job_ext(j)->expires;
     if (t->pol.max_age_ms && (a = age_ring_front(&t->age))) {
         int64_t at = a->created + (int64_t)t->pol.max_age_ms * NS_PER_MSEC;
         if (at < t->age_retry_at)

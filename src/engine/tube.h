@@ -111,7 +111,7 @@ static inline int job_dead(const Job *j)
                   : j->state == JOB_DELAYED ? &j->tube->delay : NULL;
 
     if (j->state == JOB_BURIED)
-        return j->ext->bury_seq <= j->tube->flushed_bury_seq;
+        return job_ext(j)->bury_seq <= j->tube->flushed_bury_seq;
     return h && !(j->heap_pos < h->len && h->items[j->heap_pos] == j);
 }
 
