@@ -232,9 +232,10 @@ static void expire_now(Engine *e, Job *j)
              * and is tried again in a second. */
             log_warn("tube %s: cannot move expired job %llu to %s (full); retrying",
                      t->name, (unsigned long long)j->id, t->pol.move_expired_to);
-            if (queue_age_member(j))
+            if (queue_age_member(j)) {
                 t->age_retry_at = e->now + NS_PER_SEC; /* the ring's front waits */
-            else if (job_ext(j) && job_ext(j)->expires)
+                tube_timer_update(&e->tubes, t); /* timed already: cannot fail */
+            } else if (job_ext(j) && job_ext(j)->expires)
                 retry_later(e, j);
         }
         tube_unref(&e->tubes, t);
@@ -285,20 +286,19 @@ static int expire_age_front(Engine *e, Tube *t)
 
     if (!queue_age_valid(&c, &a)) {
         age_ring_pop(&t->age, 0);
-        return 0;
-    }
-    j = job_table_find(&e->jobs, a.id);
-    if (j->state == JOB_RESERVED) {
+    } else if ((j = job_table_find(&e->jobs, a.id))->state == JOB_RESERVED) {
         /* It expires when it comes back (engine.c checks then), from the
          * heap's side. */
         age_ring_pop(&t->age, 1);
         job_ext(j)->unaged = 1;
-        return 0;
+    } else {
+        expire_now(e, j); /* deleted or moved: its entry went stale */
+        if (queue_age_valid(&c, &a))
+            return -1; /* still here: the move failed, retried in a second */
+        age_ring_pop(&t->age, 0);
     }
-    expire_now(e, j); /* deleted or moved: its entry went stale */
-    if (queue_age_valid(&c, &a))
-        return -1; /* still here: the move failed, retried in a second */
-    age_ring_pop(&t->age, 0);
+    /* A new front: the tube is timed already, so this cannot fail. */
+    tube_timer_update(&e->tubes, t);
     return 0;
 }
 
@@ -381,10 +381,11 @@ static void rekey(Engine *e, Tube *t, uint64_t old_age)
          * (policy_reload_prepare() gave each its JobExt). */
         unage(e, t);
     }
+    /* A new max_age, or none, moves the ring's due time (room for the
+     * timer heap was made by policy_reload_prepare()). */
+    tube_timer_update(&e->tubes, t);
     if (!t->pol.max_age_ms && !t->expiry.len)
         return;
-    /* A new max_age moves the ring's front too. */
-    tube_timer_update(&e->tubes, t);
     for (size_t i = 0; i < t->ready.len; i++)
         queue_expiry_update(e, t->ready.items[i]);
     for (size_t i = 0; i < t->delay.len; i++)

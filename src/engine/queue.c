@@ -227,11 +227,16 @@ static int age_join(Engine *e, Job *j)
 {
     Tube *t = j->tube;
     AgeCtx c = {e, t};
-    int first = age_ring_front(&t->age) == NULL;
+    const AgeEntry *f = age_ring_front(&t->age);
+    uint64_t front = f ? f->id : 0;
 
     if (age_ring_push(&t->age, j->id, job_created(j), queue_age_valid, &c, AGE_STEPS) < 0)
         return -1;
-    if (first && tube_timer_update(&e->tubes, t) < 0) {
+    /* The tube's timer follows the front: this job's, or a later one if
+     * the compaction dropped stale entries there. Only a tube whose ring
+     * was empty is not timed yet and may fail to be (then the ring is
+     * empty again). */
+    if (age_ring_front(&t->age)->id != front && tube_timer_update(&e->tubes, t) < 0) {
         age_ring_unpush(&t->age);
         return -1;
     }
