@@ -102,11 +102,12 @@ void age_ring_unpush(AgeRing *r)
 {
     if (age_ring_len(r) == 0)
         return;
-    if (!compacting(r))
+    if (!compacting(r)) {
         r->cw = r->cr = r->tail - 1;
-    else if (r->cr == r->tail)
-        r->cr--; /* cannot happen: a compaction ends when cr meets tail */
-    r->tail--;
+        r->tail--;
+    } else if (--r->tail == r->cr) {
+        r->tail = r->cr = r->cw; /* nothing left to compact */
+    }
     age_ring_left(r);
 }
 

@@ -49,7 +49,8 @@ typedef int (*AgeValid)(void *arg, const AgeEntry *a);
  * a compaction runs, `steps` entries of it with valid(). */
 int age_ring_push(AgeRing *r, uint64_t id, int64_t created, AgeValid valid, void *arg,
                   unsigned steps);
-/* Take back the entry just pushed (a put that failed after it). */
+/* Take back the entry just pushed, still live (a put that failed after
+ * it). */
 void age_ring_unpush(AgeRing *r);
 /* The oldest entry, or NULL when empty. */
 const AgeEntry *age_ring_front(const AgeRing *r);

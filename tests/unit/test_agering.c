@@ -189,6 +189,46 @@ START_TEST(push_fails_cleanly)
 }
 END_TEST
 
+/* unpush during a compaction: the entry goes and the order holds, also
+ * when it was the last one the compaction had still to look at. */
+START_TEST(unpush_while_compacting)
+{
+    AgeRing r = {0};
+    uint64_t id;
+
+    for (id = 1; id <= 600; id++) {
+        live_ids[id] = 1;
+        ck_assert_int_eq(age_ring_push(&r, id, 0, valid, NULL, 0), 0);
+        if (id > 1) { /* all but the first go stale */
+            live_ids[id] = 0;
+            age_ring_left(&r);
+        }
+    }
+    /* 600 entries, 1 live: the next push starts a compaction. */
+    live_ids[id] = 1;
+    ck_assert_int_eq(age_ring_push(&r, id, 0, valid, NULL, 1), 0);
+    ck_assert(r.cw != r.tail);
+    age_ring_unpush(&r);
+    live_ids[id] = 0;
+    ck_assert_uint_eq(r.live, 1);
+    /* A push whose steps leave only itself to look at, taken back: that
+     * ends the compaction. */
+    {
+        size_t remaining = r.tail - r.cr;
+        ck_assert_int_eq(age_ring_push(&r, ++id, 0, valid, NULL, (unsigned)remaining), 0);
+        ck_assert(r.cw != r.tail);
+        ck_assert_uint_eq(r.tail - r.cr, 1);
+        age_ring_unpush(&r);
+    }
+    ck_assert(r.cw == r.tail && r.cr == r.tail); /* over */
+    ck_assert_uint_eq(r.live, 1);
+    ck_assert_uint_eq(age_ring_len(&r), 1); /* the stale ones are gone */
+    ck_assert_uint_eq(age_ring_front(&r)->id, 1);
+    live_ids[1] = 0;
+    age_ring_clear(&r);
+}
+END_TEST
+
 /* unpush takes back the last entry; a drained ring gives its memory back. */
 START_TEST(unpush_and_memory)
 {
@@ -228,6 +268,7 @@ static Suite *agering_suite(void)
     tcase_add_loop_test(tc, random_walk, 0, 3);
     tcase_add_test(tc, push_fails_cleanly);
     tcase_add_test(tc, unpush_and_memory);
+    tcase_add_test(tc, unpush_while_compacting);
     suite_add_tcase(s, tc);
     return s;
 }
