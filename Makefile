@@ -173,6 +173,7 @@ fuzz:
 bench: all
 	bash tests/bench/run.sh
 	python3 tests/bench/policies.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
+	python3 tests/bench/drainrss.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 	BUILD=$(BUILD) bash tests/bench/readbehind.sh

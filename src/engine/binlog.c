@@ -85,7 +85,7 @@ static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
     r->state = j->state == JOB_RESERVED ? JOB_READY : j->state;
     if (j->state == JOB_DELAYED)
         r->deadline_wall = wall_of(e, x->deadline);
-    r->created_wall = wall_of(e, j->created);
+    r->created_wall = wall_of(e, job_created(j));
     r->reserves = x->reserves;
     r->timeouts = x->timeouts;
     r->releases = x->releases;
@@ -97,7 +97,7 @@ static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
     r->body_size = j->body_size;
     if (type == BL_JOB && (x->entered || x->exptime)) {
         r->type = BL_JOBX;
-        r->entered_wall = wall_of(e, x->entered ? x->entered : j->created);
+        r->entered_wall = wall_of(e, x->entered ? x->entered : job_created(j));
         r->exptime_wall = x->exptime ? wall_of(e, x->exptime) : 0;
     }
 }

@@ -142,7 +142,7 @@ static int apply_state(Replay *rp, Job *j, const BlRecord *r)
 {
     Engine *e = rp->e;
     int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
-    JobExt *x = j->ext;
+    JobExt *x = job_ext(j);
 
     if (!x && needs_ext(r, state) && !(x = job_ext_get(j)))
         return -1;
@@ -273,7 +273,7 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
         return out_of_memory(rp);
     }
     j->ttr = r->ttr ? r->ttr : 1;
-    j->created = bl_mono_of(r->created_wall, rp->wall_now, e->now);
+    job_set_created(j, bl_mono_of(r->created_wall, rp->wall_now, e->now));
     j->file = index;
     j->tube = t;
     tube_ref(t);

@@ -147,7 +147,7 @@ static void tick_tubes(Engine *e)
         Job *j;
 
         tube_ref(t); /* promoting its last job must not free it under us */
-        while ((j = heap_top(&t->delay)) && j->ext->deadline <= e->now) {
+        while ((j = heap_top(&t->delay)) && job_ext(j)->deadline <= e->now) {
             queue_detach(e, j);
             if (queue_enqueue(e, j, 0) < 0)
                 queue_bury(e, j);
@@ -173,10 +173,10 @@ static void time_out(Engine *e, Job *j)
     uint32_t limit = t->pol.max_timeouts;
 
     queue_detach(e, j);
-    j->ext->timeouts++;
+    job_ext(j)->timeouts++;
     e->job_timeouts++;
     t->total_timeouts++;
-    if (limit && j->ext->timeouts >= limit && binlog_reserve_state(e) == 0) {
+    if (limit && job_ext(j)->timeouts >= limit && binlog_reserve_state(e) == 0) {
         queue_bury(e, j);
         binlog_state(e, j);
         return;
@@ -189,7 +189,7 @@ static void tick_ttrs(Engine *e)
 {
     Job *j;
 
-    while ((j = heap_top(&e->ttr)) && j->ext->deadline <= e->now) {
+    while ((j = heap_top(&e->ttr)) && job_ext(j)->deadline <= e->now) {
         uint64_t id = j->id;
         time_out(e, j);
         came_back(e, id);
@@ -321,14 +321,14 @@ Job *engine_job_new(Engine *e, const Tube *t, uint32_t body_size, uint32_t pri,
             queue_job_free(e, j);
             return NULL;
         }
-        j->ext->delay = delay;
+        job_ext(j)->delay = delay;
     }
     /* The job goes in the table once its body is in: fetch its bucket now
      * so that insert does not wait on memory. */
     job_table_prefetch(&e->jobs, j->id);
     j->pri = pri;
     j->ttr = ttr ? ttr : 1;
-    j->created = e->now;
+    job_set_created(j, e->now);
     return j;
 }
 
@@ -362,7 +362,7 @@ static Job *reserved_by(Engine *e, Worker *w, uint64_t id)
 {
     Job *j = job_table_find(&e->jobs, id);
 
-    return j && j->state == JOB_RESERVED && j->ext->owner == w ? j : NULL;
+    return j && j->state == JOB_RESERVED && job_ext(j)->owner == w ? j : NULL;
 }
 
 /* The common start of release and bury: the job is w's, and the binlog
@@ -381,7 +381,7 @@ EngineResult engine_delete(Engine *e, Worker *by, uint64_t id)
 {
     Job *j = engine_find(e, id); /* an expired job is not there to delete */
 
-    if (!j || (j->state == JOB_RESERVED && j->ext->owner != by))
+    if (!j || (j->state == JOB_RESERVED && job_ext(j)->owner != by))
         return ENG_NOT_FOUND;
     j->tube->cmd_delete++;
     binlog_delete(e, j);
@@ -398,8 +398,8 @@ EngineResult engine_release(Engine *e, Worker *by, uint64_t id, uint32_t pri,
     if (r != ENG_OK)
         return r;
     j->pri = pri;
-    j->ext->delay = delay;
-    j->ext->releases++;
+    job_ext(j)->delay = delay;
+    job_ext(j)->releases++;
     if (queue_enqueue(e, j, delay) < 0) {
         queue_bury(e, j);
         r = ENG_BURIED;
@@ -417,7 +417,7 @@ EngineResult engine_bury(Engine *e, Worker *by, uint64_t id, uint32_t pri)
     if (r != ENG_OK)
         return r;
     j->pri = pri;
-    j->ext->buries++;
+    job_ext(j)->buries++;
     queue_bury(e, j);
     binlog_state(e, j);
     came_back(e, id);
@@ -526,7 +526,7 @@ uint64_t engine_oldest_ready_age(const Engine *e, const Tube *t)
     if (!j)
         return 0;
     x = job_ext_view(j);
-    since = x->ready_since ? x->ready_since : x->entered ? x->entered : j->created;
+    since = x->ready_since ? x->ready_since : x->entered ? x->entered : job_created(j);
     return e->now > since ? (uint64_t)((e->now - since) / NS_PER_SEC) : 0;
 }
 

@@ -39,7 +39,7 @@ static int set_state(Engine *e, Job *j, const BlRecord *r)
     int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
     int need = state != JOB_READY || r->delay || r->reserves || r->timeouts ||
                r->releases || r->buries || r->kicks || r->type == BL_JOBX;
-    JobExt *x = j->ext;
+    JobExt *x = job_ext(j);
 
     if (!x && need && !(x = job_ext_get(j)))
         return -1;
@@ -83,7 +83,7 @@ static int apply_job(Engine *e, const BlRecord *r)
     }
     memcpy(job_body_mut(j), r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
-    j->created = mono_of(e, r->created_wall);
+    job_set_created(j, mono_of(e, r->created_wall));
     j->tube = t;
     if (set_state(e, j, r) < 0 || binlog_reserve_put(e, j) < 0) {
         queue_job_free(e, j);
@@ -126,7 +126,7 @@ static int apply_state(Engine *e, const BlRecord *r)
     if (binlog_reserve_state(e) < 0)
         return -1;
     full = *r;
-    if (j->ext && j->ext->exptime)
+    if (job_ext(j) && job_ext(j)->exptime)
         full.type = BL_STATE; /* keep its clocks: set_state only sets K's */
     queue_detach(e, j);
     if (set_state(e, j, &full) < 0 || queue_place(e, j) < 0) {
@@ -260,7 +260,7 @@ void engine_set_passive(Engine *e, int on)
             Tube *t = e->tubes.list[i];
             for (size_t k = 0; k < t->expiry.len; k++) {
                 Job *j = t->expiry.items[k];
-                j->ext->expires = 0;
+                job_ext(j)->expires = 0;
             }
             t->expiry.len = 0;
             tube_timer_update(&e->tubes, t); /* a removal: cannot fail */

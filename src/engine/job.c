@@ -8,7 +8,7 @@
 /* A spilled job's slot: a record offset or a JobBody pointer. */
 #define SLOT 8
 
-_Static_assert(offsetof(Job, body) == 60, "the job header grew");
+_Static_assert(offsetof(Job, body) == 52, "the job header grew");
 
 static size_t job_size(uint32_t body_size)
 {
@@ -133,7 +133,7 @@ void job_free(Job *j)
 {
     if (!j)
         return;
-    slab_free(j->ext, sizeof *j->ext);
+    slab_free(job_ext(j), sizeof(JobExt));
     if (j->spilled && j->loaded)
         tb_free(slot_body(j));
     slab_free(j, job_alloc_size(j));
@@ -141,22 +141,31 @@ void job_free(Job *j)
 
 JobExt *job_ext_get(Job *j)
 {
-    if (j->ext)
-        return j->ext;
-    j->ext = slab_alloc(sizeof *j->ext);
-    if (!j->ext)
+    JobExt *x = job_ext(j);
+
+    if (x)
+        return x;
+    if (!(x = slab_alloc(sizeof *x)))
         return NULL;
-    memset(j->ext, 0, sizeof *j->ext);
-    list_init(&j->ext->link);
-    j->ext->job = j;
-    return j->ext;
+    memset(x, 0, sizeof *x);
+    list_init(&x->link);
+    x->job = j;
+    x->created = job_created(j);
+    j->xc = (uintptr_t)x;
+    return x;
+}
+
+void job_ext_forget(Job *j)
+{
+    j->xc = 0; /* no JobExt: its created is not needed any more */
 }
 
 const JobExt *job_ext_view(const Job *j)
 {
     static const JobExt none;
+    const JobExt *x = job_ext(j);
 
-    return j->ext ? j->ext : &none;
+    return x ? x : &none;
 }
 
 const char *job_state_name(JobState s)
@@ -232,9 +241,10 @@ int job_ready_less(const void *a, const void *b)
 int job_deadline_less(const void *a, const void *b)
 {
     const Job *x = a, *y = b;
+    int64_t dx = job_ext(x)->deadline, dy = job_ext(y)->deadline;
 
-    if (x->ext->deadline != y->ext->deadline)
-        return x->ext->deadline < y->ext->deadline;
+    if (dx != dy)
+        return dx < dy;
     return x->id < y->id;
 }
 
@@ -246,13 +256,14 @@ void job_set_heap_pos(void *x, size_t pos)
 int job_expiry_less(const void *a, const void *b)
 {
     const Job *x = a, *y = b;
+    int64_t ex = job_ext(x)->expires, ey = job_ext(y)->expires;
 
-    if (x->ext->expires != y->ext->expires)
-        return x->ext->expires < y->ext->expires;
+    if (ex != ey)
+        return ex < ey;
     return x->id < y->id;
 }
 
 void job_set_exp_pos(void *x, size_t pos)
 {
-    ((Job *)x)->ext->exp_pos = (uint32_t)pos;
+    job_ext(x)->exp_pos = (uint32_t)pos;
 }

@@ -157,6 +157,7 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
     j->tube = dst;
     dst->cur_bytes += j->body_size;
     x->entered = e->now;
+    x->unaged = 1; /* its clock restarted: the heap's side (queue.h) */
     if (to_ready || was == JOB_READY) {
         if (queue_enqueue(e, j, 0) < 0)
             queue_bury(e, j);
@@ -186,8 +187,8 @@ int policy_move(Engine *e, Job *j, Tube *dst, int to_ready)
 
 static void retry_later(Engine *e, Job *j)
 {
-    j->ext->expires = e->now + NS_PER_SEC;
-    heap_fix(&j->tube->expiry, j->ext->exp_pos);
+    job_ext(j)->expires = e->now + NS_PER_SEC;
+    heap_fix(&j->tube->expiry, job_ext(j)->exp_pos);
     tube_timer_update(&e->tubes, j->tube);
 }
 
@@ -201,17 +202,17 @@ static int move_expired(Engine *e, Job *j)
 {
     const char *to = j->tube->pol.move_expired_to;
     Tube *dst = tubes_get(&e->tubes, to, strlen(to));
-    int64_t exptime = j->ext ? j->ext->exptime : 0;
+    int64_t exptime = job_ext(j) ? job_ext(j)->exptime : 0;
     int r;
 
     if (!dst)
         return -1;
     tube_ref(dst); /* created just now, it must outlive a failed move */
     if (exptime)
-        j->ext->exptime = 0;
+        job_ext(j)->exptime = 0;
     r = policy_move(e, j, dst, 1);
     if (r < 0 && exptime)
-        j->ext->exptime = exptime;
+        job_ext(j)->exptime = exptime;
     tube_unref(&e->tubes, dst);
     return r;
 }
@@ -231,7 +232,10 @@ static void expire_now(Engine *e, Job *j)
              * and is tried again in a second. */
             log_warn("tube %s: cannot move expired job %llu to %s (full); retrying",
                      t->name, (unsigned long long)j->id, t->pol.move_expired_to);
-            if (j->ext && j->ext->expires)
+            if (queue_age_member(j)) {
+                t->age_retry_at = e->now + NS_PER_SEC; /* the ring's front waits */
+                tube_timer_update(&e->tubes, t); /* timed already: cannot fail */
+            } else if (job_ext(j) && job_ext(j)->expires)
                 retry_later(e, j);
         }
         tube_unref(&e->tubes, t);
@@ -251,19 +255,69 @@ int policy_check(Engine *e, Job *j)
     exp = queue_expiry_of(j);
     if (!exp || exp > e->now)
         return 0;
-    if (j->ext && j->ext->expires > e->now)
+    if (job_ext(j) && job_ext(j)->expires > e->now)
         return 0; /* a move that failed waits for its retry */
+    if (queue_age_member(j) && j->tube->age_retry_at > e->now)
+        return 0; /* the same, for the jobs of the age ring */
     expire_now(e, j);
     return 1;
+}
+
+/* When the front of t's age ring is due, INT64_MAX if never. */
+static int64_t age_due(const Tube *t)
+{
+    const AgeEntry *a = t->pol.max_age_ms ? age_ring_front(&t->age) : NULL;
+    int64_t at;
+
+    if (!a)
+        return INT64_MAX;
+    at = a->created + (int64_t)t->pol.max_age_ms * NS_PER_MSEC;
+    return at < t->age_retry_at ? t->age_retry_at : at;
+}
+
+/* The front of t's age ring is due: expire its job, or drop the entry if
+ * it is stale. 0, or -1 when the front must wait (a move failed: then
+ * t->age_retry_at says until when). */
+static int expire_age_front(Engine *e, Tube *t)
+{
+    AgeCtx c = {e, t};
+    AgeEntry a = *age_ring_front(&t->age);
+    Job *j;
+
+    if (!queue_age_valid(&c, &a)) {
+        age_ring_pop(&t->age, 0);
+    } else if ((j = job_table_find(&e->jobs, a.id))->state == JOB_RESERVED) {
+        /* It expires when it comes back (engine.c checks then), from the
+         * heap's side. */
+        age_ring_pop(&t->age, 1);
+        job_ext(j)->unaged = 1;
+    } else {
+        expire_now(e, j); /* deleted or moved: its entry went stale */
+        if (queue_age_valid(&c, &a))
+            return -1; /* still here: the move failed, retried in a second */
+        age_ring_pop(&t->age, 0);
+    }
+    /* A new front: the tube is timed already, so this cannot fail. */
+    tube_timer_update(&e->tubes, t);
+    return 0;
 }
 
 uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget)
 {
     uint64_t n = 0;
-    Job *j;
 
     tube_ref(t);
-    while (n < budget && (j = heap_top(&t->expiry)) && j->ext->expires <= e->now) {
+    while (n < budget) {
+        Job *j = heap_top(&t->expiry);
+        int64_t heap_at = j ? job_ext(j)->expires : INT64_MAX, ring_at = age_due(t);
+
+        if (ring_at <= e->now && ring_at <= heap_at) {
+            n++;
+            expire_age_front(e, t); /* if it must wait, age_due() says so */
+            continue;
+        }
+        if (heap_at > e->now)
+            break;
         n++;
         if (j->state == JOB_RESERVED) {
             /* It expires when it comes back (engine.c checks then). */
@@ -284,7 +338,7 @@ void policy_expire_all(Engine *e)
         Tube *t = e->tubes.list[i];
         const Job *j = heap_top(&t->expiry);
 
-        if (j && j->ext->expires <= e->now) {
+        if ((j && job_ext(j)->expires <= e->now) || age_due(t) <= e->now) {
             size_t before = e->tubes.len;
             policy_expire_due(e, t, UINT64_MAX);
             if (e->tubes.len < before)
@@ -295,11 +349,43 @@ void policy_expire_all(Engine *e)
 
 /* ---- reload ------------------------------------------------------------- */
 
+static void unage_one(Job *j)
+{
+    if (job_ext(j))
+        job_ext(j)->unaged = 1;
+}
+
+/* Every job of t takes the heap's side of expiry (queue.h). */
+static void unage(Engine *e, Tube *t)
+{
+    for (size_t i = 0; i < t->ready.len; i++)
+        unage_one(t->ready.items[i]);
+    for (size_t i = 0; i < t->delay.len; i++)
+        unage_one(t->delay.items[i]);
+    for (List *l = t->buried.next; l != &t->buried; l = l->next)
+        unage_one(job_of_link(l));
+    for (size_t i = 0; i < e->ttr.len; i++)
+        if (((Job *)e->ttr.items[i])->tube == t)
+            unage_one(e->ttr.items[i]);
+}
+
 /* Every job of t may gain, lose or change its expiry. queue_expiry_update()
  * touches only the expiry and timer heaps, so the jobs are visited where
  * they are. It cannot fail: policy_reload_prepare() made the room. */
-static void rekey(Engine *e, Tube *t)
+static void rekey(Engine *e, Tube *t, uint64_t old_age)
 {
+    if (!t->pol.max_age_ms) {
+        /* No max_age: no ring; its members' markers mean nothing now. */
+        age_ring_clear(&t->age);
+        t->age_retry_at = 0;
+    } else if (!old_age) {
+        /* max_age from now on: the jobs there already take the heap's side
+         * (policy_reload_prepare() gave each its JobExt). */
+        unage(e, t);
+    }
+    /* A new max_age, or none, moves the ring's due time (room for the
+     * timer heap was made by policy_reload_prepare()). */
+    tube_timer_update(&e->tubes, t);
     if (!t->pol.max_age_ms && !t->expiry.len)
         return;
     for (size_t i = 0; i < t->ready.len; i++)
@@ -323,11 +409,13 @@ int policy_reload_prepare(Engine *e, const ConfFile *next)
         if (!p.max_age_ms || p.max_age_ms == t->pol.max_age_ms)
             continue;
         /* Each of its jobs may enter the expiry heap: room for all, and
-         * the JobExt that holds the time (only a ready job may lack one). */
+         * the JobExt that holds the time (only a ready job may lack one).
+         * A tube with a max_age already keeps its age ring's jobs there,
+         * in the same order under any max_age: they need neither. */
         if (heap_reserve(&t->expiry, t->ready.len + t->delay.len + t->buried_ct +
                                          t->reserved_ct) < 0)
             return -1;
-        for (size_t k = 0; k < t->ready.len; k++)
+        for (size_t k = 0; k < t->ready.len && !t->pol.max_age_ms; k++)
             if (!job_ext_get(t->ready.items[k]))
                 return -1;
     }
@@ -348,8 +436,9 @@ void policy_reload(Engine *e)
 
         conf_policy(e->cfg->conf, t->name, t->name_len, e->cfg->max_job_size, &p);
         if (p.max_age_ms && p.max_age_ms != t->pol.max_age_ms) {
+            uint64_t old = t->pol.max_age_ms;
             memcpy(&t->pol, &p, sizeof p); /* bytes and all, as conf_policy() */
-            rekey(e, t);
+            rekey(e, t, old);
         }
     }
     for (size_t i = 0; i < e->tubes.len; i++) {
@@ -358,7 +447,7 @@ void policy_reload(Engine *e)
 
         resolve(e, t);
         if (age != t->pol.max_age_ms)
-            rekey(e, t);
+            rekey(e, t, age);
     }
     /* Read-behind: a tube now over its budget spills what it holds, a
      * batch per loop iteration (engine.c). */
@@ -438,9 +527,9 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         memcpy(job_body_mut(copy), job_body(j), j->body_size);
         copy->pri = j->pri;
         copy->ttr = j->ttr;
-        copy->created = e->now;
+        job_set_created(copy, e->now);
         if (x->delay)
-            copy->ext->delay = x->delay;
+            job_ext(copy)->delay = x->delay;
         copy->tube = c;
         if (binlog_reserve_put(e, copy) < 0 || queue_add(e, copy, c) == -2) {
             queue_job_free(e, copy);

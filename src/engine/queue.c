@@ -56,14 +56,14 @@ void queue_detach(Engine *e, Job *j)
         if (j->spilled)
             spill_note(e, j);
         heap_remove(&e->ttr, j->heap_pos);
-        list_remove(&j->ext->link);
-        j->ext->owner = NULL;
+        list_remove(&job_ext(j)->link);
+        job_ext(j)->owner = NULL;
         e->jobs_ct.reserved--;
         t->reserved_ct--;
         t->reserved_bytes -= j->body_size;
         break;
     case JOB_BURIED:
-        list_remove(&j->ext->link);
+        list_remove(&job_ext(j)->link);
         e->jobs_ct.buried--;
         t->buried_ct--;
         break;
@@ -106,8 +106,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
         return enqueue_delayed(e, j, delay);
     if (heap_insert(&t->ready, j) < 0)
         return -1;
-    if (j->ext)
-        j->ext->ready_since = e->now;
+    if (job_ext(j))
+        job_ext(j)->ready_since = e->now;
     j->state = JOB_READY;
     count_ready(e, j, 1);
     if (t->oldest)
@@ -120,8 +120,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
-    j->ext->bury_seq = ++j->tube->bury_seq;
-    list_insert_tail(&j->tube->buried, &j->ext->link);
+    job_ext(j)->bury_seq = ++j->tube->bury_seq;
+    list_insert_tail(&j->tube->buried, &job_ext(j)->link);
     e->jobs_ct.buried++;
     j->tube->buried_ct++;
     if (j->tube->oldest)
@@ -174,15 +174,15 @@ void queue_relocate(Engine *e, Job *old, Job *n)
     n->reading = 0;
     job_table_remove(&e->jobs, old);
     job_table_insert(&e->jobs, n);
-    if (n->ext)
-        n->ext->job = n;
+    if (job_ext(n))
+        job_ext(n)->job = n;
     if (n->state == JOB_READY)
         t->ready.items[n->heap_pos] = n;
     else if (n->state == JOB_DELAYED)
         t->delay.items[n->heap_pos] = n;
-    if (n->ext && n->ext->expires)
-        t->expiry.items[n->ext->exp_pos] = n;
-    old->ext = NULL; /* n has it now */
+    if (job_ext(n) && job_ext(n)->expires)
+        t->expiry.items[job_ext(n)->exp_pos] = n;
+    job_ext_forget(old); /* n has it now */
     queue_job_free(e, old);
 }
 
@@ -198,7 +198,7 @@ void queue_job_free(Engine *e, Job *j)
 int64_t queue_expiry_of(const Job *j)
 {
     const JobExt *x = job_ext_view(j);
-    int64_t entered = x->entered ? x->entered : j->created, exp = x->exptime;
+    int64_t entered = x->entered ? x->entered : job_created(j), exp = x->exptime;
     uint64_t age = j->tube->pol.max_age_ms;
 
     if (age) {
@@ -209,13 +209,51 @@ int64_t queue_expiry_of(const Job *j)
     return exp;
 }
 
+int queue_age_valid(void *ctx, const AgeEntry *a)
+{
+    const AgeCtx *c = ctx;
+    const Job *j = job_table_find(&c->e->jobs, a->id);
+
+    return j && j->tube == c->t && !job_dead(j) && queue_age_member(j);
+}
+
+/* Compaction steps of a tube's age ring per put: enough to keep up with a
+ * ring whose every entry goes stale (puts that are deleted at once). */
+#define AGE_STEPS 4
+
+/* A fresh job of t that expires at created + max_age goes in t's age
+ * ring; 0, or -1 (nothing changed) when out of memory. */
+static int age_join(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+    AgeCtx c = {e, t};
+    const AgeEntry *f = age_ring_front(&t->age);
+    uint64_t front = f ? f->id : 0;
+
+    if (age_ring_push(&t->age, j->id, job_created(j), queue_age_valid, &c, AGE_STEPS) < 0)
+        return -1;
+    /* The tube's timer follows the front: this job's, or a later one if
+     * the compaction dropped stale entries there. Only a tube whose ring
+     * was empty is not timed yet and may fail to be (then the ring is
+     * empty again). */
+    if (age_ring_front(&t->age)->id != front && tube_timer_update(&e->tubes, t) < 0) {
+        age_ring_unpush(&t->age);
+        return -1;
+    }
+    return 0;
+}
+
 int queue_expiry_update(Engine *e, Job *j)
 {
     Heap *h = &j->tube->expiry;
+    int64_t exp;
+    JobExt *x = job_ext(j);
+
+    if (queue_age_member(j))
+        return 0;
     /* A replica expires nothing (its primary's records do): its jobs stay
      * out of the expiry heaps until it is promoted. */
-    int64_t exp = e->passive ? 0 : queue_expiry_of(j);
-    JobExt *x = j->ext;
+    exp = e->passive ? 0 : queue_expiry_of(j);
 
     if (!exp) {
         if (x && x->expires) {
@@ -252,11 +290,32 @@ int queue_expiry_update(Engine *e, Job *j)
 
 void queue_expiry_remove(Engine *e, Job *j)
 {
-    if (j->ext && j->ext->expires) {
-        heap_remove(&j->tube->expiry, j->ext->exp_pos);
-        j->ext->expires = 0;
+    if (queue_age_member(j)) {
+        /* Its entry goes stale; the ring finds that out by itself. */
+        age_ring_left(&j->tube->age);
+        return;
+    }
+    if (job_ext(j) && job_ext(j)->expires) {
+        heap_remove(&j->tube->expiry, job_ext(j)->exp_pos);
+        job_ext(j)->expires = 0;
         tube_timer_update(&e->tubes, j->tube); /* removal: cannot fail */
     }
+}
+
+/* A fresh job takes its place in its tube's expiry, if it has one: the
+ * age ring when it expires max_age after it was made, else the heap. */
+static int expiry_join(Engine *e, Job *j)
+{
+    JobExt *x = job_ext(j);
+
+    if (j->tube->pol.max_age_ms && (!x || (!x->exptime && !x->entered))) {
+        if (x)
+            x->unaged = 0;
+        return age_join(e, j);
+    }
+    if (x)
+        x->unaged = 1;
+    return queue_expiry_update(e, j);
 }
 
 int queue_add(Engine *e, Job *j, Tube *t)
@@ -265,7 +324,7 @@ int queue_add(Engine *e, Job *j, Tube *t)
     tube_ref(t);
     job_table_insert(&e->jobs, j);
     t->cur_bytes += j->body_size;
-    if (queue_expiry_update(e, j) < 0) {
+    if (expiry_join(e, j) < 0) {
         t->cur_bytes -= j->body_size;
         job_table_remove(&e->jobs, j);
         j->tube = NULL;
@@ -337,7 +396,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
 
 void queue_touch(Engine *e, Job *j)
 {
-    j->ext->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    job_ext(j)->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
     heap_fix(&e->ttr, j->heap_pos);
 }
 
@@ -357,7 +416,7 @@ int queue_kick_job(Engine *e, Job *j)
             queue_bury(e, j);
         return -1;
     }
-    j->ext->kicks++;
+    job_ext(j)->kicks++;
     return 0;
 }
 
@@ -381,7 +440,16 @@ int queue_pause(Engine *e, Tube *t, uint32_t secs)
 
 int queue_restore(Engine *e, Job *j)
 {
+    JobExt *x;
+
     j->tube->cur_bytes += j->body_size;
+    /* Replayed jobs come in record order, not always creation order: they
+     * take the heap's side, never the age ring's. */
+    if (j->tube->pol.max_age_ms) {
+        if (!(x = job_ext_get(j)))
+            return -1;
+        x->unaged = 1;
+    }
     if (queue_expiry_update(e, j) < 0)
         return -1;
     return queue_place(e, j);
@@ -407,8 +475,8 @@ int64_t queue_next_due(const Engine *e)
 
     if (t)
         due = t->timer_at;
-    if (j && j->ext->deadline < due)
-        due = j->ext->deadline;
+    if (j && job_ext(j)->deadline < due)
+        due = job_ext(j)->deadline;
     return due;
 }
 
@@ -416,11 +484,15 @@ void queue_expiry_reset(Engine *e, Tube *t)
 {
     heap_free(&t->expiry);
     heap_init(&t->expiry, job_expiry_less, job_set_exp_pos);
-    /* Its reserved jobs keep their expiry: back into the fresh heap. */
+    age_ring_clear(&t->age);
+    t->age_retry_at = 0;
+    /* Its reserved jobs keep their expiry: back into the fresh heap (an
+     * age member too: the ring is gone). */
     for (size_t i = 0; i < e->ttr.len; i++) {
         Job *j = e->ttr.items[i];
-        if (j->tube == t && j->ext->expires) {
-            j->ext->expires = 0;
+        if (j->tube == t && (job_ext(j)->expires || queue_age_member(j))) {
+            job_ext(j)->expires = 0;
+            job_ext(j)->unaged = 1;
             queue_expiry_update(e, j);
         }
     }

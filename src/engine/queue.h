@@ -41,11 +41,32 @@ int queue_add(Engine *e, Job *j, Tube *t);
 /* When j expires (monotonic ns), 0 for never: the earlier of the expiry a
  * client set and its tube's max_age after it entered the tube. */
 int64_t queue_expiry_of(const Job *j);
+
+/* Expiry keeps its jobs in two places. A job put into a tube with max_age
+ * and without a client's expiry expires at created + max_age, in put
+ * order: it is in its tube's age ring (agering.h), needs no JobExt, and is
+ * an "age member" until it leaves the tube, expires or is found reserved
+ * at its time (then JobExt.unaged is set and it joins the heap's side).
+ * Every other job with an expiry is in its tube's expiry heap. A job
+ * without a JobExt in a tube with max_age is always a member. */
+static inline int queue_age_member(const Job *j)
+{
+    return j->tube->pol.max_age_ms && (!job_ext(j) || !job_ext(j)->unaged);
+}
+/* Is ring entry a of ctx's tube still a member? (an AgeValid) */
+typedef struct AgeCtx {
+    Engine *e;
+    const Tube *t;
+} AgeCtx;
+int queue_age_valid(void *ctx, const AgeEntry *a);
+
 /* Put j in its tube's expiry heap at queue_expiry_of(j), move it there,
- * or take it out; -1 (nothing changed) when out of memory. */
+ * or take it out; -1 (nothing changed) when out of memory. An age member
+ * is left alone: the ring has it. */
 int queue_expiry_update(Engine *e, Job *j);
+/* j leaves its tube's expiry (heap or ring). */
 void queue_expiry_remove(Engine *e, Job *j);
-/* Empty t's expiry heap but for its reserved jobs (flush-tube). */
+/* Empty t's expiry heap and age ring but for its reserved jobs (flush-tube). */
 void queue_expiry_reset(Engine *e, Tube *t);
 
 /* Take a job out of whatever holds it now (its state stays as it was). */

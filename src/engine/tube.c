@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "job.h"
 
 static uint64_t tube_node_hash(const HashNode *n)
@@ -51,6 +52,7 @@ static void tube_destroy(Tube *t)
     heap_free(&t->ready);
     heap_free(&t->delay);
     heap_free(&t->expiry);
+    age_ring_clear(&t->age);
     tb_free(t);
 }
 
@@ -173,13 +175,21 @@ static int64_t tube_due(const Tube *t)
 {
     int64_t due = INT64_MAX;
     const Job *j = heap_top(&t->delay);
+    const AgeEntry *a;
 
     if (j)
-        due = j->ext->deadline;
+        due = job_ext(j)->deadline;
     if (t->pause && t->unpause_at < due)
         due = t->unpause_at;
-    if ((j = heap_top(&t->expiry)) && j->ext->expires < due)
-        due = j->ext->expires;
+    if ((j = heap_top(&t->expiry)) && job_ext(j)->expires < due)
+        due = job_ext(j)->expires;
+    if (t->pol.max_age_ms && (a = age_ring_front(&t->age))) {
+        int64_t at = a->created + (int64_t)t->pol.max_age_ms * NS_PER_MSEC;
+        if (at < t->age_retry_at)
+            at = t->age_retry_at;
+        if (at < due)
+            due = at;
+    }
     return due;
 }
 

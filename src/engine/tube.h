@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agering.h"
 #include "hash.h"
 #include "heap.h"
 #include "job.h"
@@ -46,7 +47,10 @@ struct Tube {
     List waiting;        /* Watch.wait_link, first come first served */
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */
-    Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire */
+    Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,
+                            but those in the age ring */
+    AgeRing age;         /* with max_age: jobs expiring at created + max_age */
+    int64_t age_retry_at; /* the ring's front could not move: not before */
     TubePolicy pol;      /* its keys from the config file (policy.c) */
     struct OldestIdx *oldest; /* discard order, once it has discarded (oldest.h) */
     struct SpillRing *spill; /* its jobs on disk only, while it has some (spill.h) */
@@ -124,7 +128,7 @@ static inline int job_dead(const Job *j)
                   : j->state == JOB_DELAYED ? &j->tube->delay : NULL;
 
     if (j->state == JOB_BURIED)
-        return j->ext->bury_seq <= j->tube->flushed_bury_seq;
+        return job_ext(j)->bury_seq <= j->tube->flushed_bury_seq;
     return h && !(j->heap_pos < h->len && h->items[j->heap_pos] == j);
 }
 

@@ -3,16 +3,31 @@
  *
  * Contract: slab_alloc(n) returns n bytes aligned to 8, or NULL when memory
  * (or an injected failure, see alloc.h) says no; slab_free(p, n) takes the
- * same n back. A request is rounded up to a multiple of 8; up to SLAB_MAX
- * bytes it is carved from a 64 KiB page that holds objects of that one size
- * and nothing else, so an object costs exactly its rounded size: no header,
- * no 16-byte rounding. That is most of a small job's overhead under malloc.
- * Larger requests go to malloc. slab_cost(n) is what n bytes really cost.
+ * same n back. slab_cost(n) is what n bytes really cost.
  *
- * Memory follows the live count: a page whose last object is freed is
- * handed back to the kernel (MADV_DONTNEED), except one empty page kept per
- * size so a queue hovering at a page boundary does not fault pages in and
- * out; a 4 MiB arena whose pages are all free is unmapped.
+ * - Up to SLAB_MAX bytes a request is rounded up to a multiple of 8 and
+ *   carved from a 64 KiB page that holds objects of that one size and
+ *   nothing else, so an object costs exactly its rounded size: no header,
+ *   no 16-byte rounding. That is most of a small job's overhead under
+ *   malloc.
+ * - Up to SLAB_BIG_MAX bytes it is rounded up to one of 32 sizes per
+ *   doubling (at most 1/32 more) and carved the same way from a 1 MiB page.
+ * - Larger requests go to malloc, with malloc's mmap threshold pinned at
+ *   SLAB_BIG_MAX (from the first such request on), so each is a mapping of
+ *   its own that free() unmaps: glibc would otherwise raise the threshold
+ *   and keep freed big bodies in its heap for good.
+ *
+ * Fresh memory is faulted in 64 KiB at a time (MADV_POPULATE_WRITE) as
+ * objects first reach it: one call instead of a fault per 4 KiB, as each
+ * body in a growing queue is fresh memory.
+ *
+ * Memory follows the live count, whatever the size: a page whose last
+ * object is freed is handed back to the kernel (MADV_DONTNEED), except one
+ * empty page kept per size (at most BIG_SPARES of the 1 MiB ones in all)
+ * so a queue hovering at a page boundary does not fault pages in and out;
+ * an arena (64 pages) whose pages are all free is unmapped. Giving a page
+ * back costs one madvise of 64 KiB or 1 MiB, spread over the frees, so a
+ * large drain returns its memory as it goes, with no pause.
  *
  * Process-wide, like malloc, and for the loop thread only (not
  * thread-safe). Built with -DTUBED_SLAB_MALLOC every request is its own
@@ -24,14 +39,15 @@
 
 #include <stddef.h>
 
-#define SLAB_MAX 2048
+#define SLAB_MAX     2048
+#define SLAB_BIG_MAX 65536
 
 void *slab_alloc(size_t n);
 void slab_free(void *p, size_t n);
 size_t slab_cost(size_t n);
 
 /* Resident bookkeeping for tests: pages in use (holding objects or kept
- * empty) and arenas mapped. */
+ * empty; a 1 MiB page counts as one) and arenas mapped. */
 typedef struct SlabStats {
     size_t pages, arenas;
 } SlabStats;

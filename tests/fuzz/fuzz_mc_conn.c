@@ -280,7 +280,7 @@ static void count_job(HashNode *n, void *arg)
     if (j->state != JOB_RESERVED)
         return;
     k->reserved++;
-    FZ_CHECK(j->ext && j->ext->owner && live_owner(k->s, j->ext->owner, k->mcp),
+    FZ_CHECK(job_ext(j) && job_ext(j)->owner && live_owner(k->s, job_ext(j)->owner, k->mcp),
              "reserved job %llu without a live owner", (unsigned long long)j->id);
 }
 
@@ -330,10 +330,10 @@ static void check_server(const Server *s, const Memcache *f)
             /* At most one open job per tube (the pending wait's job apart). */
             for (const List *a = w->reserved.next; a != &w->reserved; a = a->next) {
                 const Job *ja = container_of(a, JobExt, link)->job;
-                FZ_CHECK(ja->state == JOB_RESERVED && ja->ext->owner == w,
+                FZ_CHECK(ja->state == JOB_RESERVED && job_ext(ja)->owner == w,
                          "job %llu in a reserved list, state %d", (unsigned long long)ja->id,
                          ja->state);
-                FZ_CHECK(ja->ext->deadline == INT64_MAX, "an open job with a TTR deadline");
+                FZ_CHECK(job_ext(ja)->deadline == INT64_MAX, "an open job with a TTR deadline");
                 for (const List *b = a->next; b != &w->reserved; b = b->next) {
                     const Job *jb = container_of(b, JobExt, link)->job;
                     FZ_CHECK(ja->tube != jb->tube,

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "bs.h"
+#include "clock.h"
 #include "conn.h"
 #include "heap.h"
 #include "job.h"
@@ -205,6 +206,20 @@ static size_t fz_tube_pos(const Server *s, const Tube *t)
     return t->list_pos;
 }
 
+/* Is id among t's age ring's entries? (A scan: fuzzed states are small.) */
+static int fz_in_age_ring(const Tube *t, uint64_t id)
+{
+    const AgeRing *r = &t->age;
+
+    for (size_t i = r->head; i < r->cw; i++)
+        if (r->v[i].id == id)
+            return 1;
+    for (size_t i = r->cr; i < r->tail; i++)
+        if (r->v[i].id == id)
+            return 1;
+    return 0;
+}
+
 static void fz_count_job(HashNode *n, void *arg)
 {
     FzCount *c = arg;
@@ -224,19 +239,25 @@ static void fz_count_job(HashNode *n, void *arg)
      * its tube's expiry heap; one that is not reserved has one whenever
      * its tube's policy and its own exptime give it one. (A reserved job
      * past its time leaves the heap until it comes back.) */
-    if (j->ext && j->ext->expires) {
-        FZ_CHECK(j->ext->exp_pos < t->expiry.len && t->expiry.items[j->ext->exp_pos] == j,
+    if (job_ext(j) && job_ext(j)->expires) {
+        FZ_CHECK(job_ext(j)->exp_pos < t->expiry.len && t->expiry.items[job_ext(j)->exp_pos] == j,
                  "job %llu has an expiry but is not in its tube's expiry heap",
                  (unsigned long long)j->id);
         /* Its time is the one its policy gives, or later when a move to
          * the dead-letter tube failed and waits for its retry. */
-        FZ_CHECK(j->ext->expires == queue_expiry_of(j) ||
-                     (t->pol.move_expired_to[0] && j->ext->expires > queue_expiry_of(j)),
+        FZ_CHECK(job_ext(j)->expires == queue_expiry_of(j) ||
+                     (t->pol.move_expired_to[0] && job_ext(j)->expires > queue_expiry_of(j)),
                  "job %llu (tube %s) expires at %lld, its policy says %lld",
-                 (unsigned long long)j->id, t->name, (long long)j->ext->expires,
+                 (unsigned long long)j->id, t->name, (long long)job_ext(j)->expires,
                  (long long)queue_expiry_of(j));
         c->expiring++;
         c->tube_expiring[p]++;
+    } else if (queue_age_member(j)) {
+        /* Expires at created + max_age, from its tube's age ring. */
+        FZ_CHECK(fz_in_age_ring(t, j->id), "job %llu (tube %s) ages but is not in its ring",
+                 (unsigned long long)j->id, t->name);
+        FZ_CHECK(queue_expiry_of(j) == job_created(j) + (int64_t)t->pol.max_age_ms * NS_PER_MSEC,
+                 "job %llu in the age ring has another expiry", (unsigned long long)j->id);
     } else {
         /* (A replica, passive, keeps every job out of the expiry heaps:
          * its primary's records expire them.) */
@@ -244,9 +265,9 @@ static void fz_count_job(HashNode *n, void *arg)
                  "job %llu (tube %s, state %d) should expire but has no expiry",
                  (unsigned long long)j->id, t->name, j->state);
     }
-    FZ_CHECK(j->state == JOB_READY || (j->ext && j->ext->job == j),
+    FZ_CHECK(j->state == JOB_READY || (job_ext(j) && job_ext(j)->job == j),
              "job %llu in state %d without its JobExt", (unsigned long long)j->id, j->state);
-    FZ_CHECK(!j->ext || j->ext->job == j, "job %llu: JobExt of another job",
+    FZ_CHECK(!job_ext(j) || job_ext(j)->job == j, "job %llu: JobExt of another job",
              (unsigned long long)j->id);
     switch (j->state) {
     case JOB_READY:
@@ -268,14 +289,14 @@ static void fz_count_job(HashNode *n, void *arg)
     case JOB_RESERVED:
         FZ_CHECK(j->heap_pos < c->s->eng.ttr.len && c->s->eng.ttr.items[j->heap_pos] == j,
                  "reserved job %llu not in the TTR heap", (unsigned long long)j->id);
-        FZ_CHECK(j->ext->owner && fz_live_worker(c, j->ext->owner) &&
-                     list_linked(&j->ext->link),
+        FZ_CHECK(job_ext(j)->owner && fz_live_worker(c, job_ext(j)->owner) &&
+                     list_linked(&job_ext(j)->link),
                  "reserved job %llu without a live owner", (unsigned long long)j->id);
         c->reserved++;
         c->tube_reserved[p]++;
         break;
     case JOB_BURIED:
-        FZ_CHECK(list_linked(&j->ext->link), "buried job %llu not in a list",
+        FZ_CHECK(list_linked(&job_ext(j)->link), "buried job %llu not in a list",
                  (unsigned long long)j->id);
         c->buried++;
         c->tube_buried[p]++;
@@ -380,7 +401,7 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
             waiting++;
         for (const List *r = cn->reserved.next; r != &cn->reserved; r = r->next) {
             const Job *j = container_of(r, JobExt, link)->job;
-            FZ_CHECK(j->state == JOB_RESERVED && j->ext->owner == cn,
+            FZ_CHECK(j->state == JOB_RESERVED && job_ext(j)->owner == cn,
                      "job %llu in a reserved list but state %d",
                      (unsigned long long)j->id, j->state);
         }
@@ -443,11 +464,19 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                  (unsigned long long)t->urgent_ct, (unsigned long long)c.tube_urgent[i]);
         FZ_CHECK(fz_list_len(&t->waiting) == t->waiting_ct, "tube %s: waiting_ct", t->name);
         if (top)
-            due = top->ext->deadline;
+            due = job_ext(top)->deadline;
         if (t->pause && t->unpause_at < due)
             due = t->unpause_at;
-        if ((top = heap_top(&t->expiry)) && top->ext->expires < due)
-            due = top->ext->expires;
+        if ((top = heap_top(&t->expiry)) && job_ext(top)->expires < due)
+            due = job_ext(top)->expires;
+        if (t->pol.max_age_ms && age_ring_front(&t->age)) {
+            int64_t at = age_ring_front(&t->age)->created +
+                         (int64_t)t->pol.max_age_ms * NS_PER_MSEC;
+            if (at < t->age_retry_at)
+                at = t->age_retry_at;
+            if (at < due)
+                due = at;
+        }
         FZ_CHECK(t->timer_at == due, "tube %s: timer_at %lld, due %lld", t->name,
                  (long long)t->timer_at, (long long)due);
         if (due != INT64_MAX)

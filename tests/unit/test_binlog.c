@@ -275,10 +275,10 @@ static Job *put_job(Server *s, const char *tube, uint32_t pri, uint32_t delay,
     j->pri = pri;
     if (delay) {
         ck_assert_ptr_nonnull(job_ext_get(j));
-        j->ext->delay = delay;
+        job_ext(j)->delay = delay;
     }
     j->ttr = ttr ? ttr : 1;
-    j->created = s->eng.now;
+    job_set_created(j, s->eng.now);
     j->tube = t;
     ck_assert_int_eq(binlog_reserve_put(&s->eng, j), 0);
     ck_assert_int_eq(queue_add(&s->eng, j, t), 0);
@@ -324,7 +324,7 @@ static void bury_job(Server *s, Job *j)
     ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
     ck_assert_ptr_nonnull(job_ext_get(j)); /* a ready job may have none */
     queue_detach(&s->eng, j);
-    j->ext->buries++;
+    job_ext(j)->buries++;
     queue_bury(&s->eng, j);
     binlog_state(&s->eng, j);
 }
@@ -357,8 +357,8 @@ static void release_job(Server *s, Job *j, uint32_t pri, uint32_t delay)
     ck_assert_int_eq(binlog_reserve_state(&s->eng), 0);
     queue_detach(&s->eng, j);
     j->pri = pri;
-    j->ext->delay = delay;
-    j->ext->releases++;
+    job_ext(j)->delay = delay;
+    job_ext(j)->releases++;
     ck_assert_int_eq(queue_enqueue(&s->eng, j, delay), 0);
     binlog_state(&s->eng, j);
 }
@@ -552,8 +552,8 @@ START_TEST(replay_restores_states)
     ck_assert_str_eq(a->tube->name, "alpha");
     ck_assert_uint_ne(a->file, 0);
     /* Age goes on: created a moment ago, not at replay. */
-    ck_assert_int_le(a->created, s->eng.now);
-    ck_assert_int_lt(s->eng.now - a->created, 30 * NS_PER_SEC);
+    ck_assert_int_le(job_created(a), s->eng.now);
+    ck_assert_int_lt(s->eng.now - job_created(a), 30 * NS_PER_SEC);
 
     b = find(s, idb);
     ck_assert_ptr_nonnull(b);
@@ -562,8 +562,8 @@ START_TEST(replay_restores_states)
     ck_assert_uint_eq(b->pri, 7);
     ck_assert_uint_eq(b->ttr, 40);
     ck_assert_str_eq(b->tube->name, "beta");
-    ck_assert_int_gt(b->ext->deadline, s->eng.now + 3590 * NS_PER_SEC);
-    ck_assert_int_le(b->ext->deadline, s->eng.now + 3600 * NS_PER_SEC + NS_PER_SEC);
+    ck_assert_int_gt(job_ext(b)->deadline, s->eng.now + 3590 * NS_PER_SEC);
+    ck_assert_int_le(job_ext(b)->deadline, s->eng.now + 3600 * NS_PER_SEC + NS_PER_SEC);
     ck_assert_uint_eq(b->tube->delay.len, 1);
 
     bu = find(s, idbu);
@@ -680,7 +680,7 @@ START_TEST(replay_delay_passed_becomes_ready)
     ck_assert_ptr_nonnull(j);
     /* Delayed with its deadline already passed; the first tick makes it
      * ready. */
-    ck_assert(j->state == JOB_READY || j->ext->deadline <= s->eng.now);
+    ck_assert(j->state == JOB_READY || job_ext(j)->deadline <= s->eng.now);
     s->eng.now = clock_mono();
     engine_tick(&s->eng);
     ck_assert_int_eq(j->state, JOB_READY);
@@ -965,7 +965,7 @@ START_TEST(compaction_bounds_put_delete_churn)
     ck_assert_int_eq(find(s, keep_ids[1])->state, JOB_BURIED);
     ck_assert_uint_eq(job_ext_view(find(s, keep_ids[1]))->buries, 1);
     ck_assert_int_eq(find(s, keep_ids[2])->state, JOB_DELAYED);
-    ck_assert_int_gt(find(s, keep_ids[2])->ext->deadline, s->eng.now + 86000 * NS_PER_SEC);
+    ck_assert_int_gt(job_ext(find(s, keep_ids[2]))->deadline, s->eng.now + 86000 * NS_PER_SEC);
     close_srv(s);
 }
 END_TEST
@@ -1188,7 +1188,7 @@ static void crash_child(int njobs, uint32_t body, int *spares)
                 _exit(3);
             memset(j->body, 'c', body);
             j->ttr = 1;
-            j->created = s->eng.now;
+            job_set_created(j, s->eng.now);
             j->tube = t;
             if (binlog_reserve_put(&s->eng, j) < 0)
                 _exit(4);

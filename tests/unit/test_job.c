@@ -16,20 +16,20 @@ START_TEST(alloc_fields)
     ck_assert_uint_eq(j->id, 42);
     ck_assert_uint_eq(j->body_size, 100);
     ck_assert_ptr_null(j->tube);
-    ck_assert_ptr_null(j->ext);
+    ck_assert_ptr_null(job_ext(j));
     ck_assert_uint_eq(j->pri, 0);
     ck_assert_uint_eq(job_ext_view(j)->delay, 0);
     ck_assert_uint_eq(j->ttr, 0);
-    ck_assert_int_eq(j->created, 0);
+    ck_assert_int_eq(job_created(j), 0);
     ck_assert_uint_eq(j->file, 0);
     ck_assert_uint_eq(j->state, JOB_READY);
     /* No JobExt yet: the read-only views show zeros. */
     const JobExt *z = job_ext_view(j);
     ck_assert_uint_eq(z->reserves + z->timeouts + z->releases + z->buries +
                           z->kicks + z->delay, 0);
-    /* The body lives in the same allocation, right after the 60-byte
+    /* The body lives in the same allocation, right after the 52-byte
      * header, and is all usable (ASan checks the bounds). */
-    ck_assert_uint_eq((size_t)(j->body - (char *)j), 60);
+    ck_assert_uint_eq((size_t)(j->body - (char *)j), 52);
     memset(j->body, 'b', 100);
     ck_assert_int_eq(j->body[99], 'b');
     job_free(j);
@@ -52,7 +52,7 @@ START_TEST(ext_on_demand)
     ck_assert_ptr_nonnull(j);
     e = job_ext_get(j);
     ck_assert_ptr_nonnull(e);
-    ck_assert_ptr_eq(j->ext, e);
+    ck_assert_ptr_eq(job_ext(j), e);
     ck_assert_ptr_eq(e->job, j);
     ck_assert_ptr_null(e->owner);
     ck_assert(!list_linked(&e->link));
@@ -79,8 +79,50 @@ START_TEST(ext_on_demand)
     alloc_fail_after(1);
     ck_assert_ptr_null(job_ext_get(j));
     alloc_fail_after(0);
-    ck_assert_ptr_null(j->ext);
+    ck_assert_ptr_null(job_ext(j));
     job_free(j);
+}
+END_TEST
+
+/* The creation time shares its word with the JobExt pointer: it is kept
+ * exactly, negative (a replayed job made before this boot) or not, before
+ * and after the JobExt comes, and a JobExt made later carries it. */
+START_TEST(created_and_ext_share_a_word)
+{
+    int64_t times[] = {0, 1, -1, 123456789012345LL, -987654321098765LL,
+                       INT64_MAX / 2 - 1, INT64_MIN / 2};
+
+    for (size_t k = 0; k < sizeof times / sizeof *times; k++) {
+        Job *j = job_alloc(5, 10);
+        JobExt *x;
+
+        ck_assert_ptr_nonnull(j);
+        job_set_created(j, times[k]);
+        ck_assert_int_eq(job_created(j), times[k]);
+        ck_assert_ptr_null(job_ext(j));
+        ck_assert_ptr_nonnull(x = job_ext_get(j));
+        ck_assert_ptr_eq(job_ext(j), x);
+        ck_assert_int_eq(job_created(j), times[k]);
+        job_set_created(j, times[k] + 7);
+        ck_assert_int_eq(job_created(j), times[k] + 7);
+        ck_assert_int_eq(x->created, times[k] + 7);
+        ck_assert_ptr_eq(job_ext(j), x);
+        job_free(j);
+    }
+    /* job_ext_forget: no JobExt (a relocated job's went to its copy). */
+    {
+        Job *j = job_alloc(6, 0), *n = job_alloc(6, 0);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_ptr_nonnull(n);
+        ck_assert_ptr_nonnull(job_ext_get(j));
+        n->xc = j->xc;
+        job_ext(n)->job = n;
+        job_ext_forget(j);
+        ck_assert_ptr_null(job_ext(j));
+        job_free(j);
+        ck_assert_ptr_eq(job_ext(n)->job, n);
+        job_free(n);
+    }
 }
 END_TEST
 
@@ -88,11 +130,11 @@ END_TEST
  * 8 bytes and no more. */
 START_TEST(cost)
 {
-    ck_assert_uint_eq(job_cost(100), 160);
-    ck_assert_uint_eq(job_cost(0), 64);
-    ck_assert_uint_eq(job_cost(4), 64);
-    ck_assert_uint_eq(job_cost(5), 72);
-    ck_assert_uint_ge(job_cost(1 << 20), (1 << 20) + 60);
+    ck_assert_uint_eq(job_cost(100), 152);
+    ck_assert_uint_eq(job_cost(0), 56);
+    ck_assert_uint_eq(job_cost(4), 56);
+    ck_assert_uint_eq(job_cost(5), 64);
+    ck_assert_uint_ge(job_cost(1 << 20), (1 << 20) + 52);
 }
 END_TEST
 
@@ -268,8 +310,8 @@ START_TEST(ready_less)
     ck_assert(!job_ready_less(&a, &a));
     /* The deadline does not matter here (a ready job may have none). */
     JobExt ea = {.deadline = 100}, eb = {.deadline = 1};
-    a.ext = &ea;
-    b.ext = &eb;
+    a.xc = (uintptr_t)&ea;
+    b.xc = (uintptr_t)&eb;
     ck_assert(job_ready_less(&a, &b));
 }
 END_TEST
@@ -278,8 +320,8 @@ START_TEST(deadline_less)
 {
     JobExt ea = {.deadline = 100}, eb = {.deadline = 100}, ec = {.deadline = -5},
            ed = {.deadline = INT64_MAX};
-    Job a = {.id = 1, .ext = &ea}, b = {.id = 2, .ext = &eb}, c = {.id = 3, .ext = &ec},
-        d = {.id = 0, .ext = &ed};
+    Job a = {.id = 1, .xc = (uintptr_t)&ea}, b = {.id = 2, .xc = (uintptr_t)&eb}, c = {.id = 3, .xc = (uintptr_t)&ec},
+        d = {.id = 0, .xc = (uintptr_t)&ed};
 
     ck_assert(job_deadline_less(&c, &a));
     ck_assert(!job_deadline_less(&a, &c));
@@ -308,8 +350,8 @@ static int deadline_cmp(const void *x, const void *y)
 {
     const Job *a = *(Job *const *)x, *b = *(Job *const *)y;
 
-    if (a->ext->deadline != b->ext->deadline)
-        return a->ext->deadline < b->ext->deadline ? -1 : 1;
+    if (job_ext(a)->deadline != job_ext(b)->deadline)
+        return job_ext(a)->deadline < job_ext(b)->deadline ? -1 : 1;
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
@@ -331,7 +373,7 @@ static void heap_order(int by_deadline, uint64_t seed)
         jobs[i] = job_alloc((i * 7919) % N + 1, 0);
         jobs[i]->pri = (uint32_t)rng_below(&r, 8) * 1000;
         REQUIRE(job_ext_get(jobs[i]) != NULL);
-        jobs[i]->ext->deadline = (int64_t)rng_below(&r, 8) - 4;
+        job_ext(jobs[i])->deadline = (int64_t)rng_below(&r, 8) - 4;
         ref[i] = jobs[i];
         REQ_IEQ(heap_insert(&h, jobs[i]), 0);
     }
@@ -378,6 +420,7 @@ static Suite *job_suite(void)
     tcase_add_test(tc, alloc_fields);
     tcase_add_test(tc, alloc_failure);
     tcase_add_test(tc, ext_on_demand);
+    tcase_add_test(tc, created_and_ext_share_a_word);
     tcase_add_test(tc, cost);
     tcase_add_test(tc, state_names);
     suite_add_tcase(s, tc);

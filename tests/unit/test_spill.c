@@ -430,7 +430,7 @@ START_TEST(spilled_form_with_body)
     ck_assert_uint_eq(j->body_size, 50);
     ck_assert(j->spilled && j->loaded && !j->reading);
     ck_assert_uint_eq(j->file, 0);
-    ck_assert_ptr_null(j->ext);
+    ck_assert_ptr_null(job_ext(j));
     ck_assert_ptr_nonnull(job_body(j));
     ck_assert_ptr_eq(job_body(j), job_body_mut(j));
     fill(7, 50, job_body_mut(j));

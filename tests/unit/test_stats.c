@@ -218,7 +218,7 @@ START_TEST(tube_document)
     }
     delayed = job_in(&s, t, 6);
     ck_assert_ptr_nonnull(job_ext_get(delayed));
-    delayed->ext->deadline = s.eng.now + 50 * SEC;
+    job_ext(delayed)->deadline = s.eng.now + 50 * SEC;
     ck_assert_int_eq(heap_insert(&t->delay, delayed), 0);
     t->urgent_ct = 2;
     t->reserved_ct = 3;
@@ -341,7 +341,7 @@ START_TEST(job_document)
     Job *j = job_in(&s, foo, 42);
     j->state = JOB_RESERVED;
     j->pri = 7;
-    j->created = s.eng.now - 5 * SEC - 9 * SEC / 10;  /* age 5.9 s */
+    job_set_created(j, s.eng.now - 5 * SEC - 9 * SEC / 10);  /* age 5.9 s */
     JobExt *e = job_ext_get(j);
     ck_assert_ptr_nonnull(e);
     e->deadline = s.eng.now + 3 * SEC + SEC / 5;      /* 3.2 s left */
@@ -395,7 +395,7 @@ START_TEST(job_document)
 
     /* A deadline already passed shows 0, not a negative number. */
     j->state = JOB_RESERVED;
-    s.eng.now = j->ext->deadline + 2 * SEC;
+    s.eng.now = job_ext(j)->deadline + 2 * SEC;
     buf_free(&b);
     stats_job(&s.eng, j, &b);
     parse_doc(&b, &d);
@@ -405,10 +405,10 @@ START_TEST(job_document)
     /* Extremes of every number. */
     j->id = UINT64_MAX;
     j->pri = UINT32_MAX;
-    j->ext->delay = UINT32_MAX;
+    job_ext(j)->delay = UINT32_MAX;
     j->ttr = UINT32_MAX;
     j->file = 12;
-    j->ext->kicks = UINT32_MAX;
+    job_ext(j)->kicks = UINT32_MAX;
     buf_free(&b);
     stats_job(&s.eng, j, &b);
     parse_doc(&b, &d);

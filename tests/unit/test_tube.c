@@ -288,7 +288,7 @@ static Job *delayed_job(Tube *t, uint64_t id, int64_t deadline)
     ck_assert_ptr_nonnull(j);
     j->tube = t;
     ck_assert_ptr_nonnull(job_ext_get(j));
-    j->ext->deadline = deadline;
+    job_ext(j)->deadline = deadline;
     j->state = JOB_DELAYED;
     ck_assert_int_eq(heap_insert(&t->delay, j), 0);
     return j;
@@ -491,8 +491,8 @@ START_TEST(timer_random)
         for (int k = 0; k < NT; k++) {
             int64_t due = INT64_MAX;
             for (size_t m = 0; m < njobs[k]; m++)
-                if (jobs[k][m]->ext->deadline < due)
-                    due = jobs[k][m]->ext->deadline;
+                if (job_ext(jobs[k][m])->deadline < due)
+                    due = job_ext(jobs[k][m])->deadline;
             if (t[k]->pause && t[k]->unpause_at < due)
                 due = t[k]->unpause_at;
             REQ_IEQ(t[k]->timer_at, due);

@@ -32,7 +32,7 @@ static void record(Worker *w, WaitEnd how, Job *j)
     s->id = j ? j->id : 0;
     if (j) {
         ck_assert_int_eq(j->state, JOB_RESERVED);
-        ck_assert_ptr_eq(j->ext->owner, w);
+        ck_assert_ptr_eq(job_ext(j)->owner, w);
     }
     if (j && s->delete_it)
         ck_assert_int_eq(engine_delete(the_engine, w, j->id), ENG_OK);

@@ -278,7 +278,7 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
                "buries: %u\n"
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
-               secs(e->now - j->created), x->delay, j->ttr,
+               secs(e->now - job_created(j)), x->delay, j->ttr,
                secs(left > 0 ? left : 0), j->file, x->reserves, x->timeouts,
                x->releases, x->buries, x->kicks);
 }

@@ -98,7 +98,7 @@ static void do_set(McConn *m, const McCmd *cmd)
                        (uint32_t)(t->pol.ttr_ms / 1000));
     exp = expiry_mono(e, cmd->exptime);
     if (j && exp && job_ext_get(j))
-        j->ext->exptime = exp;
+        job_ext(j)->exptime = exp;
     else if (j && exp) {
         engine_job_drop(e, j);
         j = NULL;

@@ -71,7 +71,7 @@ static EngineResult give_back(McConn *m, Job *j)
 static uint64_t age_ms(const Engine *e, const Job *j)
 {
     const JobExt *x = job_ext_view(j);
-    int64_t since = x->ready_since ? x->ready_since : x->entered ? x->entered : j->created;
+    int64_t since = x->ready_since ? x->ready_since : x->entered ? x->entered : job_created(j);
 
     return e->now > since ? (uint64_t)((e->now - since) / NS_PER_MSEC) : 0;
 }
@@ -149,7 +149,7 @@ static void unpeek(McConn *m, Job *j)
 {
     Engine *e = eng(m);
     uint64_t id = j->id;
-    int64_t since = j->ext->ready_since;
+    int64_t since = job_ext(j)->ready_since;
 
     if (engine_release(e, &m->worker, id, j->pri, 0) == ENG_NO_MEMORY) {
         /* No room to log it: it goes back when the connection closes. */
@@ -157,13 +157,13 @@ static void unpeek(McConn *m, Job *j)
         conn_finish(&m->conn);
         return;
     }
-    if ((j = engine_find(e, id)) && j->ext) {
-        if (j->ext->reserves)
-            j->ext->reserves--;
-        if (j->ext->releases)
-            j->ext->releases--;
+    if ((j = engine_find(e, id)) && job_ext(j)) {
+        if (job_ext(j)->reserves)
+            job_ext(j)->reserves--;
+        if (job_ext(j)->releases)
+            job_ext(j)->releases--;
         if (j->state == JOB_READY)
-            j->ext->ready_since = since;
+            job_ext(j)->ready_since = since;
     }
 }
 
