@@ -101,7 +101,7 @@ class Trio:
         with open(os.path.join(PKG, "keepalived.conf")) as f:
             conf = f.read()
         env = os.path.join(self.dir(i), "keepalived.env")
-        conf = conf.replace("/usr/share/tubed/keepalived/", PKG + "/")
+        conf = conf.replace("/usr/lib/tubed/keepalived/", PKG + "/")
         conf = conf.replace("/etc/tubed/keepalived.env", env)
         conf = conf.replace("10.0.0.100/24", VIP + "/24")
         conf = re.sub(r"priority 150", "priority %d" % PRIORITY[i], conf)
