@@ -139,6 +139,14 @@ class Lab:
             _sh("ip", "addr", "add", self.addr(i) + "/24", "dev", "eth0", ns=ns)
             _sh("ip", "link", "set", "eth0", "up", ns=ns)
 
+    def isolate(self, i):
+        """Cut node i off: its veth leaves the bridge (its link stays up,
+        so keepalived sees silence, not a dead interface)."""
+        _sh("ip", "link", "set", "h%d" % i, "nomaster", ns=self.hub)
+
+    def rejoin(self, i):
+        _sh("ip", "link", "set", "h%d" % i, "master", "br0", ns=self.hub)
+
     def start(self, i, argv, name):
         p = Proc(self.nodes[i], argv, os.path.join(self.tmp, "%s.%d.log" % (name, i)))
         self.procs.append(p)

@@ -25,6 +25,10 @@ paths substituted.
    ledger report the acknowledged jobs lost: the checker proves it sees.
 5. A replica left connected to a primary whose keepalived died is told by
    the check script to follow the address again (3. needs it).
+6. A partition that isolates a replica: its keepalived becomes MASTER
+   (VRRP has no quorum), but the notify script reaches no majority and
+   does not promote; the primary and the other replica keep taking puts;
+   once the partition heals the node follows again and converges.
 
 Skipped, with the reason printed, where namespaces cannot be made or
 keepalived is missing.
@@ -382,3 +386,50 @@ def test_keepalived_lagging_replica_steps_back(binary):
 @tubed_only(EXT)
 def test_keepalived_ledger_sees_loss_without_peer_check(binary):
     _lagging_scenario(binary, peer_check=False)
+
+
+@slow
+@no_server
+@tubed_only(EXT)
+def test_keepalived_isolated_replica_does_not_promote(binary):
+    _need()
+    tmp = tempfile.mkdtemp(prefix="tubed-kad-")
+    try:
+        with Lab(tmp) as lab:
+            trio = Trio(binary, lab, tmp)
+            _bring_up(trio)
+            ledger = Ledger()
+            _fill(trio, ledger, b"before")
+            lab.isolate(2)
+            notify = os.path.join(trio.dir(2), "notify.log")
+
+            def stepped_back():
+                try:
+                    with open(notify) as f:
+                        return "fewer than the quorum" in f.read()
+                except OSError:
+                    return False
+            wait_for(stepped_back, lambda: "node 2 to step back for want of a "
+                     "quorum\n" + trio.logs(), timeout=FAILOVER_CEILING, interval=0.2)
+            # The majority side goes on: puts acknowledged through node 0.
+            _fill(trio, ledger, b"during")
+            eq((trio.status(0) or {}).get("role"), "primary", "node 0 during the partition")
+            # Asked on its own side of the cut: still a replica.
+            s2 = lab.run(2, trio.cli, "-h", "127.0.0.1", "-p", str(PORT), "--json",
+                         "replication")
+            check('"role":"replica"' in s2, "the isolated node 2: %s" % s2)
+            lab.rejoin(2)
+            _wait_replica(trio, 2)
+            eq((trio.status(2) or {}).get("role"), "replica", "node 2 after the partition")
+            # Both claim the address until node 2 hears node 0's adverts.
+            wait_for(lambda: trio.vip_holder() == [0],
+                     lambda: "only node 0 to hold %s after the partition: %s"
+                     % (VIP, trio.vip_holder()), timeout=FAILOVER_CEILING)
+            with open(notify) as f:
+                log2 = f.read()
+            check("tubed-cli promote" not in log2,
+                  "the isolated node 2 promoted itself: %s" % log2)
+            _fill(trio, ledger, b"after")
+            _check_ledger(trio, ledger, "after the partition healed")
+    finally:
+        _cleanup(tmp)
