@@ -278,3 +278,50 @@ def test_ocf_trio_promotes_most_advanced(binary):
         _check_jobs(r, {jid: b"trio-again"})
         check(re.search(r"crm_attribute b master-tubed 1000", site.calls()),
               "the fake CIB did not record b's score: %s" % site.calls())
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_newer_epoch_beats_more_records(binary):
+    """Positions of different epochs do not compare: a replica whose
+    history is of a newer epoch is ahead of one with more records of an
+    older epoch (the older one's tail was never acknowledged under
+    sync_replicas, or was given up by a promotion)."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        a = site.node("a", sync_replicas="0")
+        b = site.node("b", sync_replicas="0")
+        site.set_peers()
+        a.params["peers"] = b.params["peers"] = site.peers()
+        a.must("start")
+        a.must("promote")
+        c = a.client()
+        for i in range(10):
+            c.put(b"old-%d" % i)
+        c.close()
+        a.must("demote")
+        # b, empty, would be refused while a is there (a is ahead): a is
+        # down when b is promoted, and comes back from its binlog after.
+        b.must("start")
+        rc, _ = b.run("promote")
+        eq(rc, 1, "promote of the empty b while a (10 records) answers")
+        a.must("stop")
+        b.must("promote")          # epoch 2, as a had
+        b.must("promote")          # a repeat changes nothing
+        b.must("demote")
+        b.must("promote")          # epoch 3
+        c = b.client()
+        c.put(b"new")
+        c.close()
+        b.must("demote")
+        a.must("start")
+        sa, sb = a.repl(), b.repl()
+        check(int(sa["position"]) > int(sb["position"]) and
+              int(sb["epoch"]) > int(sa["epoch"]),
+              "setup: a has more records, b the newer epoch: %s %s" % (sa, sb))
+        rc, out = a.run("promote")
+        eq(rc, 1, "promote of a, the older history (OCF_ERR_GENERIC)")
+        check("b has position" in out + a.agent_log(), "the refusal: %s" % out)
+        a.must("monitor", rc=0)
+        eq(a.score(), 10, "a's score beside a newer epoch")
+        b.must("promote")
