@@ -171,6 +171,8 @@ bench: all
 	BUILD=$(BUILD) bash tests/bench/memcache.sh
 	python3 tests/bench/discard.py --tubed $(BUILD)/tubed
 	BUILD=$(BUILD) bash tests/bench/readbehind.sh
+	python3 tests/bench/replication.py --tubed $(BUILD)/tubed --bench $(BUILD)/tubed-bench \
+	    --out $(BUILD)/bench-replication.md
 
 deb:
 	bash pkg/deb.sh

@@ -233,10 +233,8 @@ void engine_tick(Engine *e)
     /* Wake waits before expiring TTRs: a worker waiting in reserve hears
      * DEADLINE_SOON before its job is taken back. */
     waiter_tick(e);
-    if (!e->passive) { /* a replica's timers wait for its promotion */
-        tick_tubes(e);
-        tick_ttrs(e);
-    }
+    tick_tubes(e);
+    tick_ttrs(e);
     binlog_tick(e);
     free_graves(e, GRAVE_BATCH);
     trim_heap(e);
@@ -244,8 +242,7 @@ void engine_tick(Engine *e)
 
 int64_t engine_next_due(const Engine *e)
 {
-    int64_t due = e->passive ? INT64_MAX : queue_next_due(e), w = waiter_next_due(e),
-            b = binlog_next_due(e);
+    int64_t due = queue_next_due(e), w = waiter_next_due(e), b = binlog_next_due(e);
 
     if (e->ngraves || !list_empty(&e->grave_buried))
         return e->now; /* flushed jobs wait to be freed */
@@ -816,7 +813,7 @@ static int listed(const Engine *e, const Job *j, const Tube *t, int state)
     if (j->tube != t || job_dead(j) || (state >= 0 && (int)j->state != state))
         return 0;
     exp = queue_expiry_of(j);
-    return j->state == JOB_RESERVED || !exp || exp > e->now;
+    return j->state == JOB_RESERVED || e->passive || !exp || exp > e->now;
 }
 
 /* Offer the jobs of heap h that list-jobs shows for t. */

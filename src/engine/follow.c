@@ -73,25 +73,39 @@ static int apply_job(Engine *e, const BlRecord *r)
         return -1; /* flushed and not freed yet: applied on a later try */
     if (!(t = engine_tube(e, r->tube, r->tube_len)))
         return -1;
+    /* The job's reference, taken first: the job it replaces may be the
+     * tube's last, and the tube must outlive that. */
+    tube_ref(t);
     j = queue_job_new_for(e, t, r->id, r->body_size, 0);
-    if (!j)
+    if (!j) {
+        engine_tube_unref(e, t);
         return -1;
+    }
     memcpy(job_body_mut(j), r->body, r->body_size);
     j->ttr = r->ttr ? r->ttr : 1;
     j->created = mono_of(e, r->created_wall);
     j->tube = t;
     if (set_state(e, j, r) < 0 || binlog_reserve_put(e, j) < 0) {
         queue_job_free(e, j);
+        engine_tube_unref(e, t);
         return -1;
     }
     if (old) {
         binlog_leave(e, old, 1); /* the new record replaces it */
         queue_delete(e, old);
     }
-    tube_ref(t);
     job_table_insert(&e->jobs, j);
     if (queue_restore(e, j) < 0) {
-        /* No heap room: it is kept buried, as a put would. */
+        /* No heap room: it is kept buried, as a put would (burying needs
+         * its JobExt; without even that, the record is not applied). */
+        if (!job_ext_get(j)) {
+            queue_expiry_remove(e, j);
+            t->cur_bytes -= j->body_size;
+            job_table_remove(&e->jobs, j);
+            queue_job_free(e, j);
+            engine_tube_unref(e, t);
+            return -1;
+        }
         j->state = JOB_BURIED;
         queue_bury(e, j);
     }
@@ -221,9 +235,39 @@ int engine_apply(Engine *e, const BlRecord *r)
     }
 }
 
+/* Every job back in its tube's expiry heap (a promotion). */
+static void expiry_back(HashNode *n, void *arg)
+{
+    Engine *e = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j) && j->state != JOB_RESERVED && queue_expiry_update(e, j) < 0)
+        log_warn("job %llu: out of memory for its expiry", (unsigned long long)j->id);
+}
+
+/* A replica's delays end on its own clock, as the primary's do (a delay
+ * ending is not journaled, on the primary either, and both read the same
+ * absolute deadline); what would log a record (expiry, a TTR running out)
+ * waits for the primary's records: no job is in an expiry heap while
+ * passive, and a replica holds no reservation. */
 void engine_set_passive(Engine *e, int on)
 {
+    if (e->passive == on)
+        return;
     e->passive = on;
+    if (on) {
+        for (size_t i = 0; i < e->tubes.len; i++) {
+            Tube *t = e->tubes.list[i];
+            for (size_t k = 0; k < t->expiry.len; k++) {
+                Job *j = t->expiry.items[k];
+                j->ext->expires = 0;
+            }
+            t->expiry.len = 0;
+            tube_timer_update(&e->tubes, t); /* a removal: cannot fail */
+        }
+    } else {
+        hash_each(&e->jobs, expiry_back, e);
+    }
 }
 
 /* ---- the sweep of a snapshot -------------------------------------------- */

@@ -212,7 +212,9 @@ int64_t queue_expiry_of(const Job *j)
 int queue_expiry_update(Engine *e, Job *j)
 {
     Heap *h = &j->tube->expiry;
-    int64_t exp = queue_expiry_of(j);
+    /* A replica expires nothing (its primary's records do): its jobs stay
+     * out of the expiry heaps until it is promoted. */
+    int64_t exp = e->passive ? 0 : queue_expiry_of(j);
     JobExt *x = j->ext;
 
     if (!exp) {

@@ -623,6 +623,11 @@ void repl_info(Server *s, ReplInfo *o)
     o->role = ROLE_REPLICA;
     o->primary = r->primary;
     o->connected = replica_connected(s);
+    /* Streaming, the position shown is the one acknowledged (written and,
+     * under -f 0, synced, and said so to the primary): what this replica
+     * is sure to have, and what its primary counts. */
+    if (o->connected && !r->snapshot && r->acked < pos)
+        o->position = pos = r->acked;
     o->lag = r->known_pos > pos ? r->known_pos - pos : 0;
     if (r->snapshot && o->lag == 0)
         o->lag = 1; /* not all there yet, whatever the numbers say */

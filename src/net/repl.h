@@ -126,5 +126,12 @@ void replica_begin(Server *s);
 void replica_stop(Server *s);
 void replica_tick(Server *s);
 int replica_connected(const Server *s);
+/* Bytes from the primary, as if read from the socket (the fuzz harness
+ * and unit tests drive the decoder with it; read events do too): 0, or
+ * -1 once the link failed (last-error says why). replica_expect_answer()
+ * puts the link where the handshake's answer comes next, without a
+ * socket. */
+int replica_feed(Server *s, const char *p, size_t len);
+void replica_expect_answer(Server *s);
 
 #endif

@@ -78,6 +78,11 @@ void replica_stop(Server *s)
     r->acked = 0;
 }
 
+void replica_expect_answer(Server *s)
+{
+    R(s)->rstate = RS_HANDSHAKE;
+}
+
 void replica_begin(Server *s)
 {
     Repl *r = R(s);
@@ -263,6 +268,40 @@ static int take_record(Server *s, const BlRecord *rec)
     }
 }
 
+static int take_stream(Server *s);
+static void note_position(Server *s);
+
+/* The bytes read so far: the handshake's answer, then records. 0, or -1
+ * after fail(). */
+static int take_input(Server *s)
+{
+    Repl *r = R(s);
+
+    if (r->rstate == RS_HANDSHAKE) {
+        char *eol = memchr(r->in.data, '\n', r->in.len < HANDSHAKE_MAX ? r->in.len
+                                                                       : HANDSHAKE_MAX);
+        size_t len;
+        if (!eol) {
+            if (r->in.len >= HANDSHAKE_MAX) {
+                fail(s, "it answered the handshake with an overlong line");
+                return -1;
+            }
+            return 0;
+        }
+        len = (size_t)(eol - r->in.data);
+        if (len && r->in.data[len - 1] == '\r')
+            len--;
+        handshake_answer(s, r->in.data, len);
+        if (r->rstate != RS_STREAM)
+            return -1;
+        buf_consume(&r->in, (size_t)(eol - r->in.data) + 1);
+    }
+    if (take_stream(s) < 0)
+        return -1;
+    note_position(s);
+    return r->rstate == RS_STREAM ? 0 : -1;
+}
+
 /* Decode and apply every whole record in the input. -1 after fail(). */
 static int take_stream(Server *s)
 {
@@ -323,6 +362,19 @@ static void note_position(Server *s)
     r->acks_len++;
 }
 
+int replica_feed(Server *s, const char *p, size_t len)
+{
+    Repl *r = R(s);
+
+    if (r->rstate != RS_HANDSHAKE && r->rstate != RS_STREAM)
+        return -1;
+    if (buf_append(&r->in, p, len) < 0) {
+        fail(s, "out of memory");
+        return -1;
+    }
+    return take_input(s);
+}
+
 static void read_some(Server *s)
 {
     Repl *r = R(s);
@@ -343,25 +395,7 @@ static void read_some(Server *s)
         return;
     }
     r->in.len += (size_t)n;
-    if (r->rstate == RS_HANDSHAKE) {
-        char *eol = memchr(r->in.data, '\n', r->in.len < HANDSHAKE_MAX ? r->in.len
-                                                                       : HANDSHAKE_MAX);
-        size_t len;
-        if (!eol) {
-            if (r->in.len >= HANDSHAKE_MAX)
-                fail(s, "it answered the handshake with an overlong line");
-            return;
-        }
-        len = (size_t)(eol - r->in.data);
-        if (len && r->in.data[len - 1] == '\r')
-            len--;
-        handshake_answer(s, r->in.data, len);
-        if (r->rstate != RS_STREAM)
-            return;
-        buf_consume(&r->in, (size_t)(eol - r->in.data) + 1);
-    }
-    if (take_stream(s) == 0)
-        note_position(s);
+    take_input(s);
 }
 
 static void on_event(EvSource *src, uint32_t events)

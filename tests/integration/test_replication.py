@@ -17,7 +17,7 @@ import time
 
 import harness
 from harness import check, eq, fail, no_server, tubed_only, unq
-from repl_util import (EXT, Cluster, assert_converged, body, list_jobs,
+from repl_util import (EXT, Cluster, Proxy, assert_converged, body, list_jobs,
                        put_many, reserve_job, snapshot, stats_replication,
                        wait_caught_up, wait_for)
 
@@ -383,3 +383,106 @@ def test_live_replica_follows_each_change(binary):
         c.expect("delete %d" % jid, "DELETED")
         wait_caught_up(p, r)
         eq(rc.peek("peek %d" % jid), None, "peek on the replica after delete")
+
+
+def _blink(p, c, n):
+    """n put/delete pairs in tube blink (c uses it); returns the last id."""
+    c.use("blink")
+    for i in range(n):
+        jid = c.put(b"blink %d" % i)
+        c.expect("delete %d" % jid, "DELETED")
+    return c.put(b"stays")
+
+
+@no_server
+@tubed_only(EXT)
+def test_tube_that_comes_and_goes_on_the_replica(binary):
+    """A tube the primary keeps (its client uses it) while its only job
+    comes and goes: on the replica no one uses it, so it goes each time its
+    job does, and comes back with the next put; live, and while a snapshot
+    is being sent (slowed by a proxy).  The catch-up test found a
+    heap-use-after-free of a destroyed tube in the replica's apply."""
+    with Cluster(binary, "[tube bulk]\nmax_memory_size = 1M\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        c = p.bs()
+        last = _blink(p, c, 200)
+        wait_caught_up(p, r)
+        assert_converged(p, r, "after 200 put/delete in a tube, live")
+        eq(r.admin().peek("peek %d" % last), (last, b"stays"), "the last job")
+        c.use("bulk")
+        put_many(c, [body("bulk", i, 1000) for i in range(5000)], batch=500)
+        proxy = Proxy(p.port, rate=2 * 10 ** 6)
+        try:
+            late = cl.node("late", "-f", "0", replica_of=proxy.addr)
+            wait_for(lambda: int(late.admin().stats()["current-jobs-ready"]) > 0,
+                     "the snapshot to begin", interval=0.01)
+            last = _blink(p, c, 200)
+            proxy.rate = None
+            wait_caught_up(p, late, timeout=60)
+            assert_converged(p, late, "after 200 put/delete in a tube during "
+                             "a snapshot")
+        finally:
+            proxy.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_changes_during_a_snapshot(binary):
+    """A snapshot slowed by a proxy while the primary deletes, moves,
+    buries, releases, kicks, flushes and puts jobs both already sent and
+    not yet sent (doc/replication.md: a change to a job already sent
+    follows its record; one not yet sent goes in its newest state); then
+    the replica is killed mid-snapshot twice and restarted: it converges."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs(timeout=30)
+        c.use("bulk")
+        n = 4000
+        ids = put_many(c, [body("sn", i, 1000) for i in range(n)],
+                       pri=[i % 97 for i in range(n)], batch=500)
+        c.use("other")
+        oids = put_many(c, [body("ot", i, 500) for i in range(300)])
+        proxy = Proxy(p.port, rate=10 ** 6)
+        try:
+            r = cl.node("r", "-f", "0", replica_of=proxy.addr)
+            wait_for(lambda: int(r.admin().stats()["current-jobs-ready"]) > 100,
+                     "the snapshot to begin", interval=0.01)
+            w = p.bs()
+            w.watch("bulk")
+            w.watch("other")
+            for j in (ids[10], ids[n - 10]):
+                c.expect("delete %d" % j, "DELETED")
+            for j in (ids[20], ids[n - 20]):
+                c.expect("move-job %d t2" % j, "MOVED")
+            for j in (ids[30], ids[n - 30]):
+                reserve_job(w, j)
+                w.expect("bury %d 3" % j, "BURIED")
+            for j in (ids[40], ids[n - 40]):
+                reserve_job(w, j)
+                w.expect("release %d 7 600" % j, "RELEASED")
+            c.expect("kick-job %d" % ids[30], "KICKED")
+            reserve_job(w, oids[5])                  # kept by the flush
+            eq(c.cmd("flush-tube other"), b"FLUSHED 299", "flush-tube other")
+            c.use("bulk")
+            put_many(c, [body("new", i, 800) for i in range(50)])
+            proxy.rate = None
+            wait_caught_up(p, r, timeout=60)
+            assert_converged(p, r, "changes during a snapshot")
+            # Killed mid-snapshot twice, then left to finish.
+            for k in range(2):
+                r.kill9()
+                proxy.rate = 10 ** 6
+                r.restart()
+                # During a snapshot a replica's position is 0
+                # (doc/replication.md).
+                wait_for(lambda: (lambda d: d["connected"] == "true" and
+                                  d["position"] == "0")(r.repl()),
+                         "the resync to begin (%d)" % k, interval=0.01)
+                c.put(b"during resync %d" % k)
+            proxy.rate = None
+            wait_caught_up(p, r, timeout=60)
+            assert_converged(p, r, "after two kill -9 mid-snapshot")
+        finally:
+            proxy.close()

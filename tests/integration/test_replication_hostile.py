@@ -31,9 +31,10 @@ import time
 import harness
 from harness import TestFailure, check, eq, fail, no_server, slow, tubed_only, unq
 from binlog_util import crc32c
-from repl_util import (EXT, Cluster, Proxy, assert_converged, assert_same, body,
-                       percentile, put_many, report, rint, snapshot,
-                       wait_caught_up, wait_for)
+from repl_util import (EXT, SMALL_QUARANTINE, Cluster, Proxy,
+                       assert_converged, assert_same, body, percentile,
+                       put_many, report, rint, snapshot, wait_caught_up,
+                       wait_for)
 
 SERVER = "none"
 
@@ -276,13 +277,36 @@ def test_bogus_ack_releases_nothing(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_ack_before_end_of_snapshot_releases_nothing(binary):
+    """A fake replica that has not read its snapshot (no E yet) and
+    acknowledges the primary's position: a replica acknowledges only after
+    E (doc/replication.md), so the held reply stays held."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs(timeout=30)
+        put_many(c, [body("ab", i, 1000) for i in range(5000)], batch=500)
+        p.reload("sync_replicas = 1\n")
+        f = FakeReplica(p)
+        check(f.answer.startswith(b"REPLICATING"), "handshake: %r" % f.answer)
+        c.send(b"put 0 0 60 4\r\nheld\r\n")
+        c.expect_silence(1.0)
+        f.send(b"ACK %d\r\n" % rint(p.repl(), "position"))
+        c.expect_silence(1.5)
+        f.close()
+        cl.node("r", "-f", "0", replica_of=p)
+        line = c.read_line(timeout=30)
+        check(line.startswith(b"INSERTED"), "once a real replica came: %r" % line)
+
+
+@no_server
+@tubed_only(EXT)
 def test_fake_replica_that_stops_reading(binary):
     """The primary goes on serving and its memory stays bounded: it closes
     a replica that lets more than its limit of live records pile up
     (doc/replication.md: 64 MiB).  130 put/delete pairs of 1 MiB bodies
     send 130 MiB of records past it."""
     with Cluster(binary) as cl:
-        p = cl.node("p", "-f", "0", "-z", 2 ** 20)
+        p = cl.node("p", "-f", "0", "-z", 2 ** 20, env=SMALL_QUARANTINE)
         f = FakeReplica(p)
         check(f.answer.startswith(b"REPLICATING"), "handshake: %r" % f.answer)
         base = p.rss()
@@ -485,6 +509,12 @@ def test_primary_vanishes_mid_snapshot(binary):
             r = cl.node("r", "-f", "0", replica_of=proxy.addr)
             wait_for(lambda: int(r.admin().stats()["current-jobs-ready"]) >= 500,
                      "part of the snapshot to arrive", interval=0.01)
+            d = r.repl()
+            check(d["connected"] == "true" and rint(d, "lag-records") > 0,
+                  "a replica receiving a snapshot: connected true and "
+                  "lag-records above 0: %r" % d)
+            eq(r.get("/replica").status, 503, "GET /replica while the "
+               "snapshot is on its way")
             p.kill9()
             wait_for(lambda: r.repl()["connected"] == "false",
                      "the replica to see its primary gone")
@@ -525,7 +555,7 @@ def test_catch_up_big_backlog(binary):
     size = 1000
     conf = "[tube big]\nmax_memory_size = 4M\n"
     with Cluster(binary, conf) as cl:
-        p = cl.node("p", "-f", "0")
+        p = cl.node("p", "-f", "0", env=SMALL_QUARANTINE)
         c = p.bs(timeout=60)
         c.use("big")
         t0 = time.monotonic()

@@ -3,8 +3,10 @@
 
 A trio (a primary, two replicas, sync_replicas = 1, -f 0 everywhere).  Each
 round: producers (beanstalk puts, memcache sets) and workers (reserve then
-delete, some releases) run against the primary and write down every reply
-they get; at a random moment the primary is killed with kill -9; the
+delete, some releases; memcache gets) run against the primary and write
+down every reply they get; in half the rounds a replica is killed with
+kill -9 and restarted meanwhile (it resyncs under load); at a random
+moment the primary is killed with kill -9; the
 replica with the highest `position` is promoted.  The checker then holds
 the promoted server to the ledger:
 
@@ -24,8 +26,8 @@ primary.
 
 The checker proves itself every round: planted faults (an acknowledged job
 deleted behind the ledger's back on the real server, a faked INSERTED for a
-job no one sent, a faked DELETED for a live job, a changed body) must each
-be reported.  test_ledger_catches_unsafe_acks runs the same checker on a
+job no one sent, a faked DELETED for a live job, a changed body, a faked
+STORED, a faked get of an item still there) must each be reported.  test_ledger_catches_unsafe_acks runs the same checker on a
 failover with sync_replicas = 0 and the replica stopped, where
 acknowledgements really go out before the replica has the records: the
 checker must report the loss.
@@ -48,6 +50,9 @@ from repl_util import (EXT, Cluster, assert_converged, report, rint, snapshot,
 SERVER = "none"
 
 ROUNDS = int(os.environ.get("TUBED_REPL_LEDGER_ROUNDS", "3"))
+# Producers pause above this many live jobs (of each kind), so the state
+# to check stays the same size however many rounds run: steady churn.
+CAP = 2000
 CONF = "sync_replicas = 1\n"
 
 
@@ -62,6 +67,8 @@ class Ledger:
         self.sent = set()        # every body sent in a put (acked or not)
         self.mc_sent = set()
         self.mc_stored = set()   # memcache bodies: STORED received
+        self.mc_taken = set()    # memcache bodies a get returned (deleted)
+        self.mc_getting = 0      # gets sent whose reply the kill may cut off
         self.seq = 0
 
     def next_body(self, tag, rnd):
@@ -70,6 +77,10 @@ class Ledger:
             n = self.seq
         pad = rnd.randbytes(rnd.randint(0, 300))
         return b"<%s-%d>" % (tag, n) + pad.replace(b"\r\n", b"..") + b"\r\n!"
+
+    def live(self):
+        with self.lock:
+            return len(self.acked) - len(self.deleted)
 
     def copy(self):
         l = Ledger()
@@ -80,6 +91,8 @@ class Ledger:
             l.sent = set(self.sent)
             l.mc_sent = set(self.mc_sent)
             l.mc_stored = set(self.mc_stored)
+            l.mc_taken = set(self.mc_taken)
+            l.mc_getting = self.mc_getting
         return l
 
 
@@ -91,6 +104,9 @@ def _producer(node, ledger, stop, seed, errors):
         c = node.bs(timeout=20)
         c.use("L")
         while not stop.is_set():
+            if ledger.live() > CAP:
+                time.sleep(0.01)
+                continue
             n = rnd.randint(1, 8)             # a small pipeline
             bodies = [ledger.next_body(b"p", rnd) for _ in range(n)]
             with ledger.lock:
@@ -147,6 +163,9 @@ def _mc_producer(node, ledger, stop, seed, errors):
     try:
         m = node.mc(timeout=20)
         while not stop.is_set():
+            if len(ledger.mc_stored) - len(ledger.mc_taken) > CAP:
+                time.sleep(0.01)
+                continue
             b = ledger.next_body(b"m", rnd)
             with ledger.lock:
                 ledger.mc_sent.add(b)
@@ -157,6 +176,35 @@ def _mc_producer(node, ledger, stop, seed, errors):
                 return
             with ledger.lock:
                 ledger.mc_stored.add(b)
+    except (TestFailure, OSError):
+        return
+
+
+def _mc_consumer(node, ledger, stop, seed, errors):
+    """memcache gets of mq: a VALUE is the item's acknowledged delete."""
+    try:
+        m = node.mc(timeout=20)
+        while not stop.is_set():
+            with ledger.lock:
+                ledger.mc_getting += 1
+            m.send(b"get mq\r\n")
+            line = m.read_line()
+            if line == b"END":
+                with ledger.lock:
+                    ledger.mc_getting -= 1
+                time.sleep(0.01)
+                continue
+            mm = re.fullmatch(rb"VALUE mq 0 (\d+)", line)
+            if not mm:
+                errors.append("get mq answered %r" % line)
+                return
+            data = m.read_exact(int(mm.group(1)) + 2)[:-2]
+            if m.read_line() != b"END":
+                errors.append("get mq: no END after the value")
+                return
+            with ledger.lock:
+                ledger.mc_taken.add(data)
+                ledger.mc_getting -= 1
     except (TestFailure, OSError):
         return
 
@@ -193,8 +241,14 @@ def check_ledger(c, ledger, snap=None):
         else:
             problems.append("job %d in tube %r, where no client put one"
                             % (job.id, job.tube))
-    for b in sorted(ledger.mc_stored - set(mq)):
-        problems.append("memcache item %r... (STORED) is lost" % b[:20])
+    for b in sorted(ledger.mc_taken & set(mq)):
+        problems.append("memcache item %r... came back after a get returned "
+                        "it" % b[:20])
+    lost = sorted(ledger.mc_stored - ledger.mc_taken - set(mq))
+    # A get whose reply the kill cut off may have taken one item each.
+    if len(lost) > ledger.mc_getting:
+        for b in lost:
+            problems.append("memcache item %r... (STORED) is lost" % b[:20])
     for b in sorted(set(mq) - ledger.mc_sent):
         problems.append("memcache item %r... was never sent" % b[:20])
     return problems
@@ -218,6 +272,18 @@ def _self_check(c, ledger, snap, rnd, caught):
         l3 = ledger.copy()
         l3.acked[k] = l3.acked[k] + b"?"
         plants.append(("a changed body", l3, "job %d: body" % k))
+    l4 = ledger.copy()
+    fakes = [b"<never stored %d>" % i for i in range(l4.mc_getting + 1)]
+    l4.mc_stored.update(fakes)
+    plants.append(("a faked STORED", l4, "memcache item %r... (STORED) is lost"
+                   % fakes[0][:20]))
+    mq = [j.body for j in snap.values() if j.tube == "mq"]
+    if mq:
+        l5 = ledger.copy()
+        taken = rnd.choice(mq)
+        l5.mc_taken.add(taken)
+        plants.append(("a faked get", l5, "memcache item %r... came back"
+                       % taken[:20]))
     for what, l, needle in plants:
         got = check_ledger(c, l, snap)
         check(any(needle in p for p in got), "the ledger checker missed %s "
@@ -252,7 +318,8 @@ def _workload(p, ledger, rnd, seconds):
     stop = threading.Event()
     errors = []
     threads = []
-    for i, fn in enumerate((_producer, _producer, _worker, _worker, _mc_producer)):
+    for i, fn in enumerate((_producer, _producer, _worker, _worker, _worker,
+                            _mc_producer, _mc_consumer)):
         t = threading.Thread(target=fn, args=(p, ledger, stop, rnd.random(), errors),
                              daemon=True)
         threads.append(t)
@@ -264,7 +331,16 @@ def _workload(p, ledger, rnd, seconds):
 def _round(cl, nodes, ledger, rnd, n, caught, figures):
     p, replicas = nodes[0], nodes[1:]
     before = len(ledger.acked), len(ledger.deleted)
-    stop, threads, errors = _workload(p, ledger, rnd, rnd.uniform(0.3, 2.0))
+    stop, threads, errors = _workload(p, ledger, rnd, rnd.uniform(0.3, 1.5))
+    if rnd.random() < 0.5:
+        # A replica dies too and comes back while the clients go on: it
+        # resyncs under load (the other one keeps acknowledging), and may
+        # still be mid-snapshot (position 0) when the primary dies.
+        x = rnd.choice(replicas)
+        x.kill9()
+        x.restart(replica_of=p)
+        figures.append("round %d: replica %s killed and restarted" % (n, x.name))
+        time.sleep(rnd.uniform(0.0, 1.0))
     p.kill9()
     stop.set()
     for t in threads:
@@ -406,4 +482,5 @@ def test_ledger_checker_on_one_server(binary):
         _self_check(c, ledger, snap, rnd, caught)
         _plant_lost_job(c, ledger, rnd, caught)
         eq(sorted(caught), ["a changed body", "a faked DELETED", "a faked INSERTED",
+                            "a faked STORED", "a faked get",
                             "a lost record on the server"], "planted faults caught")

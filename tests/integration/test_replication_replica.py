@@ -364,3 +364,26 @@ def test_config_errors(binary):
               % (len(errors), "\n    ".join(errors)))
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_status_json_role_and_lag(binary):
+    """/tubes.json (the status page's data) carries the role and the lag
+    once replication is in use; a plain server's is unchanged."""
+    import json
+    with Cluster(binary) as cl:
+        plain = cl.node("plain", bdir=False)
+        d = json.loads(plain.get("/tubes.json").text())
+        eq(sorted(d), ["server", "tubes"], "members of a plain server's tubes.json")
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        p.bs().put(b"x")
+        wait_caught_up(p, r)
+        for n, role in ((p, "primary"), (r, "replica")):
+            d = json.loads(n.get("/tubes.json").text())
+            check("replication" in d, "node %s: no replication member in "
+                  "tubes.json: %s" % (n.name, sorted(d)))
+            rep = d["replication"]
+            eq((rep.get("role"), rep.get("lag-records")), (role, 0),
+               "node %s: role and lag in tubes.json (%r)" % (n.name, rep))

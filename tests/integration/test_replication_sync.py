@@ -12,6 +12,7 @@
   (SIGTERM, kill -9) is found again by its replica, which converges.
 """
 
+import os
 import re
 import signal
 import time
@@ -250,3 +251,25 @@ def test_primary_sigterm_restart_replica_reconnects(binary):
 @tubed_only(EXT)
 def test_primary_kill9_restart_replica_reconnects(binary):
     _primary_restart(binary, "kill -9")
+
+
+@no_server
+@tubed_only(EXT)
+def test_sync_replicas_flag_and_unix_socket_primary(binary):
+    """--sync-replicas on the command line; a replica whose --replica-of
+    is the primary's Unix socket (unix:/path)."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "--sync-replicas", 1, unix=True)
+        sock = p.unix_path
+        eq(p.repl()["sync-replicas"], "1", "sync-replicas from the flag")
+        c = p.bs()
+        _put_async(c, b"held until a replica")
+        c.expect_silence(1.0)
+        r = cl.node("r", "-f", "0", replica_of="unix:" + sock)
+        line = c.read_line(timeout=20)
+        check(re.fullmatch(rb"INSERTED \d+", line) is not None,
+              "the held INSERTED once a replica came over the Unix socket: "
+              "%r" % line)
+        wait_caught_up(p, r)
+        eq(unq(r.repl()["primary"]), "unix:" + sock, "the replica's primary")
+        assert_converged(p, r, "over a Unix socket")

@@ -843,6 +843,7 @@ START_TEST(error_table)
         {MC_ERR_OPEN_HELD, "ERROR\r\n", 1},
         {MC_ERR_NOTHING_OPEN, "ERROR\r\n", 0},
         {MC_ERR_SHUTDOWN_DISABLED, "CLIENT_ERROR shutdown disabled\r\n", 0},
+        {MC_ERR_REPLICA, "SERVER_ERROR replica\r\n", 0},
     };
 
     ck_assert_uint_eq(sizeof want / sizeof want[0], MC_ERR_COUNT - 1);

@@ -629,6 +629,10 @@ START_TEST(cmd_names)
         {CMD_FLUSH_TUBE, "flush-tube"},
         {CMD_LIST_JOBS, "list-jobs"},
         {CMD_MOVE_JOB, "move-job"},
+        {CMD_STATS_REPLICATION, "stats-replication"},
+        {CMD_REPLICATE, "replicate"},
+        {CMD_PROMOTE, "promote"},
+        {CMD_FOLLOW, "follow"},
     };
 
     ck_assert_uint_eq(sizeof want / sizeof want[0], CMD_COUNT);
@@ -666,6 +670,8 @@ START_TEST(names_round_trip)
         [CMD_FLUSH_TUBE] = " t",
         [CMD_LIST_JOBS] = " t all 1 10",
         [CMD_MOVE_JOB] = " 1 t",
+        [CMD_REPLICATE] = " 1 2",
+        [CMD_FOLLOW] = " 127.0.0.1:11300",
     };
     char line[64];
     Cmd c;
@@ -677,6 +683,32 @@ START_TEST(names_round_trip)
                       line);
         ck_assert_msg(c.type == (CmdType)t, "'%s' parsed as %d", line, c.type);
     }
+}
+END_TEST
+
+/* Replication's commands (doc/replication.md): their shapes. */
+START_TEST(replication_forms)
+{
+    Cmd c;
+
+    ck_assert_int_eq(parse_command("replicate 3 18446744073709551615", 32, &c), PARSE_OK);
+    ck_assert_int_eq(c.type, CMD_REPLICATE);
+    ck_assert_uint_eq(c.id, 3);
+    ck_assert_uint_eq(c.id2, UINT64_MAX);
+    ck_assert_int_eq(parse_command("replicate 3", 11, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("replicate 3 4 5", 15, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("replicate -1 4", 14, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("follow [::1]:11300", 18, &c), PARSE_OK);
+    ck_assert_int_eq(c.type, CMD_FOLLOW);
+    ck_assert_int_eq((int)c.name_len, 11);
+    ck_assert_int_eq(parse_command("follow unix:/run/t.sock", 23, &c), PARSE_OK);
+    ck_assert_int_eq(parse_command("follow a b", 10, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("follow ", 7, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("promote", 7, &c), PARSE_OK);
+    ck_assert_int_eq(c.type, CMD_PROMOTE);
+    ck_assert_int_eq(parse_command("promote 1", 9, &c), PARSE_BAD_FORMAT);
+    ck_assert_int_eq(parse_command("stats-replication", 17, &c), PARSE_OK);
+    ck_assert_int_eq(c.type, CMD_STATS_REPLICATION);
 }
 END_TEST
 
@@ -771,6 +803,7 @@ static Suite *parse_suite(void)
     tcase_add_test(tc, tube_name_valid_direct);
     tcase_add_test(tc, cmd_names);
     tcase_add_test(tc, names_round_trip);
+    tcase_add_test(tc, replication_forms);
     suite_add_tcase(s, tc);
     return s;
 }

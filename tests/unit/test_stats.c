@@ -526,7 +526,8 @@ START_TEST(server_document)
         if (t == CMD_QUIT || t == CMD_RESERVE_JOB || t == CMD_KICK_JOB)
             continue; /* beanstalkd has no key for these */
         if (t == CMD_STATS_TUBES || t == CMD_STATS_BINLOG || t == CMD_FLUSH_TUBE ||
-            t == CMD_LIST_JOBS || t == CMD_MOVE_JOB) {
+            t == CMD_LIST_JOBS || t == CMD_MOVE_JOB || t == CMD_STATS_REPLICATION ||
+            t == CMD_REPLICATE || t == CMD_PROMOTE || t == CMD_FOLLOW) {
             /* tubed's extensions add no key to stats (extensions.md §2) */
             snprintf(key, sizeof key, "cmd-%s", cmd_name((CmdType)t));
             for (size_t i = 0; i < d.n; i++)

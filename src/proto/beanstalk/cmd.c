@@ -135,7 +135,8 @@ void cmd_put_body_done(BsConn *b)
         conn_reply_lit(conn(b), "EXPECTED_CRLF\r\n");
         return;
     }
-    if (b->conn.srv->draining) {
+    /* (A replica: the server may have become one while the body came.) */
+    if (b->conn.srv->draining || repl_is_replica(b->conn.srv)) {
         engine_job_drop(e, j);
         conn_reply_lit(conn(b), "DRAINING\r\n");
         return;

@@ -128,6 +128,8 @@ void mc_body_done(McConn *m)
         err = MC_ERR_BAD_DATA_CHUNK; /* out of step: cannot go on */
     if (err == MC_OK && j && m->conn.srv->draining)
         err = MC_ERR_DRAINING;
+    if (err == MC_OK && repl_is_replica(m->conn.srv))
+        err = MC_ERR_REPLICA; /* it became one while the body came */
     if (err != MC_OK) {
         mc_reply_err(m, err);
     } else if (!j) {

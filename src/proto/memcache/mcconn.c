@@ -41,6 +41,17 @@ static void mc_hangup_conn(Conn *c)
         mc_hangup(mc_conn(c));
 }
 
+/* The server follows another primary now: a waiting get ends (END), the
+ * jobs it has open go back. */
+static void mc_demote(Conn *c)
+{
+    McConn *m = mc_conn(c);
+
+    if (c->state == CONN_PAUSED || m->woke)
+        mc_hangup(m);
+    worker_release_all(mc_engine(c), &m->worker);
+}
+
 /* ---- input ------------------------------------------------------------ */
 
 /* A body and its two terminating bytes: into the job when there is one,
@@ -135,6 +146,7 @@ int memcache_init(Memcache *f, Server *s)
         .consume = mc_consume,
         .hangup = mc_hangup_conn,
         .close = mc_close,
+        .demote = mc_demote,
         /* memcached says "ERROR Too many open connections", which clients
          * read as an unknown command; SERVER_ERROR is the protocol's word
          * for a server that cannot serve. */

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""tests/bench/replication.py - `make bench`, replication side
+(spec/replication.md §6.6, doc/replication.md).
+
+1. The price of safety: pipelined puts (tubed-bench -w put -c 50 -P 16,
+   100-byte bodies) on a primary with sync_replicas = 1 and one replica,
+   against the same server alone, both with -f 0 and both with the default
+   -f. The servers take turns within each round (alone, replicated, alone,
+   ...), every run on freshly started servers with empty binlog
+   directories; the table gives the median rate of each and the ratio
+   replicated / alone (targets: >= 0.7 with -f 0, >= 0.5 with the default
+   -f).
+2. Catch-up: a primary holding N jobs (put by tubed-bench), then a new
+   replica from an empty directory; the time until its lag-records is 0
+   gives its rate in jobs/s, against the primary's own put rate.
+3. Promotion: promote a caught-up replica, time to the first answered put.
+
+Environment / flags: --rounds (3), --puts (200000), --catchup (200000),
+--quick (small sizes), --out (build/bench-replication.md), --tubed,
+--bench. Every server is stopped by its pid on exit.
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+procs = []
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start(tubed, base, name, *flags):
+    d = os.path.join(base, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    port = free_port()
+    p = subprocess.Popen([tubed, "-l", "127.0.0.1", "-p", str(port), "-b", d] + list(flags),
+                         stdout=subprocess.DEVNULL, stderr=open(d + ".log", "w"))
+    procs.append(p)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, port
+        except OSError:
+            time.sleep(0.02)
+    raise SystemExit("%s did not start (see %s.log)" % (name, d))
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if p in procs:
+        procs.remove(p)
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.f = self.s.makefile("rwb")
+
+    def cmd(self, line, body=None):
+        self.f.write(line.encode() + b"\r\n" + (body + b"\r\n" if body is not None else b""))
+        self.f.flush()
+        return self.f.readline().strip()
+
+    def repl(self):
+        head = self.cmd("stats-replication")
+        data = self.f.read(int(head.split()[1]) + 2).decode()
+        return dict(l.split(": ", 1) for l in data.splitlines()[1:] if ": " in l)
+
+
+def bench_put(bench, port, n):
+    out = subprocess.run([bench, "-q", "--csv", "-p", str(port), "-w", "put", "-c", "50",
+                          "-P", "16", "-s", "100", "-n", str(n)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [l for l in out.splitlines() if l.strip()]
+    head, row = lines[0].split(","), lines[-1].split(",")
+    return float(row[head.index("ops_per_sec")])
+
+
+def wait_caught_up(port, primary_port, timeout=600):
+    c, pc = Conn(port), Conn(primary_port)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d, pd = c.repl(), pc.repl()
+        if d.get("lag-records") == "0" and d.get("connected") == "true" and \
+                d.get("position") == pd.get("position"):
+            return
+        time.sleep(0.01)
+    raise SystemExit("replica did not catch up")
+
+
+def price(args, base, fsync):
+    rates = {"alone": [], "replicated": []}
+    for _ in range(args.rounds):
+        p, port = start(args.tubed, base, "alone", *fsync)
+        rates["alone"].append(bench_put(args.bench, port, args.puts))
+        stop(p)
+        p, port = start(args.tubed, base, "primary", "--sync-replicas", "1", *fsync)
+        r, _ = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port, *fsync)
+        wait_caught_up(_, port)
+        rates["replicated"].append(bench_put(args.bench, port, args.puts))
+        stop(r)
+        stop(p)
+    a, b = statistics.median(rates["alone"]), statistics.median(rates["replicated"])
+    return a, b
+
+
+def catchup(args, base):
+    p, port = start(args.tubed, base, "cp")
+    put_rate = bench_put(args.bench, port, args.catchup)
+    t0 = time.monotonic()
+    r, rport = start(args.tubed, base, "cr", "--replica-of", "127.0.0.1:%d" % port)
+    wait_caught_up(rport, port)
+    dt = time.monotonic() - t0
+    # Promotion: to the first answered put.
+    c = Conn(rport)
+    t1 = time.monotonic()
+    line = c.cmd("promote")
+    t2 = time.monotonic()
+    ins = c.cmd("put 0 0 60 5", b"hello")
+    t3 = time.monotonic()
+    stop(r)
+    stop(p)
+    if not line.startswith(b"PROMOTED") or not ins.startswith(b"INSERTED"):
+        raise SystemExit("promote/put: %r %r" % (line, ins))
+    return put_rate, args.catchup / dt, (t3 - t1) * 1000, (t3 - t2) * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tubed", default="build/tubed")
+    ap.add_argument("--bench", default="build/tubed-bench")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--puts", type=int, default=200000)
+    ap.add_argument("--catchup", type=int, default=200000)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="build/bench-replication.md")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.puts, args.catchup = 1, 20000, 20000
+    base = tempfile.mkdtemp(prefix="tubed-bench-repl-")
+    lines = ["# Replication bench (tests/bench/replication.py)", "",
+             "| workload | alone ops/s | sync_replicas=1 ops/s | ratio | target |",
+             "| --- | --- | --- | --- | --- |"]
+    try:
+        for name, fsync, target in (("-f 0", ["-f", "0"], 0.7), ("default -f", [], 0.5)):
+            a, b = price(args, base, fsync)
+            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | >= %.1f |"
+                         % (name, a, b, b / a, target))
+            print(lines[-1], flush=True)
+        put_rate, rate, promote_ms, put_ms = catchup(args, base)
+        lines += ["", "| catch-up of %d jobs | jobs/s | vs the primary's put rate |" % args.catchup,
+                  "| --- | --- | --- |",
+                  "| new replica, empty directory | %.0f | %.2f (put: %.0f ops/s) |"
+                  % (rate, rate / put_rate, put_rate),
+                  "", "promote to first answered put: %.1f ms (the put itself %.1f ms)"
+                  % (promote_ms, put_ms)]
+        print("\n".join(lines[-6:]))
+    finally:
+        for p in list(procs):
+            stop(p)
+        shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+/*
+ * test_repl.c — replication's pieces without sockets: the BL_POS and
+ * BL_SNAP_END records (blcodec), a replica applying a stream
+ * (replica_feed() into engine_apply()), the snapshot's sweep, positions
+ * and epochs over a restart, and promote.
+ */
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blcodec.h"
+#include "engine.h"
+#include "log.h"
+#include "repl.h"
+#include "serve.h"
+#include "unit.h"
+
+static char dir[128];
+static int seq;
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    return remove(path);
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/tubed-unit-repl-%ld-%d", (long)getpid(), seq++);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    log_verbosity = -1;
+}
+
+static void teardown(void)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static Server srv;
+
+static Server *open_replica(void)
+{
+    Config cfg;
+    char err[256];
+
+    opts_defaults(&cfg);
+    cfg.listen_addr = "127.0.0.1";
+    cfg.binlog_dir = dir;
+    cfg.fsync_never = 1;
+    cfg.replica_of = "127.0.0.1:1";
+    ck_assert_int_eq(server_init(&srv, &cfg), 0);
+    ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
+    repl_start(&srv);
+    return &srv;
+}
+
+/* ---- the stream, built by hand ----------------------------------------- */
+
+typedef struct {
+    char data[8192];
+    size_t len;
+} Stream;
+
+static void add(Stream *s, const BlRecord *r)
+{
+    size_t n = bl_record_size(r);
+
+    ck_assert_uint_le(s->len + n, sizeof s->data);
+    bl_encode(r, s->data + s->len);
+    s->len += n;
+}
+
+static void add_job(Stream *s, uint64_t id, const char *tube, const char *body, int state)
+{
+    BlRecord r;
+
+    memset(&r, 0, sizeof r);
+    r.type = BL_JOB;
+    r.id = id;
+    r.pri = (uint32_t)id;
+    r.ttr = 30;
+    r.state = (uint8_t)state;
+    if (state == 2) {
+        r.delay = 600;
+        r.deadline_wall = (int64_t)4e18;
+    }
+    r.created_wall = 1700000000LL * 1000000000LL;
+    r.tube = tube;
+    r.tube_len = (uint8_t)strlen(tube);
+    r.body = body;
+    r.body_size = (uint32_t)strlen(body);
+    add(s, &r);
+}
+
+static void add_simple(Stream *s, int type, uint64_t id, uint64_t pos)
+{
+    BlRecord r;
+
+    memset(&r, 0, sizeof r);
+    r.type = (uint8_t)type;
+    r.id = id;
+    r.pos = pos;
+    if (type == BL_STATE)
+        r.state = 3; /* buried */
+    add(s, &r);
+}
+
+static void feed(Server *s, const char *p, size_t n)
+{
+    Repl *r = s->repl;
+
+    ck_assert_msg(replica_feed(s, p, n) == 0, "feed failed: %s", r->last_error);
+    engine_commit(&s->eng);
+}
+
+START_TEST(pos_and_end_records_round_trip)
+{
+    BlRecord r = {.type = BL_POS, .id = 7, .pos = 123456789, .epoch_start = 42,
+                  .flags = BL_POS_FOLLOWER}, d;
+    char buf[64];
+
+    ck_assert_uint_eq(bl_record_size(&r), BL_POS_SIZE);
+    bl_encode(&r, buf);
+    ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_POS_SIZE);
+    ck_assert_uint_eq(d.type, BL_POS);
+    ck_assert_uint_eq(d.id, 7);
+    ck_assert_uint_eq(d.pos, 123456789);
+    ck_assert_uint_eq(d.epoch_start, 42);
+    ck_assert_uint_eq(d.flags, BL_POS_FOLLOWER);
+    buf[BL_REC_HEAD + 17] = 9; /* flags beyond the known bit: damage */
+    ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_CORRUPT);
+
+    r = (BlRecord){.type = BL_SNAP_END, .id = 99, .pos = 5};
+    bl_encode(&r, buf);
+    ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_SNAP_END_SIZE);
+    ck_assert_uint_eq(d.id, 99);
+    ck_assert_uint_eq(d.pos, 5);
+}
+END_TEST
+
+/* A snapshot, live records inside and after it, the sweep of the jobs the
+ * replica had, positions, and all of it back after a restart. */
+START_TEST(replica_applies_a_stream)
+{
+    Server *s = open_replica();
+    Repl *r = s->repl;
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 3 10 4\r\n";
+    uint64_t epoch, pos, start;
+    Job *j;
+
+    /* Jobs of its own first: 50 goes at the sweep, 2 is replaced. */
+    add_job(&st, 50, "stale", "old", 0);
+    add_job(&st, 2, "default", "stale body", 0);
+    for (size_t off = 0; off < st.len;) {
+        BlRecord rec;
+        long n = bl_decode(st.data + off, st.len - off, &rec);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
+        off += (size_t)n;
+    }
+    engine_commit(&s->eng);
+    ck_assert_uint_eq(s->eng.jobs.len, 2);
+
+    replica_expect_answer(s);
+    st.len = 0;
+    add_job(&st, 1, "default", "one", 0);
+    add_job(&st, 2, "default", "two", 2);
+    add_job(&st, 7, "t", "live inside", 0);  /* a live put during the snapshot */
+    add_simple(&st, BL_POS, 3, 11);         /* ignored until E */
+    add_job(&st, 3, "t", "three", 0);
+    add_simple(&st, BL_SNAP_END, 8, 11);
+    add_simple(&st, BL_STATE, 1, 0);        /* bury 1 */
+    add_simple(&st, BL_DELETE, 3, 0);
+    add_simple(&st, BL_POS, 3, 13);
+    /* The answer, then the stream in two pieces cut mid-record. */
+    feed(s, answer, strlen(answer));
+    ck_assert_int_eq(r->rstate, RS_STREAM);
+    ck_assert(r->snapshot);
+    feed(s, st.data, 100);
+    feed(s, st.data + 100, st.len - 100);
+    ck_assert(!r->snapshot);
+
+    ck_assert_uint_eq(s->eng.jobs.len, 3);  /* 1, 2, 7 */
+    ck_assert_ptr_null(engine_find(&s->eng, 50));
+    ck_assert_ptr_null(engine_find(&s->eng, 3));
+    ck_assert_ptr_nonnull(j = engine_find(&s->eng, 1));
+    ck_assert_int_eq(j->state, JOB_BURIED);
+    ck_assert_ptr_nonnull(j = engine_find(&s->eng, 2));
+    ck_assert_int_eq(j->state, JOB_DELAYED);
+    ck_assert_int_eq(memcmp(job_body(j), "two", 3), 0);
+    ck_assert_uint_eq(r->discarded, 1);     /* the stale job */
+    ck_assert_uint_ge(s->eng.next_id, 8);
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(epoch, 3);
+    ck_assert_uint_eq(pos, 13);
+    ck_assert_uint_eq(start, 4);
+    server_free(&srv);
+
+    /* kill -9 or not: its binlog has the jobs and the position. */
+    s = open_replica();
+    ck_assert_uint_eq(s->eng.jobs.len, 3);
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(epoch, 3);
+    ck_assert_uint_eq(pos, 13);
+
+    /* promote: a new epoch from here, ids jump, timers run again. */
+    {
+        char err[128];
+        uint64_t next = s->eng.next_id;
+        ck_assert_uint_eq(repl_promote(s, err, sizeof err), 4);
+        ck_assert_uint_gt(s->eng.next_id, next);
+        ck_assert(!s->eng.passive);
+        ck_assert(!repl_is_replica(s));
+        ck_assert_uint_eq(repl_promote(s, err, sizeof err), 4); /* again: same */
+        engine_commit(&s->eng);
+    }
+    server_free(&srv);
+    s = open_replica();
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(epoch, 4);
+    ck_assert_uint_eq(start, 13);
+    server_free(&srv);
+}
+END_TEST
+
+/* A primary behind our epoch is not followed; garbage ends the link. */
+START_TEST(replica_refuses_stale_primary_and_garbage)
+{
+    Server *s = open_replica();
+    Repl *r = s->repl;
+    const char *old = "REPLICATING 0 5 0\r\n";
+    Stream st = {.len = 0};
+
+    replica_expect_answer(s);
+    ck_assert_int_eq(replica_feed(s, old, strlen(old)), -1);
+    ck_assert_int_eq(r->rstate, RS_IDLE);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "lower than ours"));
+
+    replica_expect_answer(s);
+    ck_assert_int_eq(replica_feed(s, "REPLICATING 1 0 0\r\n", 19), 0);
+    add_job(&st, 1, "default", "x", 0);
+    st.data[6] ^= 1; /* its checksum no longer holds */
+    ck_assert_int_eq(replica_feed(s, st.data, st.len), -1);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "damaged"));
+    ck_assert_uint_eq(s->eng.jobs.len, 0);
+
+    replica_expect_answer(s);
+    ck_assert_int_eq(replica_feed(s, "UNKNOWN_COMMAND\r\n", 17), -1);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "does not replicate"));
+    server_free(&srv);
+}
+END_TEST
+
+static Suite *repl_suite(void)
+{
+    Suite *s = suite_create("repl");
+    TCase *tc = unit_tcase("stream");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, pos_and_end_records_round_trip);
+    tcase_add_test(tc, replica_applies_a_stream);
+    tcase_add_test(tc, replica_refuses_stale_primary_and_garbage);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(repl_suite)
