@@ -245,6 +245,15 @@ def _wait_replica(trio, i, timeout=FAILOVER_CEILING):
              % (i, trio.status(i), trio.logs()), timeout=timeout, interval=0.2)
 
 
+def _keepalived_settled_backup(trio, i):
+    """Node i's keepalived is in BACKUP and its check passes (a restart of
+    its tubed may have sent it to FAULT, from which it rises in seconds)."""
+    text = trio.keep[i].output()
+    states = re.findall(r"Entering (\w+) STATE", text)
+    checks = re.findall(r"Script `chk_tubed` now returning (\d+)", text)
+    return bool(states) and states[-1] == "BACKUP" and (not checks or checks[-1] == "0")
+
+
 def _bring_up(trio):
     for i in range(3):
         trio.start_tubed(i)
@@ -341,6 +350,10 @@ def _lagging_scenario(binary, peer_check):
             s1, s2 = trio.status(1), trio.status(2)
             check(int(s1["position"]) < int(s2["position"]),
                   "node 1 should lag node 2: %s %s" % (s1, s2))
+            # Node 1 must be a candidate when the primary dies.
+            wait_for(lambda: _keepalived_settled_backup(trio, 1),
+                     lambda: "node 1's keepalived back in BACKUP\n" + trio.logs(),
+                     timeout=FAILOVER_CEILING, interval=0.2)
             trio.tubed[0].kill()
             if not peer_check:
                 _wait_primary(trio, 1)
