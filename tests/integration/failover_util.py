@@ -256,11 +256,25 @@ class OcfSite:
     def __enter__(self):
         return self
 
-    def __exit__(self, et, ev, tb):
-        for n in self.nodes:
-            pid = n.pid()
-            if pid is None:
+    def strays(self):
+        """pids of every process whose command line names this site's
+        directory (the agent's tubeds), pid file or not."""
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
                 continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if self.tmp.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+        return out
+
+    def __exit__(self, et, ev, tb):
+        pids = {n.pid() for n in self.nodes} | set(self.strays())
+        pids.discard(None)
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)

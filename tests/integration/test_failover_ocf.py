@@ -56,7 +56,8 @@ def test_ocf_tester_passes(binary):
         check(p.returncode == 0 and "passed all tests" in out,
               "ocf-tester failed (exit %d): %s | tubed log: %s"
               % (p.returncode, out[-1500:], n.log()[-800:]))
-        check(not n.alive(), "ocf-tester ended with tubed still running")
+        check(not n.alive() and not site.strays(),
+              "ocf-tester ended with tubed still running: %s" % site.strays())
         # The run really started, promoted and demoted a tubed.
         log = n.log()
         check("serving as the primary" in log and "no longer a primary" in log,
@@ -217,6 +218,7 @@ def test_ocf_pair_failover(binary):
             n.must("stop")
             n.must("monitor", rc=7)
             check(not n.alive(), "%s still runs after stop" % n.name)
+        check(not site.strays(), "tubed processes left after stop: %s" % site.strays())
 
 
 @no_server
