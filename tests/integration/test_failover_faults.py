@@ -262,6 +262,9 @@ def test_failover_faults(binary):
                         _round(trio, ledger, rnd, kind, n, caught, figures)
                     except TestFailure as e:
                         raise TestFailure("seed %d: %s" % (seed, e)) from e
+                    if CYCLES > 1:              # progress of a long run
+                        report("failover progress: round %d done at %.0f s"
+                               % (n, time.monotonic() - t0))
         finally:
             trio.close()
     report("failover faults: %d rounds (%d cycles, seed %d) in %.1f s, %d puts and "
