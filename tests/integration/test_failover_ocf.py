@@ -156,6 +156,7 @@ def test_ocf_pair_failover(binary):
         a.must("monitor", rc=0)
         a.must("promote")
         a.must("monitor", rc=8)
+        eq(a.score(), 2000, "the primary's promotion score (above any replica's)")
         b.must("start")
         eq(b.repl()["primary"], a.addr, "beta started while alpha is primary follows it")
         b.must("monitor", rc=0)
