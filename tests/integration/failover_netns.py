@@ -16,6 +16,7 @@ belongs there and is used from the test's thread as usual.
 """
 
 import ctypes
+import itertools
 import os
 import signal
 import subprocess
@@ -29,8 +30,19 @@ NET = "10.213.0"
 HUB_ADDR = NET + ".10"
 
 
+_probe_lock = threading.Lock()
+_probe = []
+
+
 def skip_reason():
-    """Why namespaces cannot be made here, or None."""
+    """Why namespaces cannot be made here, or None (probed once)."""
+    with _probe_lock:
+        if not _probe:
+            _probe.append(_skip_reason())
+        return _probe[0]
+
+
+def _skip_reason():
     if os.geteuid() != 0:
         return "needs root to make network namespaces (ip netns)"
     if subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
@@ -97,9 +109,13 @@ class Proc:
             return ""
 
 
+_labs = itertools.count(1)
+
+
 class Lab:
     def __init__(self, tmp, nodes=3):
-        tag = "tfo%d" % os.getpid()
+        # Unique per Lab: the runner runs tests of one process in parallel.
+        tag = "tfo%d-%d" % (os.getpid(), next(_labs))
         self.hub = tag + "h"
         self.nodes = ["%sn%d" % (tag, i + 1) for i in range(nodes)]
         self.tmp = tmp
