@@ -328,3 +328,32 @@ def test_ocf_newer_epoch_beats_more_records(binary):
         a.must("monitor", rc=0)
         eq(a.score(), 10, "a's score beside a newer epoch")
         b.must("promote")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_user_param(binary):
+    """user=nobody: tubed binds, then runs as nobody; the binlog directory
+    is given to it; stop still stops it."""
+    _need_ocf()
+    if os.geteuid() != 0:
+        raise Skip("needs root to run tubed as another user")
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    with OcfSite(binary) as site:
+        n = site.node("solo", user="nobody", sync_replicas="0")
+        # nobody must reach the binaries' and the binlog's directories.
+        os.chmod(site.tmp, 0o755)
+        os.chmod(n.dir, 0o755)
+        n.must("start")
+        with open("/proc/%d/status" % n.pid()) as f:
+            uid = [l.split()[1] for l in f if l.startswith("Uid:")][0]
+        eq(int(uid), nobody.pw_uid, "tubed's uid with user=nobody")
+        eq(os.stat(n.params["binlog_dir"]).st_uid, nobody.pw_uid,
+           "the binlog directory's owner")
+        n.must("promote")
+        c = n.client()
+        c.put(b"as nobody")
+        c.close()
+        n.must("stop")
+        check(not n.alive() and not site.strays(), "tubed left after stop")
