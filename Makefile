@@ -64,7 +64,7 @@ DEPS := build-essential clang pkg-config check beanstalkd ruby ruby-beaneater py
         libclang-rt-14-dev dpkg-dev lintian mandoc groff-base systemd valgrind \
         prometheus chromium tmux \
         python3-pymemcache python3-memcache php-cli php-memcached libmemcached-tools memcached \
-        stunnel4 openssl
+        stunnel4 openssl resource-agents keepalived iproute2
 # Node.js runs npm's memcached client in the tests; a machine that has it
 # (often from NodeSource, whose nodejs conflicts with Debian's npm) keeps it.
 NODE_DEPS := nodejs npm

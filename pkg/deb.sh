@@ -68,6 +68,19 @@ for u in pkg/systemd/tubed-*.socket; do
 done
 install -m 0644 pkg/default/tubed "$stage/etc/default/tubed"
 [ -f "$stage/etc/tubed/tubed.conf" ] || die "make install did not install /etc/tubed/tubed.conf"
+# Failover (doc/failover.md): the Pacemaker resource agent (provider
+# "tubed"), keepalived's notify and check scripts, their example files.
+install -d "$stage/usr/lib/ocf/resource.d/tubed" "$stage/usr/lib/tubed/keepalived" \
+    "$stage/usr/share/doc/tubed/examples/keepalived" "$stage/usr/share/man/man7"
+install -m 0755 pkg/ocf/tubed "$stage/usr/lib/ocf/resource.d/tubed/tubed"
+install -m 0755 pkg/keepalived/tubed-keepalived-notify pkg/keepalived/tubed-keepalived-check \
+    "$stage/usr/lib/tubed/keepalived/"
+install -m 0644 pkg/keepalived/keepalived.conf pkg/keepalived/tubed-keepalived.env \
+    "$stage/usr/share/doc/tubed/examples/keepalived/"
+for m in man/*.7; do
+    [ -e "$m" ] && install -m 0644 "$m" "$stage/usr/share/man/man7/"
+done
+gzip -9nf "$stage"/usr/share/man/man7/*.7
 doc=$stage/usr/share/doc/tubed
 install -m 0644 pkg/debian/copyright "$doc/copyright"
 gzip -9n <pkg/debian/changelog >"$doc/changelog.gz"
