@@ -130,6 +130,13 @@ static size_t canonical(const Cmd *c, char *out, size_t cap)
     case CMD_PAUSE_TUBE:
         n = snprintf(out, cap, "%s %.*s %u", w, (int)c->name_len, c->name, c->delay);
         break;
+    case CMD_REPLICATE:
+        n = snprintf(out, cap, "%s%llu %llu", w, (unsigned long long)c->id,
+                     (unsigned long long)c->id2);
+        break;
+    case CMD_FOLLOW: /* the address: the rest of the line */
+        n = snprintf(out, cap, "%s%.*s", w, (int)c->name_len, c->name);
+        break;
     default:
         n = snprintf(out, cap, "%s", w);
         break;
@@ -186,14 +193,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               (int)n, buf);
         CHECK(again.type == cmd.type && again.id == cmd.id && again.pri == cmd.pri &&
               again.delay == cmd.delay && again.ttr == cmd.ttr && again.bytes == cmd.bytes &&
+              again.id2 == cmd.id2 &&
               again.count == cmd.count && again.state == cmd.state &&
               again.name_len == cmd.name_len &&
               (!cmd.name_len || !memcmp(again.name, cmd.name, cmd.name_len)),
               "canonical form '%.*s' parses differently", (int)n, buf);
-        /* Nothing but the word, digits, spaces and name characters. */
+        /* Nothing but the word, digits, spaces and name characters; a
+         * follow's address: printable bytes, no space. */
         for (size_t i = strlen(words[cmd.type]); i < size; i++)
-            CHECK(line[i] == ' ' || ref_name_char((unsigned char)line[i]),
-                  "PARSE_OK with byte 0x%02x at %zu", (unsigned char)line[i], i);
+            if (cmd.type == CMD_FOLLOW)
+                CHECK(line[i] > ' ' && line[i] <= '~', "follow with byte 0x%02x at %zu",
+                      (unsigned char)line[i], i);
+            else
+                CHECK(line[i] == ' ' || ref_name_char((unsigned char)line[i]),
+                      "PARSE_OK with byte 0x%02x at %zu", (unsigned char)line[i], i);
     }
     if (r == PARSE_BAD_FORMAT && cmd.counted)
         CHECK(cmd.type == CMD_PUT || cmd.type == CMD_PAUSE_TUBE, "counted on type %d",
