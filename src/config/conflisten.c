@@ -487,6 +487,38 @@ bool conf_listen_peer_ok(const ConfListen *l, uint32_t uid, uint32_t gid)
     return false;
 }
 
+unsigned role_rows_find(const RoleRow *rows, size_t n, const char *word)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(rows[i].word, word))
+            return rows[i].roles;
+    return 0;
+}
+
+size_t role_rows_fill(const RoleRow *rows, size_t n, uint8_t *allow, int first, int count,
+                      const char *(*name)(int t))
+{
+    size_t missing = 0;
+
+    for (int t = first; t < count; t++) {
+        unsigned r = role_rows_find(rows, n, name(t));
+        if (!r) {
+            missing++;
+            r = ROLE_ADMIN;
+        }
+        allow[t] = (uint8_t)r;
+    }
+    return missing;
+}
+
+const char *role_rows_at(const RoleRow *rows, size_t n, size_t i, unsigned *roles)
+{
+    if (i >= n)
+        return NULL;
+    *roles = rows[i].roles;
+    return rows[i].word;
+}
+
 const char *conf_role_text(unsigned roles, char *buf, size_t cap)
 {
     size_t used = 0;

@@ -35,6 +35,21 @@ enum {
     ROLE_ALL = ROLE_READ | ROLE_PRODUCER | ROLE_WORKER | ROLE_ADMIN,
 };
 
+/* A front-end's decisions: which roles may run each command word. */
+typedef struct RoleRow {
+    const char *word;
+    uint8_t roles;
+} RoleRow;
+
+/* The roles of word in rows[0..n), 0 when it has no row. */
+unsigned role_rows_find(const RoleRow *rows, size_t n, const char *word);
+/* allow[t] = the roles of name(t), for t in [first, count); a command
+ * without a row is admin-only. How many had no row. */
+size_t role_rows_fill(const RoleRow *rows, size_t n, uint8_t *allow, int first, int count,
+                      const char *(*name)(int t));
+/* Row i's word and roles, NULL past the end (tests walk the table). */
+const char *role_rows_at(const RoleRow *rows, size_t n, size_t i, unsigned *roles);
+
 typedef enum ListenProto {
     LP_BEANSTALK,
     LP_MEMCACHE,

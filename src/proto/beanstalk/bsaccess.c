@@ -12,10 +12,7 @@
 
 /* One row per command word. read's commands belong to every role (each
  * role is "read, and ..."); admin may run everything. */
-static const struct {
-    const char *word;
-    uint8_t roles;
-} rows[] = {
+static const RoleRow rows[] = {
     /* read */
     {"stats", ANY},
     {"stats-tube", ANY},
@@ -61,31 +58,20 @@ static const struct {
 
 unsigned bs_access_roles(const char *word)
 {
-    for (size_t i = 0; i < NROWS; i++)
-        if (!strcmp(rows[i].word, word))
-            return rows[i].roles;
-    return 0;
+    return role_rows_find(rows, NROWS, word);
+}
+
+static const char *name_of(int t)
+{
+    return cmd_name((CmdType)t);
 }
 
 size_t bs_access_init(uint8_t allow[CMD_COUNT])
 {
-    size_t missing = 0;
-
-    for (int t = 0; t < CMD_COUNT; t++) {
-        unsigned r = bs_access_roles(cmd_name((CmdType)t));
-        if (!r) {
-            missing++;
-            r = A;
-        }
-        allow[t] = (uint8_t)r;
-    }
-    return missing;
+    return role_rows_fill(rows, NROWS, allow, 0, CMD_COUNT, name_of);
 }
 
 const char *bs_access_row(size_t i, unsigned *roles)
 {
-    if (i >= NROWS)
-        return NULL;
-    *roles = rows[i].roles;
-    return rows[i].word;
+    return role_rows_at(rows, NROWS, i, roles);
 }

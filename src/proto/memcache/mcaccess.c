@@ -10,10 +10,7 @@
 #define A ROLE_ADMIN
 #define ANY (R | P | W | A)
 
-static const struct {
-    const char *word;
-    uint8_t roles;
-} rows[] = {
+static const RoleRow rows[] = {
     /* read */
     {"get/peek", ANY},
     {"stats", ANY},
@@ -42,32 +39,21 @@ static const struct {
 
 unsigned mc_access_roles(const char *word)
 {
-    for (size_t i = 0; i < NROWS; i++)
-        if (!strcmp(rows[i].word, word))
-            return rows[i].roles;
-    return 0;
+    return role_rows_find(rows, NROWS, word);
+}
+
+static const char *name_of(int t)
+{
+    return mc_cmd_name((McCmdType)t);
 }
 
 size_t mc_access_init(uint8_t allow[MC_CMD_COUNT])
 {
-    size_t missing = 0;
-
     allow[MC_CMD_UNKNOWN] = ANY; /* answered with the parser's error */
-    for (int t = MC_CMD_UNKNOWN + 1; t < MC_CMD_COUNT; t++) {
-        unsigned r = mc_access_roles(mc_cmd_name((McCmdType)t));
-        if (!r) {
-            missing++;
-            r = A;
-        }
-        allow[t] = (uint8_t)r;
-    }
-    return missing;
+    return role_rows_fill(rows, NROWS, allow, MC_CMD_UNKNOWN + 1, MC_CMD_COUNT, name_of);
 }
 
 const char *mc_access_row(size_t i, unsigned *roles)
 {
-    if (i >= NROWS)
-        return NULL;
-    *roles = rows[i].roles;
-    return rows[i].word;
+    return role_rows_at(rows, NROWS, i, roles);
 }
