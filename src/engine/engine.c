@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "grave.h"
 #include "listjobs.h"
@@ -14,7 +13,7 @@
 #include "policy.h"
 #include "queue.h"
 #include "shrink.h"
-#include "spill.h"
+#include "store.h"
 #include "waiter.h"
 #include "watch.h"
 

@@ -13,12 +13,11 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* A logged realtime on this server's monotonic clock. */
 static int64_t mono_of(Engine *e, int64_t wall)

@@ -7,12 +7,11 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "log.h"
 #include "oldest.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* ---- resolving ---------------------------------------------------------- */
 
