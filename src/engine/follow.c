@@ -372,15 +372,6 @@ uint64_t engine_lsn(const Engine *e)
     return e->binlog.lsn;
 }
 
-void engine_set_tap(Engine *e,
-                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
-                    void (*reset)(void *), void *arg)
-{
-    e->binlog.tap = tap;
-    e->binlog.tap_reset = reset;
-    e->binlog.tap_arg = arg;
-}
-
 int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
 {
     Job *j = job_table_find(&e->jobs, id);

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "numparse.h"
+#include "store.h"
 
 /* Snapshot records are made only while less than this waits for a
  * replica; live records may pile up to LIVE_MAX before it is dropped. */
@@ -499,7 +500,8 @@ void repl_start(Server *s)
 
     if (!r || !s->eng.binlog.enabled)
         return;
-    engine_set_tap(&s->eng, on_write, on_reset, s);
+    if (store_subscribe(&s->eng, &(StoreSub){on_write, on_reset, s}) < 0)
+        log_err("replication: the binlog's record stream has no room for it");
     r->local_durable = r->released = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
     if (r->role == ROLE_REPLICA)

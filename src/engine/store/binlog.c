@@ -177,9 +177,9 @@ static int write_pending(Binlog *b)
     b->cur_written += b->wbuf.len;
     if (b->wbuf.len)
         b->unsynced = 1;
-    /* Written: the replication layer may send these very bytes on. */
-    if (b->tap && b->wbuf.len)
-        b->tap(b->tap_arg, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
+    /* Written: the stream's subscribers (replication) get these very
+     * bytes. */
+    stream_publish(&b->stream, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
     b->wbuf.len = 0;
     b->written_lsn = b->lsn;
     return 0;
@@ -989,8 +989,7 @@ static void try_recover(Engine *e)
         return;
     }
     repin_all(&m);
-    if (b->tap_reset)
-        b->tap_reset(b->tap_arg); /* replicas missed the lost records */
+    stream_reset(&b->stream); /* subscribers missed the lost records */
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
              e->jobs.len, cur_file(b)->index);
 }

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "event.h"
 #include "job.h"
+#include "stream.h"
 #include "syncer.h"
 
 #define BL_DEL_SIZE BL_DELETE_SIZE
@@ -77,11 +78,9 @@ typedef struct Binlog {
     int pos_persist;       /* replication is in use: files carry BL_POS
                               records (else the log is as it always was) */
     /* Every write of records, with the position after them, and a reset
-     * when the log was rewritten whole after a failure (a replica must
-     * start over): the replication layer's tap. */
-    void (*tap)(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn);
-    void (*tap_reset)(void *arg);
-    void *tap_arg;
+     * when the log was rewritten whole after a failure: its subscribers
+     * (stream.h; the replication layer is one). */
+    StoreStream stream;
 } Binlog;
 
 /* The binlog's disk calls, replaceable by tests to inject a full disk or an

@@ -23,6 +23,10 @@
  *   again into the current one.
  * - Read-behind (spill.h): bodies that live only in their record, read
  *   back ahead of the workers (spill_fetch) or on the loop (spill_load).
+ * - The record stream (stream.h): every write of records, as the bytes
+ *   placed in the file with the last one's sequence number, goes to each
+ *   subscriber in order, after the file writer; replication subscribes
+ *   with store_subscribe().
  *
  * Formats: blcodec.h and doc/binlog.md.
  */
@@ -34,5 +38,13 @@
 #include "binlog.h"
 #include "blcodec.h"
 #include "spill.h"
+#include "stream.h"
+
+typedef struct Engine Engine;
+
+/* Add a subscriber to e's record stream (stream.h): 0, or -1 when the
+ * stream has STORE_SUBS already. */
+int store_subscribe(Engine *e, const StoreSub *sub);
+void store_unsubscribe(Engine *e, const StoreSub *sub);
 
 #endif
