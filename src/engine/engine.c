@@ -58,7 +58,7 @@ int engine_open_binlog(Engine *e, char *err, size_t errlen)
 {
     if (binlog_open(e, err, errlen) < 0)
         return -1;
-    return policy_load_children(e, err, errlen);
+    return policy_children_replayed(e, err, errlen);
 }
 
 int engine_reload_prepare(Engine *e, const ConfFile *next)

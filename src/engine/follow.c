@@ -4,8 +4,9 @@
  * The records are the binlog's own (blcodec.h); each is applied to the
  * live state the way replay would read it (a J/K replaces the job, S sets
  * its state, D removes it, F removes a tube's jobs up to an id but the
- * kept ones), and logged in this server's binlog through the usual calls,
- * so its files, space accounting and compaction stay the binlog's. No
+ * kept ones, C registers or lets go a fanout child), and logged in this
+ * server's binlog through the usual calls, so its files, space accounting
+ * and compaction stay the binlog's. No
  * policy runs here: the primary's limits, fanout, expiry and moves reach
  * the replica as the records they made.
  */
@@ -16,6 +17,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
+#include "policy.h"
 #include "queue.h"
 #include "store.h"
 
@@ -225,6 +227,8 @@ int engine_apply(Engine *e, const BlRecord *r)
     case BL_FLUSH:
         see_id(e, r->id);
         return apply_flush(e, r);
+    case BL_CHILD:
+        return policy_child_apply(e, r->tube, r->tube_len, r->flags & BL_CHILD_ON);
     case BL_SNAP_END:
         if (r->id > e->next_id)
             e->next_id = r->id;
@@ -372,11 +376,33 @@ uint64_t engine_lsn(const Engine *e)
     return e->binlog.lsn;
 }
 
+/* The registered fanout children as BL_CHILD records: 0, -1 out of
+ * memory. */
+static int snapshot_children(Engine *e, Buf *out)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        BlRecord r = {.type = BL_CHILD, .flags = BL_CHILD_ON, .tube = t->name,
+                      .tube_len = (uint8_t)t->name_len};
+        size_t n = bl_record_size(&r);
+        if (!t->registered)
+            continue;
+        if (buf_reserve(out, n) < 0)
+            return -1;
+        bl_encode(&r, out->data + out->len);
+        out->len += n;
+    }
+    return 0;
+}
+
 int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
 {
     Job *j = job_table_find(&e->jobs, id);
     int rc;
 
+    /* A snapshot asks for id 1 first: the children go ahead of the jobs. */
+    if (id == 1 && snapshot_children(e, out) < 0)
+        return -1;
     if (!j || job_dead(j) || !j->file)
         return 0; /* none, or never journaled: nothing to send */
     rc = binlog_encode_job(e, j, out);

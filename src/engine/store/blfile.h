@@ -101,6 +101,14 @@ int bl_files_push(Binlog *b, uint32_t index);
 /* The list entry of file `index`, NULL if it is not in the list. */
 BlFile *bl_file_of(Binlog *b, uint32_t index);
 size_t bl_job_record_size(const Job *j);
+/* A fanout child's registration record (BL_CHILD), like a job's, keeps its
+ * file: pin it to file `index` (counted live there), or let it go. Its
+ * unregistration's room (bl_child_room(), whole delete records) is
+ * promised while it is pinned. */
+size_t bl_child_record_size(const Tube *t);
+uint64_t bl_child_room(const Tube *t);
+void bl_child_pin(Binlog *b, Tube *t, uint32_t index);
+void bl_child_unpin(Binlog *b, Tube *t);
 /* A logged realtime on the monotonic clock, given the realtime now and
  * the monotonic now (read once for a whole replay: one clock for every
  * job). */

@@ -10,17 +10,18 @@
  * - Room first, then append. A command that will log asks for room before
  *   it changes anything (binlog_reserve_put/_state: -1 is OUT_OF_MEMORY),
  *   then appends its record: binlog_put (a job's full record),
- *   binlog_state, binlog_delete, binlog_flush, binlog_leave. Each record
- *   placed takes the next sequence number.
+ *   binlog_state, binlog_delete, binlog_flush, binlog_leave, binlog_child
+ *   (a fanout child registered or let go). Each record placed takes the
+ *   next sequence number.
  * - Durability tickets. binlog_ticket() is the sequence number a reply
  *   must wait for; binlog_commit() (once per loop iteration) writes the
  *   iteration's records and reports through the engine's hooks: durable up
  *   to N, lost from N. The loop never blocks on the disk (syncer.h).
  * - Replay. binlog_open() locks the directory, replays every file into
- *   the engine (jobs, tubes) and starts a new file.
+ *   the engine (jobs, tubes, fanout children) and starts a new file.
  * - Long-lived state survives file deletion: a file goes only when no live
- *   record is in it; compaction writes the oldest file's live records
- *   again into the current one.
+ *   record (a job's, a registered child's) is in it; compaction writes the
+ *   oldest file's live records again into the current one.
  * - Read-behind (spill.h): bodies that live only in their record, read
  *   back ahead of the workers (spill_fetch) or on the loop (spill_load).
  * - The record stream (stream.h): every write of records, as the bytes
