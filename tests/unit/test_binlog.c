@@ -2,7 +2,8 @@
  * temporary directory: replay of every durable state, deletes, files
  * rolling over and going away, compaction keeping the disk bounded under
  * churn, torn tails, damage (refused, or kept past with --recover), a
- * missing file, and the directory lock; the record stream's subscribers.
+ * missing file, and the directory lock; fanout children's records outliving
+ * their files; the record stream's subscribers.
  *
  * Each test builds a Server as server_init() does (listening on
  * 127.0.0.1 port 0, no clients), opens the binlog, drives it the way
@@ -1603,6 +1604,78 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
 }
 END_TEST
 
+/* ---- fanout children: C records that outlive their files -------------- */
+
+static Tube *register_child(Server *s, const char *name)
+{
+    Tube *t = tubes_get(&s->eng.tubes, name, strlen(name));
+
+    ck_assert_ptr_nonnull(t);
+    t->registered = 1;
+    tube_ref(t);
+    binlog_child(&s->eng, t, 1);
+    ck_assert_uint_eq(t->child_file, s->eng.binlog.files[s->eng.binlog.nfiles - 1].index);
+    return t;
+}
+
+/* A child registered in binlog.1 survives: churn makes compaction move its
+ * record forward and every old file go; a failed write's recovery writes
+ * it again in the fresh file; one let go stays gone; a restart brings
+ * back exactly the registered ones, counted live in their files. */
+START_TEST(children_outlive_their_files)
+{
+    Server *a = open_srv();
+    Binlog *b = &a->eng.binlog;
+    Tube *kept = register_child(a, "P+kept");
+    Tube *gone = register_child(a, "P+gone");
+    uint32_t first = kept->child_file;
+    uint64_t reserved = b->reserved;
+    int i;
+
+    ck_assert_uint_gt(reserved, 0); /* the let-go records' room */
+    iterate(a);
+    for (i = 0; i < 3000 && b->files[0].index <= first; i++) {
+        delete_job(a, put_filled(a, "churn", 600));
+        if (i % 4 == 3)
+            iterate(a);
+    }
+    ck_assert_msg(b->files[0].index > first, "binlog.%u still there after %d puts", first, i);
+    ck_assert_uint_gt(kept->child_file, first);
+    ck_assert_uint_gt(b->records_migrated, 0);
+    binlog_child(&a->eng, gone, 0);
+    ck_assert_uint_eq(gone->child_file, 0);
+    gone->registered = 0;
+    tube_unref(&a->eng.tubes, gone);
+    ck_assert_uint_lt(b->reserved, reserved); /* its room given back */
+    iterate(a);
+
+    bl_disk.pwrite = fail_pwrite;
+    put_filled(a, "churn", 10);
+    capture_begin();
+    binlog_commit(&a->eng);
+    capture_end();
+    restore_disk();
+    a->eng.now += 2 * NS_PER_SEC;
+    capture_begin();
+    binlog_tick(&a->eng);
+    capture_end();
+    ck_assert(b->healthy);
+    ck_assert_uint_eq(kept->child_file, b->files[b->nfiles - 1].index);
+    iterate(a);
+    close_srv(a);
+
+    a = open_srv();
+    b = &a->eng.binlog;
+    kept = tubes_find(&a->eng.tubes, "P+kept", 6);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert(kept->registered);
+    ck_assert_ptr_nonnull(bl_file_of(b, kept->child_file));
+    ck_assert_uint_ge(bl_file_of(b, kept->child_file)->live_jobs, 1);
+    ck_assert_ptr_null(tubes_find(&a->eng.tubes, "P+gone", 6));
+    close_srv(a);
+}
+END_TEST
+
 /* ---- the record stream: every written record, to each subscriber ------ */
 
 #define SEEN_MAX 512
@@ -1833,6 +1906,7 @@ static Suite *binlog_suite(void)
 
     tcase_add_test(sm, stream_two_subscribers_and_reset);
     tcase_add_test(sm, stream_list_bounds);
+    tcase_add_test(cp, children_outlive_their_files);
     suite_add_tcase(s, sm);
     return s;
 }
