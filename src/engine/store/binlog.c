@@ -486,8 +486,9 @@ void binlog_child(Engine *e, Tube *t, int on)
     }
     if (reserve(e, bl_record_size(&r), b->reserved + bl_child_room(t)) < 0 ||
         append(e, &r) < 0) {
-        log_err("fanout: no binlog room to journal the child %.*s: it stays registered "
-                "only until a restart", (int)t->name_len, t->name);
+        log_err("fanout: cannot journal the child %.*s (no disk room, or the binlog is "
+                "unhealthy): it stays registered until a restart, or until the binlog "
+                "rewrites its state after a failure", (int)t->name_len, t->name);
         return;
     }
     bl_child_pin(b, t, cur_file(b)->index);
@@ -508,13 +509,15 @@ static int rewrite_child(Engine *e, Tube *t)
     return 0;
 }
 
-/* Rewrite the registered children whose record is in file `index` (every
- * one, for index 0). -1 when one could not be written. */
+/* Rewrite the registered children whose record is in file `index`; for
+ * index 0 (a rewrite of the whole state) every registered child, also one
+ * whose registration found no room then. -1 when one could not be
+ * written. */
 static int move_children(Engine *e, uint32_t index)
 {
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];
-        if (t->child_file && (!index || t->child_file == index) && rewrite_child(e, t) < 0)
+        if (t->registered && (index ? t->child_file == index : 1) && rewrite_child(e, t) < 0)
             return -1;
     }
     return 0;
