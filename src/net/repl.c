@@ -336,7 +336,8 @@ static void snapshot_more(Server *s, ReplLink *l)
 
     while (conn_out_pending(l->c) < SNAP_LOW && scanned < SCAN_MAX) {
         int rc;
-        if (l->cursor >= e->next_id) {
+        /* (id 1 is always asked for: the fanout children come with it) */
+        if (l->cursor >= e->next_id && l->cursor > 1) {
             BlRecord end;
             char buf[BL_SNAP_END_SIZE];
             memset(&end, 0, sizeof end);

@@ -11,7 +11,8 @@ in the binlog, like every other durable change, never a side file:
   children are journaled and the file removed, and they stay after later
   restarts (next to a version-1 binlog file, which still replays);
 - a replica hears of a child registered with no job in it, through the
-  live stream or in its snapshot, and once promoted fans out to it.
+  live stream or in its snapshot (also of a primary that never gave out a
+  job id), and once promoted fans out to it.
 """
 
 import os
@@ -222,3 +223,19 @@ def test_replica_promoted_fans_out_to_child_without_jobs(binary):
         r.start(replica_of=None)
         rc = r.bs()
         _check_fanout(rc, ("P+early", "P+live"))
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_snapshot_children_of_a_primary_without_jobs(binary):
+    """A primary that never gave out a job id, with a child registered: a
+    replica connecting then still gets the child in its snapshot."""
+    with Cluster(binary, conf=CONF) as cl:
+        p = cl.node("p")
+        c = p.bs()
+        c.use("P+only")
+        c.use("default")
+        r = cl.node("r", replica_of=p)
+        wait_caught_up(p, r)
+        tubes = r.bs().list_tubes()
+        check("P+only" in tubes, "child on the replica: list-tubes %r" % tubes)
