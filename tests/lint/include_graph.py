@@ -12,8 +12,10 @@ when a module includes one from a layer above its own:
 (a front-end may use the engine and the connection layer; the engine may
 use neither). engine/store (the binlog files, codec, replay, fsync thread
 and read-behind) sits under the rest of the engine; it may reach up only
-along the edges named in STORE_UP, each with its reason. src/bench and
-src/cli are separate programs and are checked for cycles only. --dot prints the graph in Graphviz form.
+along the edges named in STORE_UP, each with its reason; the rest of the
+engine reaches the store through store.h (STORE_FACE). src/bench and
+src/cli are separate programs and are checked for cycles only. --dot
+prints the graph in Graphviz form.
 """
 import os
 import re
@@ -23,8 +25,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src
 LAYERS = {"lib": 0, "config": 1, "engine/store": 2, "engine": 3, "net": 4, "proto": 5,
           "": 6}
 # The store's documented edges into the engine above it (the cycle check
-# still covers them: none may lead back into the store but through the
-# state types core.h embeds, and read-behind's hooks in queue.c).
+# still covers them).
 STORE_UP = {
     "core": "the engine's state embeds the store's (Binlog, Spill) and the "
             "store works on it",
