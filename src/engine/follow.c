@@ -308,7 +308,23 @@ int engine_sweep_begin(Engine *e)
     qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
     e->sweep_ids = l.ids;
     e->sweep_n = l.n;
+    /* The children too: a C record from the primary keeps one. */
+    for (size_t i = 0; i < e->tubes.len; i++)
+        e->tubes.list[i]->child_sweep = e->tubes.list[i]->registered;
     return 0;
+}
+
+/* Let go the registered children the snapshot did not send. */
+static void sweep_children(Engine *e)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        if (!t->child_sweep)
+            continue;
+        t->child_sweep = 0;
+        policy_unregister(e, t); /* logs it; t may be gone: start again */
+        i = (size_t)-1;
+    }
 }
 
 /* The primary has job id: it stays at the sweep's end. */
@@ -340,6 +356,7 @@ uint64_t engine_sweep_end(Engine *e)
         queue_delete(e, j);
         n++;
     }
+    sweep_children(e);
     engine_sweep_abort(e);
     return n;
 }
@@ -349,6 +366,8 @@ void engine_sweep_abort(Engine *e)
     tb_free(e->sweep_ids);
     e->sweep_ids = NULL;
     e->sweep_n = 0;
+    for (size_t i = 0; i < e->tubes.len; i++)
+        e->tubes.list[i]->child_sweep = 0;
 }
 
 /* ---- positions ----------------------------------------------------------- */

@@ -510,6 +510,7 @@ int policy_child_apply(Engine *e, const char *name, size_t len, int on)
         policy_unregister(e, t);
         return 0;
     }
+    t->child_sweep = 0; /* the primary has it (engine_sweep_end) */
     if (!t->registered) {
         t->registered = 1;
         tube_ref(t);

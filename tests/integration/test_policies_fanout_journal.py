@@ -12,7 +12,8 @@ in the binlog, like every other durable change, never a side file:
   restarts (next to a version-1 binlog file, which still replays);
 - a replica hears of a child registered with no job in it, through the
   live stream or in its snapshot (also of a primary that never gave out a
-  job id), and once promoted fans out to it.
+  job id), and once promoted fans out to it; a former primary that
+  follows lets go the children the new primary does not have.
 """
 
 import os
@@ -239,3 +240,37 @@ def test_replica_snapshot_children_of_a_primary_without_jobs(binary):
         wait_caught_up(p, r)
         tubes = r.bs().list_tubes()
         check("P+only" in tubes, "child on the replica: list-tubes %r" % tubes)
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_lets_go_children_the_new_primary_lacks(binary):
+    """A former primary registers P+tail after its replica was promoted;
+    when it follows the new primary, the snapshot has no P+tail: it is let
+    go at the end of the snapshot (and stays gone after a restart), while
+    P+both, which both have, stays."""
+    with Cluster(binary, conf=CONF) as cl:
+        p = cl.node("p")
+        r = cl.node("r", replica_of=p)
+        c = p.bs()
+        c.put(b"an id to scan")
+        c.use("P+both")
+        c.use("default")
+        wait_caught_up(p, r)
+        rc = r.bs()
+        eq(rc.cmd("promote", timeout=10), b"PROMOTED 2", "promote")
+        c.use("P+tail")
+        c.use("default")
+        check("P+tail" in c.list_tubes(), "P+tail on the former primary")
+        eq(c.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        wait_caught_up(r, p)
+        tubes = p.bs().list_tubes()
+        check("P+both" in tubes, "P+both after the follow: %r" % tubes)
+        check("P+tail" not in tubes, "P+tail (not on the new primary) after the "
+              "follow: %r" % tubes)
+        p.kill9()
+        p.start(replica_of=r)
+        wait_caught_up(r, p)
+        tubes = p.bs().list_tubes()
+        check("P+both" in tubes and "P+tail" not in tubes,
+              "after a restart of the follower: %r" % tubes)
