@@ -702,7 +702,7 @@ void cmd_access_changed(BsConn *b)
     if (i == w->nwatch)
         return; /* every tube it waits on is still allowed */
     if (w->wait_until != INT64_MAX)
-        left = w->wait_until > e->now ? w->wait_until - e->now : 0;
+        left = w->wait_until > engine_now(e) ? w->wait_until - engine_now(e) : 0;
     worker_cancel(e, w);
     conn_set_state(conn(b), CONN_OPEN);
     prune_watches(b);

@@ -48,7 +48,7 @@ static void timer_arm(Http *h)
  * now + the same span and now never goes back, so the tail is its place. */
 static void set_deadline(Http *h, HttpConn *hc)
 {
-    hc->deadline = h->srv->eng.now + HTTP_IDLE_NS;
+    hc->deadline = engine_now(&h->srv->eng) + HTTP_IDLE_NS;
     hc->out_left = out_pending(&hc->conn);
     list_remove(&hc->link);
     list_insert_tail(&h->by_deadline, &hc->link);
@@ -82,7 +82,7 @@ static void deadline_passed(Http *h, HttpConn *hc)
 static void on_timer(EvTimer *t)
 {
     Http *h = container_of(t, Http, timer);
-    int64_t now = h->srv->eng.now;
+    int64_t now = engine_now(&h->srv->eng);
     List *n;
 
     while ((n = list_first(&h->by_deadline))) {

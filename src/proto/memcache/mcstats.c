@@ -10,9 +10,8 @@
 
 /* ---- per-tube counters -------------------------------------------------- */
 
-void mcstats_forget(Memcache *f, Tube *t)
+void mcstats_forget(Tube *t)
 {
-    (void)f;
     memset(&t->mc, 0, sizeof t->mc);
 }
 
