@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "snapshot.h"
 #include "waiter.h"
 #include "watch.h"
 

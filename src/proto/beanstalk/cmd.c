@@ -461,7 +461,7 @@ static void do_stats_tubes(BsConn *b, const Cmd *cmd)
     Buf d = {0};
 
     engine_expire_all(eng(b)); /* an expired job is never counted */
-    stats_tubes(eng(b), conn(b)->lis, &d);
+    stats_tubes(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -469,7 +469,7 @@ static void do_stats_binlog(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_binlog(eng(b), &d);
+    stats_binlog(conn(b)->srv, &d);
     reply_doc(b, &d);
 }
 
