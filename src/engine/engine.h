@@ -30,7 +30,6 @@
 #include <stdint.h>
 
 #include "core.h"
-#include "snapshot.h"
 #include "waiter.h"
 #include "watch.h"
 
@@ -152,7 +151,8 @@ static inline int64_t engine_now(const Engine *e) { return e->now; }
 /* The tube a new connection uses and watches. */
 static inline Tube *engine_default_tube(const Engine *e) { return e->default_tube; }
 /* Every tube, in creation order (list-tubes' order), engine_tube_count() of
- * them; valid until a tube is made or freed. Name order: snapshot.h. */
+ * them; valid until a tube is made or freed. Name order, and every figure
+ * the statistics show: snapshot.h. */
 static inline size_t engine_tube_count(const Engine *e) { return e->tubes.len; }
 static inline Tube *const *engine_tube_list(const Engine *e) { return e->tubes.list; }
 

@@ -1,7 +1,8 @@
 /*
  * snapshot.h — the engine's figures as plain numbers, for every rendering
  * of the statistics: beanstalk's YAML, memcache's STAT lines, Prometheus
- * and /tubes.json. Part of the engine's API (engine.h includes it).
+ * and /tubes.json. Part of the engine's API, beside engine.h and worker.h:
+ * the third engine header a front-end may include.
  *
  * Contract: engine_stats() and engine_tube_stats() fill a struct from the
  * live state, in this one place, and change nothing (the caller expires

@@ -24,7 +24,7 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
     struct rusage ru;
 
     memset(out, 0, sizeof *out);
-    engine_stats(&s->eng, &out->eng);
+    engine_stats(&s->eng, &out->engine);
     if (src && src->fill)
         src->fill(src->front, &out->front);
     out->conns = s->conn_ct;
@@ -33,7 +33,7 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
     out->repl_shown = srvstats_repl_shown(s);
     out->max_job_size = s->cfg.max_job_size;
     out->job_memory_limit = s->cfg.job_memory;
-    out->binlog_max_size = out->eng.binlog.enabled ? out->eng.binlog.file_size
+    out->binlog_max_size = out->engine.binlog.enabled ? out->engine.binlog.file_size
                                                    : s->cfg.binlog_size;
     out->instance_id = s->instance_id;
     out->pid = (long)getpid();
@@ -89,7 +89,7 @@ static int64_t secs(int64_t ns)
 
 void stats_doc_server(const ServerStats *ss, StatEmit emit, void *arg)
 {
-    const EngineStats *e = &ss->eng;
+    const EngineStats *e = &ss->engine;
     char key[64];
 
     u64(emit, arg, "current-jobs-urgent", e->jobs.urgent);

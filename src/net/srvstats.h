@@ -28,6 +28,7 @@
 
 #include "engine.h"
 #include "server.h"
+#include "snapshot.h"
 
 /* A front-end's own counter; in_stats: one of beanstalkd's `stats` keys
  * (cmd-NAME), not only a metric. */
@@ -51,7 +52,7 @@ typedef struct StatsSource {
 } StatsSource;
 
 typedef struct ServerStats {
-    EngineStats eng;
+    EngineStats engine;
     FrontStats front;           /* all zero without a source */
     uint64_t conns, total_conns;
     int draining;

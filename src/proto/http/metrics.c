@@ -25,7 +25,7 @@ static double seconds_of(struct timeval tv)
 
 static void server_families(const ServerStats *ss, Buf *b)
 {
-    const EngineStats *es = &ss->eng;
+    const EngineStats *es = &ss->engine;
     const uint64_t states[] = {es->jobs.ready, es->jobs.reserved, es->jobs.delayed,
                                es->jobs.buried};
     PromLabel l;

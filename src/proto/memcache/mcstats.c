@@ -126,12 +126,12 @@ static void global_stats(const Memcache *f, Buf *b)
                "STAT reserved_memory_ratio 0.000\r\n"
                "STAT curr_connections %llu\r\n"
                "STAT total_connections %llu\r\n",
-               (unsigned long long)secs(ss.eng.uptime_ns),
+               (unsigned long long)secs(ss.engine.uptime_ns),
                (unsigned long long)secs(clock_wall()), TUBED_VERSION,
-               (unsigned long long)(ss.eng.jobs.ready + ss.eng.jobs.delayed +
-                                    ss.eng.jobs.buried),
-               (unsigned long long)ss.eng.total_jobs,
-               (unsigned long long)(ss.eng.body_bytes - ss.eng.reserved_bytes),
+               (unsigned long long)(ss.engine.jobs.ready + ss.engine.jobs.delayed +
+                                    ss.engine.jobs.buried),
+               (unsigned long long)ss.engine.total_jobs,
+               (unsigned long long)(ss.engine.body_bytes - ss.engine.reserved_bytes),
                (unsigned long long)ss.conns, (unsigned long long)ss.total_conns);
     buf_printf(b,
                "STAT cmd_get %llu\r\n"
