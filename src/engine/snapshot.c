@@ -18,10 +18,6 @@ void engine_stats(const Engine *e, EngineStats *out)
     out->waiting = e->waiting_ct;
     out->job_bytes = e->job_bytes;
     out->tubes = e->tubes.len;
-    for (size_t i = 0; i < e->tubes.len; i++) {
-        out->body_bytes += e->tubes.list[i]->cur_bytes;
-        out->reserved_bytes += e->tubes.list[i]->reserved_bytes;
-    }
     out->uptime_ns = e->now - e->started;
     out->binlog.enabled = bl->enabled != 0;
     out->binlog.healthy = !bl->enabled || bl->healthy;
@@ -70,6 +66,15 @@ void engine_tube_stats(const Engine *e, const Tube *t, TubeStats *out)
     out->total_timeouts = t->total_timeouts;
     out->oldest_ready_age = engine_oldest_ready_age(e, t);
     out->mc = t->mc;
+}
+
+void engine_body_bytes(const Engine *e, uint64_t *all, uint64_t *reserved)
+{
+    *all = *reserved = 0;
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        *all += e->tubes.list[i]->cur_bytes;
+        *reserved += e->tubes.list[i]->reserved_bytes;
+    }
 }
 
 int engine_name_cmp(const char *a, size_t alen, const char *b, size_t blen)

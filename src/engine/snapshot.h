@@ -38,8 +38,6 @@ typedef struct EngineStats {
     uint64_t job_timeouts;      /* TTRs that ran out */
     uint64_t waiting;           /* workers waiting in a reserve */
     uint64_t job_bytes;         /* memory of all jobs (--job-memory) */
-    uint64_t body_bytes;        /* body bytes of every job (every tube's) */
-    uint64_t reserved_bytes;    /* ... of the reserved ones */
     size_t tubes;
     int64_t uptime_ns;
     struct {
@@ -75,8 +73,12 @@ typedef struct TubeStats {
     TubeMcStats mc;             /* the memcache front-end's counters */
 } TubeStats;
 
+/* O(1): cheap enough for every /healthz. */
 void engine_stats(const Engine *e, EngineStats *out);
 void engine_tube_stats(const Engine *e, const Tube *t, TubeStats *out);
+/* Body bytes of every job, and of the reserved ones: a walk over the
+ * tubes, so apart from engine_stats() (memcache's `stats` shows it). */
+void engine_body_bytes(const Engine *e, uint64_t *all, uint64_t *reserved);
 
 /* Name order of two names: <0, 0, >0. */
 int engine_name_cmp(const char *a, size_t alen, const char *b, size_t blen);

@@ -9,14 +9,11 @@
 #include "clock.h"
 #include "repl.h"
 
-int srvstats_repl_shown(const Server *s)
+/* Replication is in use: a replica, positions journaled, or
+ * sync_replicas. */
+static int repl_shown(const Server *s, const EngineStats *es)
 {
-    EngineStats es;
-
-    if (!s->repl)
-        return 0;
-    engine_stats(&s->eng, &es);
-    return es.binlog.positions || repl_is_replica(s) || s->cfg.sync_replicas;
+    return s->repl && (es->binlog.positions || repl_is_replica(s) || s->cfg.sync_replicas);
 }
 
 void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
@@ -30,7 +27,7 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
     out->conns = s->conn_ct;
     out->total_conns = s->total_conns;
     out->draining = s->draining != 0;
-    out->repl_shown = srvstats_repl_shown(s);
+    out->repl_shown = repl_shown(s, &out->engine);
     out->max_job_size = s->cfg.max_job_size;
     out->job_memory_limit = s->cfg.job_memory;
     out->binlog_max_size = out->engine.binlog.enabled ? out->engine.binlog.file_size

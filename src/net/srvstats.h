@@ -56,7 +56,9 @@ typedef struct ServerStats {
     FrontStats front;           /* all zero without a source */
     uint64_t conns, total_conns;
     int draining;
-    int repl_shown;             /* replication in use: show its figures */
+    int repl_shown;             /* replication in use (a replica, positions
+                                   journaled, or sync_replicas): only then
+                                   do documents show its figures */
     uint32_t max_job_size;
     uint64_t job_memory_limit;
     uint64_t binlog_max_size;   /* the file size in force, else -s */
@@ -71,9 +73,6 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out);
 /* The tubes listener l may touch (NULL: every tube) in name order, *n of
  * them: a new array to tb_free(); NULL only when out of memory. */
 Tube **srvstats_tubes(const Server *s, const Listener *l, size_t *n);
-/* Replication is in use (a replica, positions journaled, or
- * sync_replicas): only then do documents show its figures. */
-int srvstats_repl_shown(const Server *s);
 
 /* ---- the shared key lists ---------------------------------------------- */
 

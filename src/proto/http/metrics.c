@@ -239,11 +239,11 @@ static void replica_lag(void *arg, const char *addr, uint64_t lag)
 
 /* Only once replication is in use: a server without it shows exactly the
  * families it always did. */
-static void replication_families(Server *s, Buf *b)
+static void replication_families(Server *s, const ServerStats *ss, Buf *b)
 {
     ReplInfo i;
 
-    if (!srvstats_repl_shown(s))
+    if (!ss->repl_shown)
         return;
     repl_info(s, &i);
     single(b, "tubed_replication_primary", PROM_GAUGE,
@@ -295,6 +295,6 @@ void metrics_render(Server *s, const StatsSource *src, const Listener *l, Buf *b
             prom_sample_u64(b, name, &lab, 1, tube_families[k].value(&v[i]));
         }
     }
-    replication_families(s, b);
+    replication_families(s, &ss, b);
     tb_free(v);
 }

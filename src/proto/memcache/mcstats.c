@@ -114,8 +114,10 @@ static void global_stats(const Memcache *f, Buf *b)
 {
     const McCounters *c = &f->ct;
     ServerStats ss;
+    uint64_t bytes, reserved;
 
     server_stats(f->srv, NULL, &ss);
+    engine_body_bytes(&f->srv->eng, &bytes, &reserved);
     buf_printf(b,
                "STAT uptime %llu\r\n"
                "STAT time %llu\r\n"
@@ -131,7 +133,7 @@ static void global_stats(const Memcache *f, Buf *b)
                (unsigned long long)(ss.engine.jobs.ready + ss.engine.jobs.delayed +
                                     ss.engine.jobs.buried),
                (unsigned long long)ss.engine.total_jobs,
-               (unsigned long long)(ss.engine.body_bytes - ss.engine.reserved_bytes),
+               (unsigned long long)(bytes - reserved),
                (unsigned long long)ss.conns, (unsigned long long)ss.total_conns);
     buf_printf(b,
                "STAT cmd_get %llu\r\n"
