@@ -7,6 +7,8 @@
 
 #include "access.h"
 #include "clock.h"
+#include "conflisten.h"
+#include "conn.h"
 #include "repl.h"
 
 /* Replication is in use: a replica, positions journaled, or
@@ -40,6 +42,26 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
     }
     if (uname(&out->uts) < 0)
         memset(&out->uts, 0, sizeof out->uts);
+}
+
+int listener_stats(const Server *s, ListenerStats *out)
+{
+    for (int i = 0; i < s->nlisteners; i++) {
+        const Listener *l = &s->listeners[i];
+
+        out[i] = (ListenerStats){
+            .name = l->name,
+            .address = l->conf ? l->conf->address : l->address,
+            .protocol = l->conf ? conf_proto_name(l->conf->protocol) : l->proto->name,
+            .roles = l->roles,
+            .conf = l->conf,
+            .conns = l->cur_conns,
+            .total_conns = l->total_conns,
+            .refused_cmds = l->refused_cmds,
+            .refused_peers = l->refused_peers,
+        };
+    }
+    return s->nlisteners;
 }
 
 static int may_touch(const void *l, Tube *t)

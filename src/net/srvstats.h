@@ -11,6 +11,7 @@
  * commands, producers and workers) hands them over through a StatsSource,
  * so another front-end (HTTP) renders them without including it.
  *
+ * listener_stats() gives each listener's figures the same way.
  * srvstats_tubes() is the tubes a listener may touch, in name order
  * (engine_tubes_sorted(): the one sort). stats_doc_server() and
  * stats_doc_tube() walk the keys of beanstalk's `stats` and `stats-tube`
@@ -68,8 +69,19 @@ typedef struct ServerStats {
     struct utsname uts;          /* empty strings if uname failed */
 } ServerStats;
 
+/* A listener's figures (stats-listeners, tubed_listener_*). */
+typedef struct ListenerStats {
+    const char *name, *address, *protocol;
+    uint8_t roles;              /* ROLE_* */
+    const ConfListen *conf;     /* its [listen] section (its tubes), or NULL */
+    uint64_t conns, total_conns, refused_cmds, refused_peers;
+} ListenerStats;
+
 /* src may be NULL. */
 void server_stats(const Server *s, const StatsSource *src, ServerStats *out);
+/* Every listener's figures, in Server.listeners' order: out has room for
+ * SERVER_MAX_LISTENERS; returns how many. */
+int listener_stats(const Server *s, ListenerStats *out);
 /* The tubes listener l may touch (NULL: every tube) in name order, *n of
  * them: a new array to tb_free(); NULL only when out of memory. */
 Tube **srvstats_tubes(const Server *s, const Listener *l, size_t *n);

@@ -259,11 +259,12 @@ void stats_list_watched(const Worker *w, Buf *b)
 void stats_listeners(const Server *s, Buf *b)
 {
     char roles[64], tubes[LISTEN_MAX_PATTERNS * (MAX_TUBE_NAME + 2) + 2];
+    ListenerStats ls[SERVER_MAX_LISTENERS];
+    int n = listener_stats(s, ls);
 
     buf_append(b, "---\n", 4);
-    for (int i = 0; i < s->nlisteners; i++) {
-        const Listener *l = &s->listeners[i];
-        const char *proto = l->conf ? conf_proto_name(l->conf->protocol) : l->proto->name;
+    for (int i = 0; i < n; i++) {
+        const ListenerStats *l = &ls[i];
 
         buf_printf(b, "- name: \"%s\"\n"
                    "  address: \"%s\"\n"
@@ -274,10 +275,10 @@ void stats_listeners(const Server *s, Buf *b)
                    "  total-connections: %llu\n"
                    "  refused-commands: %llu\n"
                    "  refused-peers: %llu\n",
-                   l->name, l->conf ? l->conf->address : l->address, proto,
+                   l->name, l->address, l->protocol,
                    conf_role_text(l->roles, roles, sizeof roles),
                    conf_tubes_text(l->conf, tubes, sizeof tubes),
-                   (unsigned long long)l->cur_conns, (unsigned long long)l->total_conns,
+                   (unsigned long long)l->conns, (unsigned long long)l->total_conns,
                    (unsigned long long)l->refused_cmds, (unsigned long long)l->refused_peers);
     }
 }

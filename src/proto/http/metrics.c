@@ -210,18 +210,20 @@ static void listener_families(const Server *s, Buf *b)
         size_t off;
     } fam[] = {
         {"tubed_listener_connections", "Open connections of the listener.", PROM_GAUGE,
-         offsetof(Listener, cur_conns)},
+         offsetof(ListenerStats, conns)},
         {"tubed_listener_refused_commands_total", "Commands the listener's role or tubes "
-         "refused.", PROM_COUNTER, offsetof(Listener, refused_cmds)},
+         "refused.", PROM_COUNTER, offsetof(ListenerStats, refused_cmds)},
         {"tubed_listener_refused_peers_total", "Connections closed at once: the peer was "
          "not in the listener's users or groups.", PROM_COUNTER,
-         offsetof(Listener, refused_peers)},
+         offsetof(ListenerStats, refused_peers)},
     };
+    ListenerStats ls[SERVER_MAX_LISTENERS];
+    int n = listener_stats(s, ls);
 
     for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
         prom_family(b, fam[k].name, fam[k].type, fam[k].help);
-        for (int i = 0; i < s->nlisteners; i++) {
-            const Listener *l = &s->listeners[i];
+        for (int i = 0; i < n; i++) {
+            const ListenerStats *l = &ls[i];
             PromLabel lab = prom_label("listener", l->name);
             uint64_t v;
             memcpy(&v, (const char *)l + fam[k].off, sizeof v);
