@@ -21,6 +21,7 @@
 #include "repl.h"
 #include "sd.h"
 #include "serve.h"
+#include "stats.h"
 
 /* Socket activation handed over a socket of this name (the sockets are
  * read by the first server_listen()). */
@@ -48,7 +49,7 @@ static int listen_sections(Server *s, Beanstalk *bs, Memcache *mc, Http *http)
                 return -1;
             p = &mc->proto;
         } else if (lc->protocol == LP_HTTP) {
-            if (!http->srv && http_init(http, s, bs) < 0)
+            if (!http->srv && http_init(http, s, bs_stats_source(bs)) < 0)
                 return -1;
             p = &http->proto;
         }
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
     /* HTTP: /metrics, /healthz, the status page (or the inherited socket
      * named "metrics"). */
     if ((cfg.metrics_port || inherited_named(&srv, "metrics")) &&
-        (http_init(&http, &srv, &beanstalk) < 0 ||
+        (http_init(&http, &srv, bs_stats_source(&beanstalk)) < 0 ||
          server_listen(&srv, &http.proto, "metrics", cfg.metrics_port) < 0))
         return 1;
     if (listen_sections(&srv, &beanstalk, &memcache, &http) < 0)

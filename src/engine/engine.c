@@ -571,6 +571,11 @@ void engine_tube_unref(Engine *e, Tube *t)
     tube_unref(&e->tubes, t);
 }
 
+void engine_tube_unsubscribe(Engine *e, Tube *t)
+{
+    policy_unregister(e, t);
+}
+
 /* ---- workers ---------------------------------------------------------- */
 
 void worker_init(Engine *e, Worker *w, const WorkerOps *ops)

@@ -8,8 +8,8 @@
  * HTTP) call the operations below, which speak in jobs, tubes and result
  * codes, never in reply strings, and format their own replies.
  *
- * Time: e->now is the monotonic clock of the current loop iteration; the
- * loop refreshes it after each wake-up, then calls engine_tick().
+ * Time: engine_now(e) is the monotonic clock of the current loop iteration;
+ * the loop refreshes it after each wake-up, then calls engine_tick().
  *
  * Durability: an operation that changed what the binlog holds leaves its
  * records queued; engine_ticket() names them (a log sequence number, 0 if
@@ -137,6 +137,24 @@ Tube *engine_tube_find(const Engine *e, const char *name, size_t len);
 /* Take and drop a reference (a user or watcher). */
 void engine_tube_ref(Tube *t);
 void engine_tube_unref(Engine *e, Tube *t);
+/* A deleted memcache queue: a fanout child's subscription to its parent
+ * ends (policy_unregister); the tube itself goes with its last reference. */
+void engine_tube_unsubscribe(Engine *e, Tube *t);
+
+/* ---- reading the state ----------------------------------------------------
+ * Front-ends never read struct Engine's fields (tests/lint/include_graph.py
+ * checks src/proto/): these are what they may see. Inline, because
+ * engine_now() and engine_default_tube() run on every command. */
+
+/* Monotonic ns of the current loop iteration (see Time above). */
+static inline int64_t engine_now(const Engine *e) { return e->now; }
+/* The tube a new connection uses and watches. */
+static inline Tube *engine_default_tube(const Engine *e) { return e->default_tube; }
+/* Every tube, in creation order (list-tubes' order), engine_tube_count() of
+ * them; valid until a tube is made or freed. Name order, and every figure
+ * the statistics show: snapshot.h. */
+static inline size_t engine_tube_count(const Engine *e) { return e->tubes.len; }
+static inline Tube *const *engine_tube_list(const Engine *e) { return e->tubes.list; }
 
 /* ---- replication (follow.c; doc/replication.md) -------------------------- */
 

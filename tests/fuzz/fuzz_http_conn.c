@@ -38,6 +38,7 @@
 #include "bsconn.h"
 #include "fuzz_util.h"
 #include "http.h"
+#include "stats.h"
 #include "serve.h"
 
 #define MAX_CONNS 3
@@ -214,7 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_fail("server_init");
     fz_restore_signals();
     beanstalk_init(&bs, &srv);
-    if (http_init(&http, &srv, &bs) < 0)
+    if (http_init(&http, &srv, bs_stats_source(&bs)) < 0)
         fz_fail("http_init");
     srv.draining = (data[0] & 4) != 0;
     if (data[0] & 8)

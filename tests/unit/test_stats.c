@@ -1,5 +1,7 @@
 /* Unit tests for stats.c: key order and value formats of the YAML
- * documents, against beanstalkd's (see compat-notes.md). The Server is a
+ * documents, against beanstalkd's (see compat-notes.md); and for the
+ * snapshot they render (engine/snapshot.c, net/srvstats.c): the one
+ * name-order sort, the figures, the shared key walk. The Server is a
  * minimal one built by hand: zeroed, with a TubeSet and a job table. */
 #include <inttypes.h>
 #include <regex.h>
@@ -650,6 +652,207 @@ START_TEST(oom_sets_flag)
 }
 END_TEST
 
+/* ---- the snapshot (snapshot.h, srvstats.h) ---- */
+
+static int starts_with_a(const void *arg, Tube *t)
+{
+    (void)arg;
+    return t->name[0] == 'a';
+}
+
+/* Name order is byte order, a name before its extensions; the one sort
+ * serves every listing, with or without a filter. */
+START_TEST(tubes_in_name_order)
+{
+    static const char *const made[] = {"zeta", "a;b", "B", "default2", "a", "ab"};
+    static const char *const order[] = {"B", "a", "a;b", "ab", "default", "default2", "zeta"};
+    Server s;
+    Buf b = {0};
+    size_t n;
+    Tube **v;
+
+    server_setup(&s);
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tube(&s, made[i]);
+    v = engine_tubes_sorted(&s.eng, NULL, NULL, &n);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(n, 7);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_eq(v[i]->name, order[i]);
+    tb_free(v);
+    v = engine_tubes_sorted(&s.eng, starts_with_a, NULL, &n);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(v[0]->name, "a");
+    ck_assert_str_eq(v[1]->name, "a;b");
+    ck_assert_str_eq(v[2]->name, "ab");
+    tb_free(v);
+    /* stats-tubes lists them in that order */
+    stats_tubes(&s, NULL, &b);
+    ck_assert_int_eq(b.oom, 0);
+    buf_append(&b, "", 1);
+    {
+        const char *last = b.data;
+        for (size_t i = 0; i < 7; i++) {
+            char head[32];
+            const char *at;
+            snprintf(head, sizeof head, "\n\"%s\":\n", order[i]);
+            at = strstr(b.data, head);
+            ck_assert_msg(at && at > last - 1, "%s out of order", order[i]);
+            last = at + 1;
+        }
+    }
+    buf_free(&b);
+    /* out of memory: NULL and no tube, or the document's flag */
+    alloc_fail_after(1);
+    v = engine_tubes_sorted(&s.eng, NULL, NULL, &n);
+    alloc_fail_after(0);
+    ck_assert_ptr_null(v);
+    ck_assert_uint_eq(n, 0);
+    alloc_fail_after(1);
+    stats_tubes(&s, NULL, &b);
+    alloc_fail_after(0);
+    ck_assert_int_eq(b.oom, 1);
+    buf_free(&b);
+    server_teardown(&s);
+}
+END_TEST
+
+START_TEST(tube_and_engine_figures)
+{
+    Server s;
+    Tube *t, *u;
+    TubeStats ts;
+    EngineStats es;
+
+    server_setup(&s);
+    t = s.eng.default_tube;
+    u = tube(&s, "other");
+    t->urgent_ct = 2;
+    t->reserved_ct = 3;
+    t->buried_ct = 4;
+    t->cur_bytes = 100;
+    t->reserved_bytes = 30;
+    t->spilled_ct = 1;
+    t->spilled_bytes = 20;
+    t->total_expired = 5;
+    t->mc.flushes = 6;
+    t->pause = 30 * SEC;
+    t->unpause_at = s.eng.now + 25 * SEC;
+    u->cur_bytes = 7;
+    u->reserved_bytes = 7;
+    s.eng.jobs_ct = (JobCounts){.ready = 1, .urgent = 1, .reserved = 3, .buried = 4};
+    s.eng.total_jobs = 9;
+    s.eng.now += 4 * SEC;
+
+    engine_tube_stats(&s.eng, t, &ts);
+    ck_assert_str_eq(ts.name, "default");
+    ck_assert_uint_eq(ts.name_len, 7);
+    ck_assert_uint_eq(ts.urgent, 2);
+    ck_assert_uint_eq(ts.reserved, 3);
+    ck_assert_uint_eq(ts.buried, 4);
+    ck_assert_uint_eq(ts.ready, 0);
+    ck_assert_uint_eq(ts.bytes, 100);
+    ck_assert_uint_eq(ts.reserved_bytes, 30);
+    ck_assert_uint_eq(ts.spilled, 1);
+    ck_assert_uint_eq(ts.spilled_bytes, 20);
+    ck_assert_uint_eq(ts.total_expired, 5);
+    ck_assert_uint_eq(ts.mc.flushes, 6);
+    ck_assert_int_eq(ts.pause_ns, 30 * SEC);
+    ck_assert_int_eq(ts.pause_left_ns, 21 * SEC);
+    s.eng.now += 30 * SEC; /* past the end of the pause: nothing left */
+    engine_tube_stats(&s.eng, t, &ts);
+    ck_assert_int_eq(ts.pause_left_ns, 0);
+
+    engine_stats(&s.eng, &es);
+    ck_assert_uint_eq(es.jobs.reserved, 3);
+    ck_assert_uint_eq(es.jobs.buried, 4);
+    ck_assert_uint_eq(es.total_jobs, 9);
+    ck_assert_uint_eq(es.tubes, 2);
+    {
+        uint64_t all, reserved;
+        engine_body_bytes(&s.eng, &all, &reserved);
+        ck_assert_uint_eq(all, 107);
+        ck_assert_uint_eq(reserved, 37);
+    }
+    ck_assert_int_eq(es.uptime_ns, 34 * SEC);
+    /* no binlog: disabled, healthy, never synced */
+    ck_assert_int_eq(es.binlog.enabled, 0);
+    ck_assert_int_eq(es.binlog.healthy, 1);
+    ck_assert_int_eq(es.binlog.sync_ago_ns, 0);
+    ck_assert_uint_eq(es.binlog.oldest_index, 0);
+    server_teardown(&s);
+}
+END_TEST
+
+/* What the walk of `stats` emits: beanstalkd's keys in its order, each
+ * with the kind that decides how YAML and JSON write it. */
+typedef struct Seen {
+    size_t n;
+    char key[80][48];
+    StatKind kind[80];
+} Seen;
+
+static void record(void *arg, const char *key, StatVal v)
+{
+    Seen *s = arg;
+
+    ck_assert_uint_lt(s->n, 80);
+    snprintf(s->key[s->n], sizeof s->key[0], "%s", key);
+    s->kind[s->n++] = v.kind;
+}
+
+static StatKind kind_of(const Seen *s, const char *key)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->key[i], key))
+            return s->kind[i];
+    ck_abort_msg("no key '%s'", key);
+    return SK_U64;
+}
+
+START_TEST(stats_walk_keys_and_kinds)
+{
+    Server s;
+    ServerStats ss;
+    StatsSource src;
+    Seen seen = {0};
+
+    server_setup(&s);
+    src = bs_stats_source(&front);
+    server_stats(&s, &src, &ss);
+    stats_doc_server(&ss, record, &seen);
+    ck_assert_uint_ge(seen.n, NSERVER_KEYS);
+    for (size_t i = 0; i < NSERVER_KEYS; i++)
+        ck_assert_str_eq(seen.key[i], server_keys[i]);
+    ck_assert_int_eq(kind_of(&seen, "version"), SK_TEXT);
+    ck_assert_int_eq(kind_of(&seen, "hostname"), SK_TEXT);
+    ck_assert_int_eq(kind_of(&seen, "id"), SK_WORD);
+    ck_assert_int_eq(kind_of(&seen, "draining"), SK_BOOL);
+    ck_assert_int_eq(kind_of(&seen, "binlog-healthy"), SK_BOOL);
+    ck_assert_int_eq(kind_of(&seen, "rusage-utime"), SK_TIME);
+    ck_assert_int_eq(kind_of(&seen, "cmd-put"), SK_U64);
+    /* the front-end's commands beyond beanstalkd's are metrics only */
+    ck_assert_uint_eq(ss.front.ncmds, 30);
+    for (size_t i = 0; i < seen.n; i++)
+        ck_assert_str_ne(seen.key[i], "cmd-stats-tubes");
+    memset(&seen, 0, sizeof seen);
+    {
+        TubeStats ts;
+        engine_tube_stats(&s.eng, s.eng.default_tube, &ts);
+        stats_doc_tube(&ts, 0, record, &seen);
+        ck_assert_uint_eq(seen.n, sizeof tube_keys / sizeof tube_keys[0]);
+        for (size_t i = 0; i < seen.n; i++)
+            ck_assert_str_eq(seen.key[i], tube_keys[i]);
+        memset(&seen, 0, sizeof seen);
+        stats_doc_tube(&ts, 1, record, &seen);
+        ck_assert_uint_eq(seen.n, sizeof tube_keys / sizeof tube_keys[0] + 5);
+        ck_assert_str_eq(seen.key[seen.n - 1], "oldest-ready-age");
+    }
+    server_teardown(&s);
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
     Suite *s = suite_create("stats");
@@ -663,6 +866,9 @@ static Suite *stats_suite(void)
     tcase_add_test(tc, server_document);
     tcase_add_test(tc, server_document_binlog);
     tcase_add_test(tc, oom_sets_flag);
+    tcase_add_test(tc, tubes_in_name_order);
+    tcase_add_test(tc, tube_and_engine_figures);
+    tcase_add_test(tc, stats_walk_keys_and_kinds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -18,7 +18,7 @@ static int bs_open(Conn *c)
     Engine *e = bs_engine(c);
 
     b->bstate = BS_CMD;
-    b->use = e->default_tube;
+    b->use = engine_default_tube(e);
     worker_init(e, &b->worker, &bs_worker_ops);
     /* A listener that may not touch default starts using and watching
      * nothing: put and reserve are refused until use and watch. use still

@@ -461,7 +461,7 @@ static void do_stats_tubes(BsConn *b, const Cmd *cmd)
     Buf d = {0};
 
     engine_expire_all(eng(b)); /* an expired job is never counted */
-    stats_tubes(eng(b), conn(b)->lis, &d);
+    stats_tubes(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -469,7 +469,7 @@ static void do_stats_binlog(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_binlog(eng(b), &d);
+    stats_binlog(conn(b)->srv, &d);
     reply_doc(b, &d);
 }
 
@@ -702,7 +702,7 @@ void cmd_access_changed(BsConn *b)
     if (i == w->nwatch)
         return; /* every tube it waits on is still allowed */
     if (w->wait_until != INT64_MAX)
-        left = w->wait_until > e->now ? w->wait_until - e->now : 0;
+        left = w->wait_until > engine_now(e) ? w->wait_until - engine_now(e) : 0;
     worker_cancel(e, w);
     conn_set_state(conn(b), CONN_OPEN);
     prune_watches(b);

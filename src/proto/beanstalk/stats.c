@@ -1,13 +1,10 @@
 #include "stats.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include "access.h"
+#include "alloc.h"
 #include "clock.h"
 #include "engine.h"
 
@@ -30,189 +27,134 @@ static void key_quoted(Buf *b, const char *key, const char *val)
     quoted(b, val);
 }
 
-/* beanstalkd's cmd-* keys in its order, each with the command it counts:
- * one table, so a key and its command cannot drift apart. */
+/* The commands this front-end counts, in the documented order: beanstalkd's
+ * 22 (its `stats` keys cmd-NAME, in its order), then tubed's own (metrics
+ * only). One table, so a name and the counter it reads cannot drift apart. */
 static const struct {
-    const char *key;
+    const char *name;
     CmdType cmd;
-} cmd_keys[] = {
-    {"cmd-put", CMD_PUT},
-    {"cmd-peek", CMD_PEEK},
-    {"cmd-peek-ready", CMD_PEEK_READY},
-    {"cmd-peek-delayed", CMD_PEEK_DELAYED},
-    {"cmd-peek-buried", CMD_PEEK_BURIED},
-    {"cmd-reserve", CMD_RESERVE},
-    {"cmd-reserve-with-timeout", CMD_RESERVE_TIMEOUT},
-    {"cmd-delete", CMD_DELETE},
-    {"cmd-release", CMD_RELEASE},
-    {"cmd-use", CMD_USE},
-    {"cmd-watch", CMD_WATCH},
-    {"cmd-ignore", CMD_IGNORE},
-    {"cmd-bury", CMD_BURY},
-    {"cmd-kick", CMD_KICK},
-    {"cmd-touch", CMD_TOUCH},
-    {"cmd-stats", CMD_STATS},
-    {"cmd-stats-job", CMD_STATS_JOB},
-    {"cmd-stats-tube", CMD_STATS_TUBE},
-    {"cmd-list-tubes", CMD_LIST_TUBES},
-    {"cmd-list-tube-used", CMD_LIST_TUBE_USED},
-    {"cmd-list-tubes-watched", CMD_LIST_TUBES_WATCHED},
-    {"cmd-pause-tube", CMD_PAUSE_TUBE},
+    uint8_t in_stats;
+} counted[] = {
+    {"put", CMD_PUT, 1},
+    {"peek", CMD_PEEK, 1},
+    {"peek-ready", CMD_PEEK_READY, 1},
+    {"peek-delayed", CMD_PEEK_DELAYED, 1},
+    {"peek-buried", CMD_PEEK_BURIED, 1},
+    {"reserve", CMD_RESERVE, 1},
+    {"reserve-with-timeout", CMD_RESERVE_TIMEOUT, 1},
+    {"delete", CMD_DELETE, 1},
+    {"release", CMD_RELEASE, 1},
+    {"use", CMD_USE, 1},
+    {"watch", CMD_WATCH, 1},
+    {"ignore", CMD_IGNORE, 1},
+    {"bury", CMD_BURY, 1},
+    {"kick", CMD_KICK, 1},
+    {"touch", CMD_TOUCH, 1},
+    {"stats", CMD_STATS, 1},
+    {"stats-job", CMD_STATS_JOB, 1},
+    {"stats-tube", CMD_STATS_TUBE, 1},
+    {"list-tubes", CMD_LIST_TUBES, 1},
+    {"list-tube-used", CMD_LIST_TUBE_USED, 1},
+    {"list-tubes-watched", CMD_LIST_TUBES_WATCHED, 1},
+    {"pause-tube", CMD_PAUSE_TUBE, 1},
+    {"reserve-job", CMD_RESERVE_JOB, 0},
+    {"kick-job", CMD_KICK_JOB, 0},
+    {"flush-tube", CMD_FLUSH_TUBE, 0},
+    {"stats-tubes", CMD_STATS_TUBES, 0},
+    {"list-jobs", CMD_LIST_JOBS, 0},
+    {"move-job", CMD_MOVE_JOB, 0},
+    {"stats-binlog", CMD_STATS_BINLOG, 0},
+    {"stats-listeners", CMD_STATS_LISTENERS, 0},
 };
+
+_Static_assert(sizeof counted / sizeof counted[0] <= FRONT_MAX_COUNTS,
+               "FrontStats has room for every counted command");
+
+static void front_stats(const void *front, FrontStats *out)
+{
+    const Beanstalk *f = front;
+
+    out->ncmds = sizeof counted / sizeof counted[0];
+    for (size_t i = 0; i < out->ncmds; i++)
+        out->cmds[i] = (StatCount){counted[i].name, f->cmd_ct[counted[i].cmd],
+                                   counted[i].in_stats};
+    out->producers = f->producer_ct;
+    out->workers = f->worker_ct;
+}
+
+StatsSource bs_stats_source(const Beanstalk *f)
+{
+    return (StatsSource){front_stats, f};
+}
 
 static long long secs(int64_t ns)
 {
     return (long long)(ns / NS_PER_SEC);
 }
 
-void stats_server(const Beanstalk *f, Buf *b)
-{
-    const Server *s = f->srv;
-    const Engine *e = &s->eng;
-    struct rusage ru;
-    struct utsname u;
-    const JobCounts *jc = &e->jobs_ct;
-    const Binlog *bl = &e->binlog;
+/* One "key: value" line of a document, after `indent`. */
+typedef struct Yaml {
+    Buf *b;
+    const char *indent;
+} Yaml;
 
-    getrusage(RUSAGE_SELF, &ru);
-    if (uname(&u) < 0)
-        u = (struct utsname){0};
-    buf_printf(b, "---\n"
-               "current-jobs-urgent: %llu\n"
-               "current-jobs-ready: %llu\n"
-               "current-jobs-reserved: %llu\n"
-               "current-jobs-delayed: %llu\n"
-               "current-jobs-buried: %llu\n",
-               (unsigned long long)jc->urgent, (unsigned long long)jc->ready,
-               (unsigned long long)jc->reserved, (unsigned long long)jc->delayed,
-               (unsigned long long)jc->buried);
-    for (size_t i = 0; i < sizeof cmd_keys / sizeof cmd_keys[0]; i++)
-        buf_printf(b, "%s: %llu\n", cmd_keys[i].key,
-                   (unsigned long long)f->cmd_ct[cmd_keys[i].cmd]);
-    buf_printf(b, "job-timeouts: %llu\n"
-               "total-jobs: %llu\n"
-               "max-job-size: %u\n"
-               "current-tubes: %zu\n"
-               "current-connections: %llu\n"
-               "current-producers: %llu\n"
-               "current-workers: %llu\n"
-               "current-waiting: %llu\n"
-               "total-connections: %llu\n"
-               "pid: %ld\n",
-               (unsigned long long)e->job_timeouts,
-               (unsigned long long)e->total_jobs, s->cfg.max_job_size,
-               e->tubes.len, (unsigned long long)s->conn_ct,
-               (unsigned long long)f->producer_ct,
-               (unsigned long long)f->worker_ct,
-               (unsigned long long)e->waiting_ct,
-               (unsigned long long)s->total_conns, (long)getpid());
-    key_quoted(b, "version", TUBED_VERSION);
-    buf_printf(b, "rusage-utime: %ld.%06ld\n"
-               "rusage-stime: %ld.%06ld\n"
-               "uptime: %lld\n"
-               "binlog-oldest-index: %u\n"
-               "binlog-current-index: %u\n"
-               "binlog-records-migrated: %llu\n"
-               "binlog-records-written: %llu\n"
-               "binlog-max-size: %llu\n"
-               "draining: %s\n"
-               "id: %s\n",
-               (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
-               (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec,
-               secs(e->now - e->started),
-               bl->nfiles ? bl->files[0].index : 0,
-               bl->nfiles ? bl->files[bl->nfiles - 1].index : 0,
-               (unsigned long long)bl->records_migrated,
-               (unsigned long long)bl->records_written,
-               (unsigned long long)(bl->enabled ? bl->file_size : s->cfg.binlog_size),
-               s->draining ? "true" : "false", s->instance_id);
-    key_quoted(b, "hostname", u.nodename);
-    key_quoted(b, "os", u.version);
-    key_quoted(b, "platform", u.machine);
-    /* tubed's own keys, after all of beanstalkd's */
-    buf_printf(b, "binlog-bytes: %llu\n"
-               "binlog-live-bytes: %llu\n"
-               "binlog-healthy: %s\n"
-               "job-memory: %llu\n"
-               "job-memory-limit: %llu\n",
-               (unsigned long long)bl->disk_bytes,
-               (unsigned long long)bl->live_bytes,
-               !bl->enabled || bl->healthy ? "true" : "false",
-               (unsigned long long)e->job_bytes,
-               (unsigned long long)s->cfg.job_memory);
+static void yaml_line(void *arg, const char *key, StatVal v)
+{
+    Yaml *y = arg;
+
+    buf_printf(y->b, "%s%s: ", y->indent, key);
+    switch (v.kind) {
+    case SK_U64: buf_printf(y->b, "%llu\n", (unsigned long long)v.v.u); break;
+    case SK_I64: buf_printf(y->b, "%lld\n", (long long)v.v.i); break;
+    case SK_BOOL: buf_printf(y->b, "%s\n", v.v.u ? "true" : "false"); break;
+    case SK_TEXT: quoted(y->b, v.v.s); break;
+    case SK_WORD: buf_printf(y->b, "%s\n", v.v.s); break;
+    case SK_TIME:
+        buf_printf(y->b, "%ld.%06ld\n", (long)v.v.tv.tv_sec, (long)v.v.tv.tv_usec);
+        break;
+    }
 }
 
-/* The keys and values of stats-tube, each line after `indent`. */
-static void tube_lines(const Engine *e, const Tube *t, Buf *b, const char *indent)
+void stats_server(const Beanstalk *f, Buf *b)
 {
-    int64_t left = tube_paused(t) ? t->unpause_at - e->now : 0;
+    StatsSource src = bs_stats_source(f);
+    ServerStats ss;
+    Yaml y = {b, ""};
 
-    buf_printf(b, "%sname: ", indent);
-    quoted(b, t->name);
-    buf_printf(b, "%scurrent-jobs-urgent: %llu\n"
-               "%scurrent-jobs-ready: %zu\n"
-               "%scurrent-jobs-reserved: %llu\n"
-               "%scurrent-jobs-delayed: %zu\n"
-               "%scurrent-jobs-buried: %llu\n"
-               "%stotal-jobs: %llu\n"
-               "%scurrent-using: %u\n"
-               "%scurrent-watching: %u\n"
-               "%scurrent-waiting: %u\n"
-               "%scmd-delete: %llu\n"
-               "%scmd-pause-tube: %llu\n"
-               "%spause: %lld\n"
-               "%spause-time-left: %lld\n",
-               indent, (unsigned long long)t->urgent_ct, indent, t->ready.len,
-               indent, (unsigned long long)t->reserved_ct, indent, t->delay.len,
-               indent, (unsigned long long)t->buried_ct,
-               indent, (unsigned long long)t->total_jobs, indent, t->using_ct,
-               indent, t->watching_ct, indent, engine_tube_waiting(e, t),
-               indent, (unsigned long long)t->cmd_delete,
-               indent, (unsigned long long)t->cmd_pause, indent, secs(t->pause),
-               indent, secs(left > 0 ? left : 0));
+    server_stats(f->srv, &src, &ss);
+    buf_append(b, "---\n", 4);
+    stats_doc_server(&ss, yaml_line, &y);
 }
 
 void stats_tube(const Engine *e, const Tube *t, Buf *b)
 {
+    TubeStats ts;
+    Yaml y = {b, ""};
+
+    engine_tube_stats(e, t, &ts);
     buf_append(b, "---\n", 4);
-    tube_lines(e, t, b, "");
+    stats_doc_tube(&ts, 0, yaml_line, &y);
 }
 
-static int by_name(const void *a, const void *b)
+void stats_tubes(const Server *s, const Listener *l, Buf *b)
 {
-    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
-    int c = memcmp(x->name, y->name, x->name_len < y->name_len ? x->name_len : y->name_len);
-
-    return c ? c : (int)x->name_len - (int)y->name_len;
-}
-
-void stats_tubes(const Engine *e, const Listener *l, Buf *b)
-{
-    size_t n = e->tubes.len;
-    const Tube **v = malloc((n + 1) * sizeof *v);
+    size_t n;
+    Tube **v = srvstats_tubes(s, l, &n);
+    Yaml y = {b, "  "};
 
     if (!v) {
         b->oom = 1;
         return;
     }
-    n = access_filter(l, (Tube **)v, e->tubes.list, n);
-    qsort(v, n, sizeof *v, by_name);
     buf_append(b, "---\n", 4);
     for (size_t i = 0; i < n; i++) {
-        const Tube *t = v[i];
-        buf_printf(b, "\"%s\":\n", t->name);
-        tube_lines(e, t, b, "  ");
-        buf_printf(b, "  current-bytes: %llu\n"
-                   "  total-expired: %llu\n"
-                   "  total-discarded: %llu\n"
-                   "  total-timeouts: %llu\n"
-                   "  oldest-ready-age: %llu\n",
-                   (unsigned long long)t->cur_bytes, (unsigned long long)t->total_expired,
-                   (unsigned long long)t->total_discarded,
-                   (unsigned long long)t->total_timeouts,
-                   (unsigned long long)engine_oldest_ready_age(e, t));
+        TubeStats ts;
+
+        engine_tube_stats(&s->eng, v[i], &ts);
+        buf_printf(b, "\"%s\":\n", ts.name);
+        stats_doc_tube(&ts, 1, yaml_line, &y);
     }
-    free(v);
+    tb_free(v);
 }
 
 static const char *fsync_mode(const Config *cfg, char *buf, size_t n)
@@ -225,15 +167,17 @@ static const char *fsync_mode(const Config *cfg, char *buf, size_t n)
     return buf;
 }
 
-void stats_binlog(const Engine *e, Buf *b)
+void stats_binlog(const Server *s, Buf *b)
 {
-    const Binlog *bl = &e->binlog;
+    EngineStats es;
     char mode[48];
-    int64_t ago = bl->enabled ? (e->now - bl->last_sync) / NS_PER_MSEC : 0;
+    int64_t ago;
 
-    buf_printf(b, "---\nenabled: %s\nhealthy: %s\n", bl->enabled ? "true" : "false",
-               !bl->enabled || bl->healthy ? "true" : "false");
-    key_quoted(b, "last-error", bl->last_error);
+    engine_stats(&s->eng, &es);
+    ago = es.binlog.sync_ago_ns / NS_PER_MSEC;
+    buf_printf(b, "---\nenabled: %s\nhealthy: %s\n", es.binlog.enabled ? "true" : "false",
+               es.binlog.healthy ? "true" : "false");
+    key_quoted(b, "last-error", es.binlog.last_error);
     buf_printf(b, "files: %zu\n"
                "bytes-on-disk: %llu\n"
                "live-bytes: %llu\n"
@@ -242,27 +186,27 @@ void stats_binlog(const Engine *e, Buf *b)
                "records-written: %llu\n"
                "records-migrated: %llu\n"
                "compactions: %llu\n",
-               bl->nfiles + bl->nspares, (unsigned long long)bl->disk_bytes,
-               (unsigned long long)bl->live_bytes, bl->nfiles ? bl->files[0].index : 0,
-               (unsigned long long)engine_pinning_job(e),
-               (unsigned long long)bl->records_written,
-               (unsigned long long)bl->records_migrated,
-               (unsigned long long)bl->compactions);
-    key_quoted(b, "fsync-mode", fsync_mode(e->cfg, mode, sizeof mode));
+               es.binlog.files, (unsigned long long)es.binlog.disk_bytes,
+               (unsigned long long)es.binlog.live_bytes, es.binlog.oldest_index,
+               (unsigned long long)engine_pinning_job(&s->eng),
+               (unsigned long long)es.binlog.records_written,
+               (unsigned long long)es.binlog.records_migrated,
+               (unsigned long long)es.binlog.compactions);
+    key_quoted(b, "fsync-mode", fsync_mode(&s->cfg, mode, sizeof mode));
     buf_printf(b, "last-fsync-ms-ago: %lld\n"
                "spilled-jobs: %llu\n"
                "spilled-bytes: %llu\n",
-               (long long)(ago > 0 ? ago : 0), (unsigned long long)e->spill.jobs,
-               (unsigned long long)e->spill.bytes);
+               (long long)(ago > 0 ? ago : 0), (unsigned long long)es.spill.jobs,
+               (unsigned long long)es.spill.bytes);
 }
 
 void stats_job(const Engine *e, const Job *j, Buf *b)
 {
     const JobExt *x = job_ext_view(j);
-    int64_t left = 0;
+    int64_t now = engine_now(e), left = 0;
 
     if (j->state == JOB_RESERVED || j->state == JOB_DELAYED)
-        left = x->deadline - e->now;
+        left = x->deadline - now;
     buf_printf(b, "---\nid: %llu\ntube: ", (unsigned long long)j->id);
     quoted(b, j->tube->name);
     buf_printf(b, "state: %s\n"
@@ -278,7 +222,7 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
                "buries: %u\n"
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
-               secs(e->now - job_created(j)), x->delay, j->ttr,
+               secs(now - job_created(j)), x->delay, j->ttr,
                secs(left > 0 ? left : 0), j->file, x->reserves, x->timeouts,
                x->releases, x->buries, x->kicks);
 }
@@ -291,11 +235,12 @@ static const char EMPTY_LIST[] = "--- []\n";
 
 void stats_list_tubes(const Engine *e, const Listener *l, Buf *b)
 {
+    Tube *const *list = engine_tube_list(e);
     size_t n = 0;
 
-    for (size_t i = 0; i < e->tubes.len; i++)
-        if (access_tube(l, e->tubes.list[i]))
-            buf_printf(b, "%s- %s\n", n++ ? "" : "---\n", e->tubes.list[i]->name);
+    for (size_t i = 0; i < engine_tube_count(e); i++)
+        if (access_tube(l, list[i]))
+            buf_printf(b, "%s- %s\n", n++ ? "" : "---\n", list[i]->name);
     if (!n)
         buf_append(b, EMPTY_LIST, sizeof EMPTY_LIST - 1);
 }
@@ -314,11 +259,12 @@ void stats_list_watched(const Worker *w, Buf *b)
 void stats_listeners(const Server *s, Buf *b)
 {
     char roles[64], tubes[LISTEN_MAX_PATTERNS * (MAX_TUBE_NAME + 2) + 2];
+    ListenerStats ls[SERVER_MAX_LISTENERS];
+    int n = listener_stats(s, ls);
 
     buf_append(b, "---\n", 4);
-    for (int i = 0; i < s->nlisteners; i++) {
-        const Listener *l = &s->listeners[i];
-        const char *proto = l->conf ? conf_proto_name(l->conf->protocol) : l->proto->name;
+    for (int i = 0; i < n; i++) {
+        const ListenerStats *l = &ls[i];
 
         buf_printf(b, "- name: \"%s\"\n"
                    "  address: \"%s\"\n"
@@ -329,10 +275,10 @@ void stats_listeners(const Server *s, Buf *b)
                    "  total-connections: %llu\n"
                    "  refused-commands: %llu\n"
                    "  refused-peers: %llu\n",
-                   l->name, l->conf ? l->conf->address : l->address, proto,
+                   l->name, l->address, l->protocol,
                    conf_role_text(l->roles, roles, sizeof roles),
                    conf_tubes_text(l->conf, tubes, sizeof tubes),
-                   (unsigned long long)l->cur_conns, (unsigned long long)l->total_conns,
+                   (unsigned long long)l->conns, (unsigned long long)l->total_conns,
                    (unsigned long long)l->refused_cmds, (unsigned long long)l->refused_peers);
     }
 }

@@ -5,7 +5,8 @@
  * Contract: each function appends the document body (starting "---\n",
  * lines ending "\n") to a Buf, in beanstalkd's key order and number
  * formats, with the 1.13 quoting of string values. Keys tubed adds come
- * after the standard ones. Errors show as buf->oom.
+ * after the standard ones. Errors show as buf->oom. Each renders the
+ * snapshot (srvstats.h, snapshot.h); nothing here gathers figures.
  */
 #ifndef TUBED_STATS_H
 #define TUBED_STATS_H
@@ -13,8 +14,12 @@
 #include "bs.h"
 #include "buf.h"
 #include "engine.h"
+#include "srvstats.h"
 
 void stats_server(const Beanstalk *f, Buf *b);
+/* This front-end's counters (commands, producers, workers) for another
+ * front-end's renderings (HTTP), through srvstats.h. */
+StatsSource bs_stats_source(const Beanstalk *f);
 void stats_tube(const Engine *e, const Tube *t, Buf *b);
 void stats_job(const Engine *e, const Job *j, Buf *b);
 /* l: only the tubes listener l may touch (NULL: every tube). */
@@ -22,8 +27,8 @@ void stats_list_tubes(const Engine *e, const Listener *l, Buf *b);
 void stats_list_watched(const Worker *w, Buf *b);
 /* Extensions (extensions.md §2): every tube in name order, its stats-tube
  * keys indented under "<name>": and then tubed's own; the binlog's health. */
-void stats_tubes(const Engine *e, const Listener *l, Buf *b);
-void stats_binlog(const Engine *e, Buf *b);
+void stats_tubes(const Server *s, const Listener *l, Buf *b);
+void stats_binlog(const Server *s, Buf *b);
 /* stats-listeners: every listener, with its role, tubes and counters. */
 void stats_listeners(const Server *s, Buf *b);
 

@@ -48,7 +48,7 @@ static void timer_arm(Http *h)
  * now + the same span and now never goes back, so the tail is its place. */
 static void set_deadline(Http *h, HttpConn *hc)
 {
-    hc->deadline = h->srv->eng.now + HTTP_IDLE_NS;
+    hc->deadline = engine_now(&h->srv->eng) + HTTP_IDLE_NS;
     hc->out_left = out_pending(&hc->conn);
     list_remove(&hc->link);
     list_insert_tail(&h->by_deadline, &hc->link);
@@ -82,7 +82,7 @@ static void deadline_passed(Http *h, HttpConn *hc)
 static void on_timer(EvTimer *t)
 {
     Http *h = container_of(t, Http, timer);
-    int64_t now = h->srv->eng.now;
+    int64_t now = engine_now(&h->srv->eng);
     List *n;
 
     while ((n = list_first(&h->by_deadline))) {
@@ -166,7 +166,7 @@ static void reply_timeout(Conn *c)
 
 /* ---- the paths ---------------------------------------------------------- */
 
-typedef void (*Render)(const Beanstalk *f, const Listener *l, Buf *b);
+typedef void (*Render)(Server *s, const StatsSource *src, const Listener *l, Buf *b);
 
 /* A rendered body: expire due jobs (an expired job is never counted),
  * render, answer. Rendering is the only work: nothing waits. */
@@ -178,7 +178,7 @@ static void respond_rendered(Conn *c, const HttpRequest *req, Render render,
     engine_expire_all(&h->srv->eng);
     h->body.len = 0;
     h->body.oom = 0;
-    render(h->bs, c->lis, &h->body);
+    render(h->srv, &h->src, c->lis, &h->body);
     if (h->body.oom)
         respond_text(c, req, 500, "out of memory\n", R_CLOSE);
     else
@@ -190,15 +190,16 @@ static void respond_rendered(Conn *c, const HttpRequest *req, Render render,
 static void healthz(Conn *c, const HttpRequest *req)
 {
     Http *h = front(c);
-    const Binlog *bl = &h->srv->eng.binlog;
+    EngineStats es;
     char text[256];
     int n = 0;
 
+    engine_stats(&h->srv->eng, &es);
     if (h->srv->draining)
         n += snprintf(text + n, sizeof text - (size_t)n, "draining\n");
-    if (bl->enabled && !bl->healthy)
+    if (!es.binlog.healthy)
         n += snprintf(text + n, sizeof text - (size_t)n, "binlog unhealthy: %s\n",
-                      bl->last_error[0] ? bl->last_error : "unknown error");
+                      es.binlog.last_error[0] ? es.binlog.last_error : "unknown error");
     if (h->srv->repl) {
         ReplInfo i;
         repl_info(h->srv, &i);
@@ -328,11 +329,11 @@ static size_t http_consume(Conn *c, const char *p, size_t len)
     return pos;
 }
 
-int http_init(Http *h, Server *s, const Beanstalk *bs)
+int http_init(Http *h, Server *s, StatsSource src)
 {
     memset(h, 0, sizeof *h);
     h->srv = s;
-    h->bs = bs;
+    h->src = src;
     list_init(&h->by_deadline);
     h->proto = (Proto){
         .name = "metrics",

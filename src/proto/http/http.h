@@ -29,20 +29,20 @@
 
 #include <stdint.h>
 
-#include "bs.h"
 #include "buf.h"
 #include "conn.h"
 #include "event.h"
 #include "httpparse.h"
 #include "list.h"
 #include "server.h"
+#include "srvstats.h"
 
 #define HTTP_IDLE_NS (10 * 1000000000LL)
 
 typedef struct Http {
     Proto proto;            /* first: conns reach this via their proto */
     Server *srv;
-    const Beanstalk *bs;    /* its counters: commands, producers, workers */
+    StatsSource src;        /* a front-end's counters: beanstalk's commands */
     List by_deadline;       /* HttpConn.link, earliest deadline first */
     EvTimer timer;          /* for the earliest deadline */
     Buf body;               /* a reply body being rendered (reused) */
@@ -58,7 +58,7 @@ typedef struct HttpConn {
 } HttpConn;
 
 /* 0 (it cannot fail; an int for the callers' error paths). */
-int http_init(Http *h, Server *s, const Beanstalk *bs);
+int http_init(Http *h, Server *s, StatsSource src);
 void http_free(Http *h);
 
 #endif

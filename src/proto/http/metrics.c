@@ -1,55 +1,13 @@
 #include "metrics.h"
 
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
-#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "engine.h"
 #include "promtext.h"
 #include "repl.h"
-
-/* The `command` label values in the documented order: the 22 cmd-* keys
- * of `stats` (without "cmd-"), then tubed's own commands. One table, so a
- * label and the counter it reads cannot drift apart. */
-static const struct {
-    const char *label;
-    CmdType cmd;
-} commands[] = {
-    {"put", CMD_PUT},
-    {"peek", CMD_PEEK},
-    {"peek-ready", CMD_PEEK_READY},
-    {"peek-delayed", CMD_PEEK_DELAYED},
-    {"peek-buried", CMD_PEEK_BURIED},
-    {"reserve", CMD_RESERVE},
-    {"reserve-with-timeout", CMD_RESERVE_TIMEOUT},
-    {"delete", CMD_DELETE},
-    {"release", CMD_RELEASE},
-    {"use", CMD_USE},
-    {"watch", CMD_WATCH},
-    {"ignore", CMD_IGNORE},
-    {"bury", CMD_BURY},
-    {"kick", CMD_KICK},
-    {"touch", CMD_TOUCH},
-    {"stats", CMD_STATS},
-    {"stats-job", CMD_STATS_JOB},
-    {"stats-tube", CMD_STATS_TUBE},
-    {"list-tubes", CMD_LIST_TUBES},
-    {"list-tube-used", CMD_LIST_TUBE_USED},
-    {"list-tubes-watched", CMD_LIST_TUBES_WATCHED},
-    {"pause-tube", CMD_PAUSE_TUBE},
-    {"reserve-job", CMD_RESERVE_JOB},
-    {"kick-job", CMD_KICK_JOB},
-    {"flush-tube", CMD_FLUSH_TUBE},
-    {"stats-tubes", CMD_STATS_TUBES},
-    {"list-jobs", CMD_LIST_JOBS},
-    {"move-job", CMD_MOVE_JOB},
-    {"stats-binlog", CMD_STATS_BINLOG},
-    {"stats-listeners", CMD_STATS_LISTENERS},
-};
 
 static const char *const state_names[] = {"ready", "reserved", "delayed", "buried"};
 
@@ -65,29 +23,26 @@ static double seconds_of(struct timeval tv)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-static void server_families(const Beanstalk *f, Buf *b)
+static void server_families(const ServerStats *ss, Buf *b)
 {
-    const Server *s = f->srv;
-    const Engine *e = &s->eng;
-    const JobCounts *jc = &e->jobs_ct;
-    const Binlog *bl = &e->binlog;
-    const uint64_t states[] = {jc->ready, jc->reserved, jc->delayed, jc->buried};
+    const EngineStats *es = &ss->engine;
+    const uint64_t states[] = {es->jobs.ready, es->jobs.reserved, es->jobs.delayed,
+                               es->jobs.buried};
     PromLabel l;
-    struct rusage ru;
 
     prom_family(b, "tubed_build_info", PROM_GAUGE,
                 "Always 1; labels describe the running server.");
     l = prom_label("version", TUBED_VERSION);
     prom_sample_u64(b, "tubed_build_info", &l, 1, 1);
     single(b, "tubed_uptime_seconds", PROM_GAUGE, "Seconds since the server started.",
-           (uint64_t)((e->now - e->started) / NS_PER_SEC));
+           (uint64_t)(es->uptime_ns / NS_PER_SEC));
     single(b, "tubed_draining", PROM_GAUGE,
-           "1 while the server drains (refuses new jobs), else 0.", s->draining != 0);
+           "1 while the server drains (refuses new jobs), else 0.", ss->draining != 0);
     prom_family(b, "tubed_commands_total", PROM_COUNTER,
                 "Beanstalk protocol commands received, by command.");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        l = prom_label("command", commands[i].label);
-        prom_sample_u64(b, "tubed_commands_total", &l, 1, f->cmd_ct[commands[i].cmd]);
+    for (size_t i = 0; i < ss->front.ncmds; i++) {
+        l = prom_label("command", ss->front.cmds[i].name);
+        prom_sample_u64(b, "tubed_commands_total", &l, 1, ss->front.cmds[i].value);
     }
     prom_family(b, "tubed_jobs", PROM_GAUGE, "Jobs in the server, by state.");
     for (size_t i = 0; i < 4; i++) {
@@ -95,95 +50,82 @@ static void server_families(const Beanstalk *f, Buf *b)
         prom_sample_u64(b, "tubed_jobs", &l, 1, states[i]);
     }
     single(b, "tubed_jobs_urgent", PROM_GAUGE,
-           "Ready jobs with priority below 1024 (also counted as ready).", jc->urgent);
+           "Ready jobs with priority below 1024 (also counted as ready).", es->jobs.urgent);
     single(b, "tubed_jobs_created_total", PROM_COUNTER,
-           "Jobs created (put, and fanout copies).", e->total_jobs);
+           "Jobs created (put, and fanout copies).", es->total_jobs);
     single(b, "tubed_job_timeouts_total", PROM_COUNTER,
-           "Reservations whose time-to-run ran out.", e->job_timeouts);
-    single(b, "tubed_tubes", PROM_GAUGE, "Tubes that exist.", e->tubes.len);
-    single(b, "tubed_connections", PROM_GAUGE, "Open client connections.", s->conn_ct);
+           "Reservations whose time-to-run ran out.", es->job_timeouts);
+    single(b, "tubed_tubes", PROM_GAUGE, "Tubes that exist.", es->tubes);
+    single(b, "tubed_connections", PROM_GAUGE, "Open client connections.", ss->conns);
     single(b, "tubed_connections_accepted_total", PROM_COUNTER,
-           "Client connections accepted.", s->total_conns);
+           "Client connections accepted.", ss->total_conns);
     single(b, "tubed_producers", PROM_GAUGE, "Open connections that have sent a put.",
-           f->producer_ct);
+           ss->front.producers);
     single(b, "tubed_workers", PROM_GAUGE, "Open connections that have sent a reserve.",
-           f->worker_ct);
+           ss->front.workers);
     single(b, "tubed_workers_waiting", PROM_GAUGE, "Connections waiting in a reserve.",
-           e->waiting_ct);
+           es->waiting);
     single(b, "tubed_max_job_size_bytes", PROM_GAUGE,
-           "Largest job body a put may send (-z).", s->cfg.max_job_size);
+           "Largest job body a put may send (-z).", ss->max_job_size);
     single(b, "tubed_job_memory_bytes", PROM_GAUGE,
-           "Memory held by jobs, as the --job-memory budget counts it.", e->job_bytes);
+           "Memory held by jobs, as the --job-memory budget counts it.", es->job_bytes);
     single(b, "tubed_job_memory_limit_bytes", PROM_GAUGE,
-           "The --job-memory budget; 0 means no limit.", s->cfg.job_memory);
-    if (getrusage(RUSAGE_SELF, &ru) < 0)
-        memset(&ru, 0, sizeof ru);
+           "The --job-memory budget; 0 means no limit.", ss->job_memory_limit);
     prom_family(b, "tubed_cpu_seconds_total", PROM_COUNTER,
                 "CPU time used by the server process, by mode.");
     l = prom_label("mode", "user");
-    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ru.ru_utime));
+    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ss->utime));
     l = prom_label("mode", "system");
-    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ru.ru_stime));
+    prom_sample_f64(b, "tubed_cpu_seconds_total", &l, 1, seconds_of(ss->stime));
     single(b, "tubed_binlog_enabled", PROM_GAUGE,
-           "1 when the server journals jobs to a binlog (-b), else 0.", bl->enabled != 0);
+           "1 when the server journals jobs to a binlog (-b), else 0.", es->binlog.enabled);
     single(b, "tubed_binlog_healthy", PROM_GAUGE,
            "0 after a binlog write or sync failed, else 1 (also 1 without a binlog).",
-           !bl->enabled || bl->healthy);
+           es->binlog.healthy);
     single(b, "tubed_binlog_disk_bytes", PROM_GAUGE, "Bytes of binlog files on disk.",
-           bl->disk_bytes);
+           es->binlog.disk_bytes);
     single(b, "tubed_binlog_live_bytes", PROM_GAUGE,
-           "Bytes of binlog records a replay would still need.", bl->live_bytes);
+           "Bytes of binlog records a replay would still need.", es->binlog.live_bytes);
     single(b, "tubed_binlog_records_written_total", PROM_COUNTER,
-           "Binlog records written.", bl->records_written);
+           "Binlog records written.", es->binlog.records_written);
     single(b, "tubed_binlog_records_migrated_total", PROM_COUNTER,
-           "Binlog records rewritten by compaction.", bl->records_migrated);
+           "Binlog records rewritten by compaction.", es->binlog.records_migrated);
     single(b, "tubed_binlog_spilled_jobs", PROM_GAUGE,
-           "Jobs whose body is in the binlog only (read-behind).", e->spill.jobs);
+           "Jobs whose body is in the binlog only (read-behind).", es->spill.jobs);
     single(b, "tubed_binlog_spilled_bytes", PROM_GAUGE,
-           "Body bytes in the binlog only (read-behind).", e->spill.bytes);
+           "Body bytes in the binlog only (read-behind).", es->spill.bytes);
     single(b, "tubed_binlog_spill_reads_total", PROM_COUNTER,
-           "Spilled bodies read back ahead of need by the reader thread.", e->spill.reads);
+           "Spilled bodies read back ahead of need by the reader thread.", es->spill.reads);
     single(b, "tubed_binlog_spill_waits_total", PROM_COUNTER,
            "Spilled bodies a command needed before the read-ahead had them (read on the loop).",
-           e->spill.waits);
+           es->spill.waits);
     single(b, "tubed_binlog_spill_errors_total", PROM_COUNTER,
-           "Spilled bodies whose record could not be read back.", e->spill.errors);
+           "Spilled bodies whose record could not be read back.", es->spill.errors);
 }
 
 /* ---- per tube ----------------------------------------------------------- */
 
 /* What a per-tube family shows of a tube (one value). */
-typedef uint64_t (*TubeValue)(const Engine *e, const Tube *t);
+typedef uint64_t (*TubeValue)(const TubeStats *t);
 
-static int64_t pause_left(const Engine *e, const Tube *t)
+static uint64_t v_urgent(const TubeStats *t) { return t->urgent; }
+static uint64_t v_bytes(const TubeStats *t) { return t->bytes; }
+static uint64_t v_mem_bytes(const TubeStats *t) { return t->bytes - t->spilled_bytes; }
+static uint64_t v_created(const TubeStats *t) { return t->total_jobs; }
+static uint64_t v_deleted(const TubeStats *t) { return t->cmd_delete; }
+static uint64_t v_expired(const TubeStats *t) { return t->total_expired; }
+static uint64_t v_discarded(const TubeStats *t) { return t->total_discarded; }
+static uint64_t v_timeouts(const TubeStats *t) { return t->total_timeouts; }
+static uint64_t v_age(const TubeStats *t) { return t->oldest_ready_age; }
+static uint64_t v_waiting(const TubeStats *t) { return t->waiting; }
+static uint64_t v_using(const TubeStats *t) { return t->using; }
+static uint64_t v_watching(const TubeStats *t) { return t->watching; }
+static uint64_t v_paused(const TubeStats *t) { return t->pause_left_ns > 0; }
+static uint64_t v_pause_left(const TubeStats *t)
 {
-    return tube_paused(t) && t->unpause_at > e->now ? t->unpause_at - e->now : 0;
+    return (uint64_t)(t->pause_left_ns / NS_PER_SEC);
 }
-
-static uint64_t v_urgent(const Engine *e, const Tube *t) { return t->urgent_ct; }
-static uint64_t v_bytes(const Engine *e, const Tube *t) { return t->cur_bytes; }
-static uint64_t v_mem_bytes(const Engine *e, const Tube *t) { return t->cur_bytes - t->spilled_bytes; }
-static uint64_t v_created(const Engine *e, const Tube *t) { return t->total_jobs; }
-static uint64_t v_deleted(const Engine *e, const Tube *t) { return t->cmd_delete; }
-static uint64_t v_expired(const Engine *e, const Tube *t) { return t->total_expired; }
-static uint64_t v_discarded(const Engine *e, const Tube *t) { return t->total_discarded; }
-static uint64_t v_timeouts(const Engine *e, const Tube *t) { return t->total_timeouts; }
-static uint64_t v_age(const Engine *e, const Tube *t)
-{
-    return engine_oldest_ready_age(e, t);
-}
-static uint64_t v_waiting(const Engine *e, const Tube *t)
-{
-    return engine_tube_waiting(e, t);
-}
-static uint64_t v_using(const Engine *e, const Tube *t) { return t->using_ct; }
-static uint64_t v_watching(const Engine *e, const Tube *t) { return t->watching_ct; }
-static uint64_t v_paused(const Engine *e, const Tube *t) { return pause_left(e, t) > 0; }
-static uint64_t v_pause_left(const Engine *e, const Tube *t)
-{
-    return (uint64_t)(pause_left(e, t) / NS_PER_SEC);
-}
-static uint64_t v_pauses(const Engine *e, const Tube *t) { return t->cmd_pause; }
+static uint64_t v_pauses(const TubeStats *t) { return t->cmd_pause; }
 
 static const struct {
     const char *name;
@@ -225,17 +167,17 @@ static const struct {
     {"tubed_tube_pauses_total", PROM_COUNTER, "pause-tube commands for the tube.", v_pauses},
 };
 
-static PromLabel tube_label(const Tube *t)
+static PromLabel tube_label(const TubeStats *t)
 {
     return (PromLabel){"tube", t->name, t->name_len};
 }
 
-static void tube_jobs_family(const Engine *e, const Tube **v, size_t n, Buf *b)
+static void tube_jobs_family(const TubeStats *v, size_t n, Buf *b)
 {
     prom_family(b, "tubed_tube_jobs", PROM_GAUGE, "Jobs in the tube, by state.");
     for (size_t i = 0; i < n; i++) {
-        const Tube *t = v[i];
-        const uint64_t counts[] = {t->ready.len, t->reserved_ct, t->delay.len, t->buried_ct};
+        const TubeStats *t = &v[i];
+        const uint64_t counts[] = {t->ready, t->reserved, t->delayed, t->buried};
         PromLabel l[2] = {tube_label(t)};
 
         for (size_t k = 0; k < 4; k++) {
@@ -245,27 +187,18 @@ static void tube_jobs_family(const Engine *e, const Tube **v, size_t n, Buf *b)
     }
 }
 
-static int by_name(const void *a, const void *b)
+/* The figures of every tube listener l may touch, in name order, *n of
+ * them: a new array (tb_free it); NULL when out of memory. */
+static TubeStats *tube_snapshot(const Server *s, const Listener *l, size_t *n)
 {
-    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
-    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-    int c = memcmp(x->name, y->name, n);
+    Tube **v = srvstats_tubes(s, l, n);
+    TubeStats *ts = v ? tb_malloc((*n + 1) * sizeof *ts) : NULL;
 
-    return c ? c : (int)x->name_len - (int)y->name_len;
-}
-
-/* Every tube in name order, in a new array (tb_free it); NULL when out of
- * memory (or when there is no tube at all). */
-static const Tube **sorted_tubes(const Engine *e, const Listener *l, size_t *n)
-{
-    const Tube **v = e->tubes.len ? tb_malloc(e->tubes.len * sizeof *v) : NULL;
-
-    *n = 0;
-    if (!v)
-        return NULL;
-    *n = access_filter(l, (Tube **)v, e->tubes.list, e->tubes.len);
-    qsort(v, *n, sizeof *v, by_name);
-    return v;
+    if (ts)
+        for (size_t i = 0; i < *n; i++)
+            engine_tube_stats(&s->eng, v[i], &ts[i]);
+    tb_free(v);
+    return ts;
 }
 
 /* tubed_listener_*: one sample per listener, by its name. */
@@ -277,18 +210,20 @@ static void listener_families(const Server *s, Buf *b)
         size_t off;
     } fam[] = {
         {"tubed_listener_connections", "Open connections of the listener.", PROM_GAUGE,
-         offsetof(Listener, cur_conns)},
+         offsetof(ListenerStats, conns)},
         {"tubed_listener_refused_commands_total", "Commands the listener's role or tubes "
-         "refused.", PROM_COUNTER, offsetof(Listener, refused_cmds)},
+         "refused.", PROM_COUNTER, offsetof(ListenerStats, refused_cmds)},
         {"tubed_listener_refused_peers_total", "Connections closed at once: the peer was "
          "not in the listener's users or groups.", PROM_COUNTER,
-         offsetof(Listener, refused_peers)},
+         offsetof(ListenerStats, refused_peers)},
     };
+    ListenerStats ls[SERVER_MAX_LISTENERS];
+    int n = listener_stats(s, ls);
 
     for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
         prom_family(b, fam[k].name, fam[k].type, fam[k].help);
-        for (int i = 0; i < s->nlisteners; i++) {
-            const Listener *l = &s->listeners[i];
+        for (int i = 0; i < n; i++) {
+            const ListenerStats *l = &ls[i];
             PromLabel lab = prom_label("listener", l->name);
             uint64_t v;
             memcpy(&v, (const char *)l + fam[k].off, sizeof v);
@@ -306,11 +241,11 @@ static void replica_lag(void *arg, const char *addr, uint64_t lag)
 
 /* Only once replication is in use: a server without it shows exactly the
  * families it always did. */
-static void replication_families(Server *s, Buf *b)
+static void replication_families(Server *s, const ServerStats *ss, Buf *b)
 {
     ReplInfo i;
 
-    if (!s->repl || !(s->eng.binlog.pos_persist || repl_is_replica(s) || s->cfg.sync_replicas))
+    if (!ss->repl_shown)
         return;
     repl_info(s, &i);
     single(b, "tubed_replication_primary", PROM_GAUGE,
@@ -339,28 +274,29 @@ static void replication_families(Server *s, Buf *b)
     repl_each_replica(s, replica_lag, b);
 }
 
-void metrics_render(const Beanstalk *f, const Listener *l, Buf *b)
+void metrics_render(Server *s, const StatsSource *src, const Listener *l, Buf *b)
 {
-    const Engine *e = &f->srv->eng;
+    ServerStats ss;
     size_t n;
-    const Tube **v = sorted_tubes(e, l, &n);
+    TubeStats *v = tube_snapshot(s, l, &n);
 
-    if (e->tubes.len && !v) {
+    if (!v) {
         b->oom = 1;
         return;
     }
-    server_families(f, b);
-    listener_families(f->srv, b);
-    tube_jobs_family(e, v, n, b);
+    server_stats(s, src, &ss);
+    server_families(&ss, b);
+    listener_families(s, b);
+    tube_jobs_family(v, n, b);
     for (size_t k = 0; k < sizeof tube_families / sizeof tube_families[0]; k++) {
         const char *name = tube_families[k].name;
 
         prom_family(b, name, tube_families[k].type, tube_families[k].help);
         for (size_t i = 0; i < n; i++) {
-            PromLabel lab = tube_label(v[i]);
-            prom_sample_u64(b, name, &lab, 1, tube_families[k].value(e, v[i]));
+            PromLabel lab = tube_label(&v[i]);
+            prom_sample_u64(b, name, &lab, 1, tube_families[k].value(&v[i]));
         }
     }
-    replication_families(f->srv, b);
+    replication_families(s, &ss, b);
     tb_free(v);
 }

@@ -1,14 +1,10 @@
 #include "tubesjson.h"
 
+#include <stdint.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "repl.h"
-#include "stats.h"
-
-/* Keys whose values are strings even when they look like a number (an
- * instance id may be all digits, a version "1" one day). */
-static const char *const string_keys[] = {"version", "id", "hostname", "os", "platform",
-                                          "name"};
 
 void json_string(Buf *b, const char *s, size_t n)
 {
@@ -46,186 +42,119 @@ void json_string(Buf *b, const char *s, size_t n)
     buf_append(b, "\"", 1);
 }
 
-static size_t digits(const char *s, size_t i, size_t n)
+/* One "key":value member of an object, after a comma unless first. */
+typedef struct Json {
+    Buf *b;
+    int first;
+} Json;
+
+static void json_key(Json *j, const char *key)
 {
-    while (i < n && s[i] >= '0' && s[i] <= '9')
-        i++;
-    return i;
+    if (!j->first)
+        buf_append(j->b, ",", 1);
+    j->first = 0;
+    json_string(j->b, key, strlen(key));
+    buf_append(j->b, ":", 1);
 }
 
-int json_is_number(const char *s, size_t n)
+static void json_member(void *arg, const char *key, StatVal v)
 {
-    size_t i = 0, j;
+    Json *j = arg;
 
-    if (i < n && s[i] == '-')
-        i++;
-    if (i < n && s[i] == '0')
-        i++;
-    else if (i < n && s[i] >= '1' && s[i] <= '9')
-        i = digits(s, i, n);
-    else
-        return 0;
-    if (i < n && s[i] == '.') {
-        j = digits(s, i + 1, n);
-        if (j == i + 1)
-            return 0;
-        i = j;
+    json_key(j, key);
+    switch (v.kind) {
+    case SK_U64: buf_printf(j->b, "%llu", (unsigned long long)v.v.u); break;
+    case SK_I64: buf_printf(j->b, "%lld", (long long)v.v.i); break;
+    case SK_BOOL: buf_printf(j->b, "%s", v.v.u ? "true" : "false"); break;
+    case SK_TEXT:
+    case SK_WORD: json_string(j->b, v.v.s, strlen(v.v.s)); break;
+    case SK_TIME:
+        buf_printf(j->b, "%ld.%06ld", (long)v.v.tv.tv_sec, (long)v.v.tv.tv_usec);
+        break;
     }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        j = digits(s, i, n);
-        if (j == i)
-            return 0;
-        i = j;
-    }
-    return i == n;
 }
 
-static int is_string_key(const char *k, size_t n)
+static void json_u64(Json *j, const char *key, uint64_t v)
 {
-    for (size_t i = 0; i < sizeof string_keys / sizeof string_keys[0]; i++)
-        if (strlen(string_keys[i]) == n && !memcmp(string_keys[i], k, n))
-            return 1;
-    return 0;
+    json_member(j, key, (StatVal){.kind = SK_U64, .v.u = v});
 }
 
-/* A YAML double-quoted scalar as stats.h writes it (only \" and \\
- * escaped) as a JSON string. */
-static void unquote_yaml(Buf *b, const char *v, size_t n)
+/* A string as stats-replication shows it: control bytes left out. */
+static void json_printable(Json *j, const char *key, const char *s)
 {
-    char tmp[256];
-    size_t len = 0;
-    Buf big = {0};
+    Buf t = {0};
 
-    for (size_t i = 0; i < n; i++) {
-        char c = v[i];
-        if (c == '\\' && i + 1 < n)
-            c = v[++i];
-        if (len == sizeof tmp) { /* long: go on in a heap buffer */
-            buf_append(&big, tmp, len);
-            len = 0;
-        }
-        tmp[len++] = c;
-    }
-    if (big.len || big.oom) {
-        buf_append(&big, tmp, len);
-        if (big.oom)
-            b->oom = 1;
-        else
-            json_string(b, big.data, big.len);
-        buf_free(&big);
+    for (; *s; s++)
+        if ((unsigned char)*s >= ' ' && *s != 127)
+            buf_append(&t, s, 1);
+    json_key(j, key);
+    json_string(j->b, t.len ? t.data : "", t.len);
+    j->b->oom |= t.oom;
+    buf_free(&t);
+}
+
+/* stats-replication's keys, in its order (net/repl.c's repl_stats). */
+static void replication_members(Server *s, Json *j)
+{
+    ReplInfo i;
+
+    repl_info(s, &i);
+    json_member(j, "role", (StatVal){.kind = SK_TEXT,
+                                     .v.s = i.role == ROLE_PRIMARY ? "primary" : "replica"});
+    json_u64(j, "epoch", i.epoch);
+    json_u64(j, "position", i.position);
+    json_printable(j, "primary", i.primary);
+    json_member(j, "connected", (StatVal){.kind = SK_BOOL, .v.u = i.connected != 0});
+    json_u64(j, "lag-records", i.lag);
+    json_u64(j, "sync-replicas", i.sync_replicas);
+    json_u64(j, "connected-replicas", i.connected_replicas);
+    json_u64(j, "caught-up-replicas", i.caught_up_replicas);
+    json_u64(j, "waiting-replies", i.waiting_replies);
+    json_u64(j, "discarded-records", i.discarded);
+    json_printable(j, "last-error", i.last_error);
+}
+
+static void tubes_members(Server *s, const Listener *l, Buf *b)
+{
+    size_t n;
+    Tube **v = srvstats_tubes(s, l, &n);
+
+    if (!v) {
+        b->oom = 1;
         return;
     }
-    json_string(b, tmp, len);
-}
+    for (size_t i = 0; i < n; i++) {
+        TubeStats ts;
+        Json j = {b, 1};
 
-static void value_json(Buf *b, const char *k, size_t klen, const char *v, size_t n)
-{
-    if (n >= 2 && v[0] == '"' && v[n - 1] == '"')
-        unquote_yaml(b, v + 1, n - 2);
-    else if (is_string_key(k, klen))
-        json_string(b, v, n);
-    else if ((n == 4 && !memcmp(v, "true", 4)) || (n == 5 && !memcmp(v, "false", 5)) ||
-             json_is_number(v, n))
-        buf_append(b, v, n);
-    else
-        json_string(b, v, n);
-}
-
-size_t yaml_members_json(Buf *b, const char *y, size_t n, size_t indent)
-{
-    size_t pos = 0;
-    int first = 1;
-
-    while (pos < n) {
-        const char *line = y + pos, *nl = memchr(line, '\n', n - pos), *colon;
-        size_t len = nl ? (size_t)(nl - line) : n - pos;
-
-        if (len < indent || (indent && memcmp(line, "  ", indent)) ||
-            (len > indent && line[indent] == ' '))
-            break;
-        colon = memchr(line + indent, ':', len - indent);
-        if (!colon || colon + 1 >= line + len || colon[1] != ' ')
-            break;
-        if (!first)
+        engine_tube_stats(&s->eng, v[i], &ts);
+        if (i)
             buf_append(b, ",", 1);
-        first = 0;
-        json_string(b, line + indent, (size_t)(colon - line) - indent);
-        buf_append(b, ":", 1);
-        value_json(b, line + indent, (size_t)(colon - line) - indent, colon + 2,
-                   (size_t)(line + len - (colon + 2)));
-        pos += len + (nl != NULL);
-    }
-    return pos;
-}
-
-/* The body of a document after its "---\n". */
-static size_t doc_start(const Buf *y)
-{
-    return y->len >= 4 && !memcmp(y->data, "---\n", 4) ? 4 : y->len;
-}
-
-static void tubes_members(Buf *b, const Buf *y)
-{
-    size_t pos = doc_start(y);
-    int first = 1;
-
-    while (pos < y->len) {
-        const char *line = y->data + pos, *nl = memchr(line, '\n', y->len - pos);
-        size_t len = nl ? (size_t)(nl - line) : y->len - pos;
-
-        /* "<name>":  (names hold no '"': names.h) */
-        if (!nl || len < 4 || line[0] != '"' || memcmp(line + len - 2, "\":", 2))
-            break;
-        if (!first)
-            buf_append(b, ",", 1);
-        first = 0;
-        json_string(b, line + 1, len - 3);
+        json_string(b, ts.name, ts.name_len);
         buf_append(b, ":{", 2);
-        pos += len + 1;
-        pos += yaml_members_json(b, y->data + pos, y->len - pos, 2);
+        stats_doc_tube(&ts, 1, json_member, &j);
         buf_append(b, "}", 1);
     }
+    tb_free(v);
 }
 
-void tubes_json(const Beanstalk *f, const Listener *l, Buf *b)
+void tubes_json(Server *s, const StatsSource *src, const Listener *l, Buf *b)
 {
-    Buf y = {0};
-    size_t start;
+    ServerStats ss;
+    Json j = {b, 1};
 
-    stats_server(f, &y);
-    if (y.oom) {
-        b->oom = 1;
-        buf_free(&y);
-        return;
-    }
+    server_stats(s, src, &ss);
     buf_append(b, "{\"server\":{", 11);
-    start = doc_start(&y);
-    yaml_members_json(b, y.data + start, y.len - start, 0);
+    stats_doc_server(&ss, json_member, &j);
     buf_append(b, "},\"tubes\":{", 11);
-    y.len = 0;
-    stats_tubes(&f->srv->eng, l, &y);
-    if (y.oom)
-        b->oom = 1;
-    else
-        tubes_members(b, &y);
+    tubes_members(s, l, b);
     buf_append(b, "}", 1);
     /* The role and the lag, once replication is in use (repl.h). */
-    if (f->srv->repl && (f->srv->eng.binlog.pos_persist || repl_is_replica(f->srv) ||
-                         f->srv->cfg.sync_replicas)) {
-        y.len = 0;
-        repl_stats(f->srv, &y);
-        if (y.oom) {
-            b->oom = 1;
-        } else {
-            buf_append(b, ",\"replication\":{", 16);
-            start = doc_start(&y);
-            yaml_members_json(b, y.data + start, y.len - start, 0);
-            buf_append(b, "}", 1);
-        }
+    if (ss.repl_shown) {
+        j.first = 1;
+        buf_append(b, ",\"replication\":{", 16);
+        replication_members(s, &j);
+        buf_append(b, "}", 1);
     }
     buf_append(b, "}\n", 2);
-    buf_free(&y);
 }

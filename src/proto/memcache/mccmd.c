@@ -8,7 +8,6 @@
 #include "mcget.h"
 #include "mcstats.h"
 #include "numparse.h"
-#include "policy.h"
 #include "repl.h"
 #include "serve.h"
 
@@ -67,7 +66,7 @@ static int64_t expiry_mono(const Engine *e, int32_t exptime)
         at = wall_s + span;
     if (at < wall_s - span)
         at = wall_s - span;
-    mono = e->now + (at * NS_PER_SEC - wall);
+    mono = engine_now(e) + (at * NS_PER_SEC - wall);
     return mono > 0 ? mono : 1; /* already past: expired, never "none" */
 }
 
@@ -158,13 +157,13 @@ void mc_body_done(McConn *m)
 static Tube **ref_all(McConn *m, size_t *n)
 {
     Engine *e = eng(m);
-    Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
+    Tube **v = tb_malloc((engine_tube_count(e) + 1) * sizeof *v);
 
     *n = 0;
     if (!v)
         return NULL;
     /* A listener with tubes flushes only those. */
-    *n = access_filter(m->conn.lis, v, e->tubes.list, e->tubes.len);
+    *n = access_filter(m->conn.lis, v, engine_tube_list(e), engine_tube_count(e));
     for (size_t i = 0; i < *n; i++)
         engine_tube_ref(v[i]);
     return v;
@@ -180,12 +179,9 @@ static void unref_all(Engine *e, Tube **v, size_t n)
 /* Flush t's jobs but the reserved ones: 0, or -1 out of memory. */
 static int flush(McConn *m, Tube *t)
 {
-    McTubeStat *s;
-
     if (engine_flush_tube(eng(m), t) < 0)
         return -1;
-    if ((s = mcstats_tube(front(m), t)))
-        s->flushes++;
+    mcstats_tube(t)->flushes++;
     return 0;
 }
 
@@ -201,8 +197,8 @@ static void do_delete(McConn *m, const McCmd *cmd)
             mc_reply_no_memory(m);
             return;
         }
-        policy_unregister(e, t); /* a fanout child's subscription ends */
-        mcstats_forget(front(m), t);
+        engine_tube_unsubscribe(e, t); /* a fanout child's subscription ends */
+        mcstats_forget(t);
         front(m)->ct.queue_deletes++;
         engine_tube_unref(e, t);
         mc_hold(m);

@@ -27,12 +27,12 @@ static Memcache *front(McConn *m)
 Tube *mc_tube_get(McConn *m, const char *name, size_t len)
 {
     Engine *e = eng(m);
-    size_t before = e->tubes.len;
+    size_t before = engine_tube_count(e);
     Tube *t = engine_tube(e, name, len); /* also registers a fanout child */
 
     if (!t)
         return NULL;
-    if (e->tubes.len > before)
+    if (engine_tube_count(e) > before)
         front(m)->ct.queue_creates++;
     engine_tube_ref(t);
     return t;
@@ -54,12 +54,11 @@ static Job *open_job(McConn *m, const Tube *t)
 /* An opened job goes back to the head of its priority (it keeps its id). */
 static EngineResult give_back(McConn *m, Job *j)
 {
-    McTubeStat *s = mcstats_tube(front(m), j->tube);
+    McTubeStat *s = mcstats_tube(j->tube);
     EngineResult r = engine_release(eng(m), &m->worker, j->id, j->pri, 0);
 
     if (r == ENG_OK || r == ENG_BURIED) {
-        if (s)
-            s->canceled++;
+        s->canceled++;
         mc_hold(m);
     }
     return r;
@@ -73,7 +72,9 @@ static uint64_t age_ms(const Engine *e, const Job *j)
     const JobExt *x = job_ext_view(j);
     int64_t since = x->ready_since ? x->ready_since : x->entered ? x->entered : job_created(j);
 
-    return e->now > since ? (uint64_t)((e->now - since) / NS_PER_MSEC) : 0;
+    int64_t now = engine_now(e);
+
+    return now > since ? (uint64_t)((now - since) / NS_PER_MSEC) : 0;
 }
 
 /* "VALUE <key> 0 <n>\r\n" into head (the key is at most a line long). */
@@ -171,7 +172,7 @@ static void unpeek(McConn *m, Job *j)
 static void deliver(McConn *m, Job *j, const char *key, size_t key_len, uint64_t age)
 {
     Memcache *f = front(m);
-    McTubeStat *s = m->fetch == MC_PEEK ? NULL : mcstats_tube(f, j->tube);
+    McTubeStat *s = m->fetch == MC_PEEK ? NULL : mcstats_tube(j->tube);
 
     if (s)
         s->age_ms = age;
@@ -182,8 +183,7 @@ static void deliver(McConn *m, Job *j, const char *key, size_t key_len, uint64_t
         break;
     case MC_OPEN:
         f->ct.get_hits++;
-        if (s)
-            s->transactions++;
+        s->transactions++; /* not a peek: s is the tube's */
         reply_value(m, key, key_len, j);
         break;
     case MC_MONITOR:
@@ -331,16 +331,11 @@ void mc_hangup(McConn *m)
 void mc_closing(McConn *m)
 {
     Engine *e = eng(m);
-    Memcache *f = front(m);
     List *head = &m->worker.reserved;
 
     /* Its open jobs go back (worker_fini): count them given back. */
-    for (List *n = head->next; n != head; n = n->next) {
-        Job *j = job_of_link(n);
-        McTubeStat *s;
-        if ((s = mcstats_tube(f, j->tube)))
-            s->canceled++;
-    }
+    for (List *n = head->next; n != head; n = n->next)
+        mcstats_tube(job_of_link(n)->tube)->canceled++;
     m->waiting = 0;
     worker_fini(e, &m->worker); /* cancels a wait, drops the watch */
     m->get_tube = NULL;

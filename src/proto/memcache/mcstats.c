@@ -7,45 +7,13 @@
 #include "alloc.h"
 #include "clock.h"
 #include "conf.h"
+#include "srvstats.h"
 
 /* ---- per-tube counters -------------------------------------------------- */
 
-void mcstats_forget(Memcache *f, Tube *t)
+void mcstats_forget(Tube *t)
 {
-    (void)f;
     memset(&t->mc, 0, sizeof t->mc);
-}
-
-/* ---- tubes in name order ------------------------------------------------ */
-
-static int name_cmp(const char *a, size_t al, const char *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-
-    return c ? c : (al > bl) - (al < bl);
-}
-
-static int by_tube_name(const void *a, const void *b)
-{
-    const Tube *x = *(const Tube *const *)a, *y = *(const Tube *const *)b;
-
-    return name_cmp(x->name, x->name_len, y->name, y->name_len);
-}
-
-/* Every tube listener l may touch (NULL: every tube), in name order, *n
- * of them; NULL (b->oom set) when out of memory. */
-static Tube **sorted_tubes(const Engine *e, const Listener *l, Buf *b, size_t *n)
-{
-    Tube **v = tb_malloc((e->tubes.len + 1) * sizeof *v);
-
-    *n = 0;
-    if (!v) {
-        b->oom = 1;
-        return NULL;
-    }
-    *n = access_filter(l, v, e->tubes.list, e->tubes.len);
-    qsort(v, *n, sizeof *v, by_tube_name);
-    return v;
 }
 
 /* ---- a tube's figures --------------------------------------------------- */
@@ -64,20 +32,18 @@ static const char *const tube_keys[TS_COUNT] = {
 };
 
 /* Jobs not reserved (ready, delayed, buried) and their body bytes. */
-static uint64_t items_of(const Tube *t)
+static uint64_t items_of(const TubeStats *t)
 {
-    return t->ready.len + t->delay.len + t->buried_ct;
+    return t->ready + t->delayed + t->buried;
 }
 
-static uint64_t bytes_of(const Tube *t)
+static uint64_t bytes_of(const TubeStats *t)
 {
-    return t->cur_bytes - t->reserved_bytes;
+    return t->bytes - t->reserved_bytes;
 }
 
-static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
+static void tube_values(const TubeStats *t, uint64_t v[TS_COUNT])
 {
-    const McTubeStat *s = &t->mc;
-
     memset(v, 0, TS_COUNT * sizeof *v);
     v[TS_ITEMS] = items_of(t);
     v[TS_BYTES] = bytes_of(t);
@@ -85,15 +51,15 @@ static void tube_values(const Memcache *f, const Tube *t, uint64_t v[TS_COUNT])
     v[TS_EXPIRED] = t->total_expired;
     /* Read-behind: jobs whose body is on disk only are not in memory (a
      * reserved job's body always is, spill.h). */
-    v[TS_MEM_ITEMS] = v[TS_ITEMS] - t->spilled_ct;
+    v[TS_MEM_ITEMS] = v[TS_ITEMS] - t->spilled;
     v[TS_MEM_BYTES] = v[TS_BYTES] - t->spilled_bytes;
     v[TS_DISCARDED] = t->total_discarded;
-    v[TS_WAITERS] = engine_tube_waiting(&f->srv->eng, t);
-    v[TS_OPEN] = t->reserved_ct;
-    v[TS_AGE] = s->age_ms;
-    v[TS_TRANSACTIONS] = s->transactions;
-    v[TS_CANCELED] = s->canceled;
-    v[TS_FLUSHES] = s->flushes;
+    v[TS_WAITERS] = t->waiting;
+    v[TS_OPEN] = t->reserved;
+    v[TS_AGE] = t->mc.age_ms;
+    v[TS_TRANSACTIONS] = t->mc.transactions;
+    v[TS_CANCELED] = t->mc.canceled;
+    v[TS_FLUSHES] = t->mc.flushes;
 }
 
 /* A fanout parent's children that listener l may see (NULL: all),
@@ -126,7 +92,7 @@ static int children_of(const Tube *t, const Listener *l, Buf *out)
             tb_free(all);
         return 0;
     }
-    qsort(all, n, sizeof *all, by_tube_name);
+    qsort(all, n, sizeof *all, engine_tube_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i)
             buf_append(out, ",", 1);
@@ -146,13 +112,12 @@ static uint64_t secs(int64_t ns)
 
 static void global_stats(const Memcache *f, Buf *b)
 {
-    const Server *s = f->srv;
-    const Engine *e = &s->eng;
     const McCounters *c = &f->ct;
-    uint64_t bytes = 0;
+    ServerStats ss;
+    uint64_t bytes, reserved;
 
-    for (size_t i = 0; i < e->tubes.len; i++)
-        bytes += bytes_of(e->tubes.list[i]);
+    server_stats(f->srv, NULL, &ss);
+    engine_body_bytes(&f->srv->eng, &bytes, &reserved);
     buf_printf(b,
                "STAT uptime %llu\r\n"
                "STAT time %llu\r\n"
@@ -163,12 +128,13 @@ static void global_stats(const Memcache *f, Buf *b)
                "STAT reserved_memory_ratio 0.000\r\n"
                "STAT curr_connections %llu\r\n"
                "STAT total_connections %llu\r\n",
-               (unsigned long long)secs(e->now - e->started),
+               (unsigned long long)secs(ss.engine.uptime_ns),
                (unsigned long long)secs(clock_wall()), TUBED_VERSION,
-               (unsigned long long)(e->jobs_ct.ready + e->jobs_ct.delayed +
-                                    e->jobs_ct.buried),
-               (unsigned long long)e->total_jobs, (unsigned long long)bytes,
-               (unsigned long long)s->conn_ct, (unsigned long long)s->total_conns);
+               (unsigned long long)(ss.engine.jobs.ready + ss.engine.jobs.delayed +
+                                    ss.engine.jobs.buried),
+               (unsigned long long)ss.engine.total_jobs,
+               (unsigned long long)(bytes - reserved),
+               (unsigned long long)ss.conns, (unsigned long long)ss.total_conns);
     buf_printf(b,
                "STAT cmd_get %llu\r\n"
                "STAT cmd_set %llu\r\n"
@@ -190,25 +156,28 @@ static void global_stats(const Memcache *f, Buf *b)
 
 void mcstats_server(Memcache *f, const Listener *l, Buf *b)
 {
-    const Engine *e = &f->srv->eng;
     Tube **v;
     Buf kids = {0};
     size_t n;
 
     global_stats(f, b);
-    if (!(v = sorted_tubes(e, l, b, &n)))
+    if (!(v = srvstats_tubes(f->srv, l, &n))) {
+        b->oom = 1;
         return;
+    }
     for (size_t i = 0; i < n; i++) {
         const Tube *t = v[i];
+        TubeStats ts;
         uint64_t val[TS_COUNT];
 
-        tube_values(f, t, val);
+        engine_tube_stats(&f->srv->eng, t, &ts);
+        tube_values(&ts, val);
         for (int k = 0; k < TS_COUNT; k++)
-            buf_printf(b, "STAT queue_%s_%s %llu\r\n", t->name, tube_keys[k],
+            buf_printf(b, "STAT queue_%s_%s %llu\r\n", ts.name, tube_keys[k],
                        (unsigned long long)val[k]);
         kids.len = 0;
         if (children_of(t, l, &kids))
-            buf_printf(b, "STAT queue_%s_children %.*s\r\n", t->name, (int)kids.len,
+            buf_printf(b, "STAT queue_%s_children %.*s\r\n", ts.name, (int)kids.len,
                        kids.data ? kids.data : "");
         b->oom |= kids.oom;
     }
@@ -221,10 +190,12 @@ void mcstats_server(Memcache *f, const Listener *l, Buf *b)
 
 static void dump_tube(const Memcache *f, const Listener *l, const Tube *t, Buf *b, Buf *kids)
 {
+    TubeStats ts;
     uint64_t val[TS_COUNT];
 
-    tube_values(f, t, val);
-    buf_printf(b, "queue '%s' {\r\n", t->name);
+    engine_tube_stats(&f->srv->eng, t, &ts);
+    tube_values(&ts, val);
+    buf_printf(b, "queue '%s' {\r\n", ts.name);
     for (int k = 0; k < TS_COUNT; k++)
         buf_printf(b, "  %s=%llu\r\n", tube_keys[k], (unsigned long long)val[k]);
     kids->len = 0;
@@ -243,7 +214,7 @@ static int by_name(const void *a, const void *b)
 {
     const Name *x = a, *y = b;
 
-    return name_cmp(x->p, x->n, y->p, y->n);
+    return engine_name_cmp(x->p, x->n, y->p, y->n);
 }
 
 /* The names of the list, in name order; *n of them. NULL: none given, or
@@ -292,9 +263,11 @@ void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b)
         tb_free(given);
     } else {
         size_t k;
-        Tube **v = sorted_tubes(e, l, b, &k);
-        if (!v)
+        Tube **v = srvstats_tubes(f->srv, l, &k);
+        if (!v) {
+            b->oom = 1;
             return;
+        }
         for (size_t i = 0; i < k; i++)
             dump_tube(f, l, v[i], b, &kids);
         tb_free(v);
@@ -341,15 +314,16 @@ void mcstats_config(Memcache *f, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     const ConfFile *cf = f->srv->cfg.conf;
+    Tube *const *list = engine_tube_list(e);
     size_t nsec = cf ? cf->n_exact : 0, n = 0;
-    Name *v = tb_malloc((e->tubes.len + nsec + 1) * sizeof *v);
+    Name *v = tb_malloc((engine_tube_count(e) + nsec + 1) * sizeof *v);
 
     if (!v) {
         b->oom = 1;
         return;
     }
-    for (size_t i = 0; i < e->tubes.len; i++)
-        v[n++] = (Name){e->tubes.list[i]->name, e->tubes.list[i]->name_len};
+    for (size_t i = 0; i < engine_tube_count(e); i++)
+        v[n++] = (Name){list[i]->name, list[i]->name_len};
     for (size_t i = 0; i < nsec; i++)
         v[n++] = (Name){cf->exact[i].name, cf->exact[i].len};
     qsort(v, n, sizeof *v, by_name);

@@ -21,14 +21,13 @@
 
 typedef TubeMcStats McTubeStat;
 
-/* The counters of t (never NULL). */
-static inline McTubeStat *mcstats_tube(Memcache *f, Tube *t)
+/* The counters of t. */
+static inline McTubeStat *mcstats_tube(Tube *t)
 {
-    (void)f;
     return &t->mc;
 }
 /* delete: the tube starts over, as a deleted kestrel queue does. */
-void mcstats_forget(Memcache *f, Tube *t);
+void mcstats_forget(Tube *t);
 
 void mcstats_server(Memcache *f, const Listener *l, Buf *b);
 /* names empty: every tube. */
