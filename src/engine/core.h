@@ -12,14 +12,13 @@
 
 #include <stdint.h>
 
-#include "blfile.h"
+#include "storestate.h"
 #include "event.h"
 #include "hash.h"
 #include "heap.h"
 #include "job.h"
 #include "list.h"
 #include "opts.h"
-#include "spillstate.h"
 #include "tube.h"
 #include "worker.h"
 

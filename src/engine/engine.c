@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "grave.h"
 #include "listjobs.h"
@@ -14,7 +13,7 @@
 #include "policy.h"
 #include "queue.h"
 #include "shrink.h"
-#include "spill.h"
+#include "store.h"
 #include "waiter.h"
 #include "watch.h"
 
@@ -59,7 +58,7 @@ int engine_open_binlog(Engine *e, char *err, size_t errlen)
 {
     if (binlog_open(e, err, errlen) < 0)
         return -1;
-    return policy_load_children(e, err, errlen);
+    return policy_children_replayed(e, err, errlen);
 }
 
 int engine_reload_prepare(Engine *e, const ConfFile *next)

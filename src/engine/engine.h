@@ -185,12 +185,6 @@ int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
 /* The binlog's sequence numbers: last placed, durable. */
 uint64_t engine_lsn(const Engine *e);
 uint64_t engine_durable_lsn(const Engine *e);
-/* Called with every write of records (the bytes, the position after
- * them and the sequence number of the last) and when the log was
- * rewritten whole after a failure. */
-void engine_set_tap(Engine *e,
-                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
-                    void (*reset)(void *), void *arg);
 
 /* ---- workers ------------------------------------------------------------- */
 

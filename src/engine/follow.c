@@ -4,8 +4,9 @@
  * The records are the binlog's own (blcodec.h); each is applied to the
  * live state the way replay would read it (a J/K replaces the job, S sets
  * its state, D removes it, F removes a tube's jobs up to an id but the
- * kept ones), and logged in this server's binlog through the usual calls,
- * so its files, space accounting and compaction stay the binlog's. No
+ * kept ones, C registers or lets go a fanout child), and logged in this
+ * server's binlog through the usual calls, so its files, space accounting
+ * and compaction stay the binlog's. No
  * policy runs here: the primary's limits, fanout, expiry and moves reach
  * the replica as the records they made.
  */
@@ -13,12 +14,12 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
+#include "policy.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* A logged realtime on this server's monotonic clock. */
 static int64_t mono_of(Engine *e, int64_t wall)
@@ -226,6 +227,8 @@ int engine_apply(Engine *e, const BlRecord *r)
     case BL_FLUSH:
         see_id(e, r->id);
         return apply_flush(e, r);
+    case BL_CHILD:
+        return policy_child_apply(e, r->tube, r->tube_len, r->flags & BL_CHILD_ON);
     case BL_SNAP_END:
         if (r->id > e->next_id)
             e->next_id = r->id;
@@ -305,7 +308,23 @@ int engine_sweep_begin(Engine *e)
     qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
     e->sweep_ids = l.ids;
     e->sweep_n = l.n;
+    /* The children too: a C record from the primary keeps one. */
+    for (size_t i = 0; i < e->tubes.len; i++)
+        e->tubes.list[i]->child_sweep = e->tubes.list[i]->registered;
     return 0;
+}
+
+/* Let go the registered children the snapshot did not send. */
+static void sweep_children(Engine *e)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        if (!t->child_sweep)
+            continue;
+        t->child_sweep = 0;
+        policy_unregister(e, t); /* logs it; t may be gone: start again */
+        i = (size_t)-1;
+    }
 }
 
 /* The primary has job id: it stays at the sweep's end. */
@@ -337,6 +356,7 @@ uint64_t engine_sweep_end(Engine *e)
         queue_delete(e, j);
         n++;
     }
+    sweep_children(e);
     engine_sweep_abort(e);
     return n;
 }
@@ -346,6 +366,8 @@ void engine_sweep_abort(Engine *e)
     tb_free(e->sweep_ids);
     e->sweep_ids = NULL;
     e->sweep_n = 0;
+    for (size_t i = 0; i < e->tubes.len; i++)
+        e->tubes.list[i]->child_sweep = 0;
 }
 
 /* ---- positions ----------------------------------------------------------- */
@@ -373,13 +395,23 @@ uint64_t engine_lsn(const Engine *e)
     return e->binlog.lsn;
 }
 
-void engine_set_tap(Engine *e,
-                    void (*tap)(void *, const char *, size_t, uint64_t, uint64_t),
-                    void (*reset)(void *), void *arg)
+/* The registered fanout children as BL_CHILD records: 0, -1 out of
+ * memory. */
+static int snapshot_children(Engine *e, Buf *out)
 {
-    e->binlog.tap = tap;
-    e->binlog.tap_reset = reset;
-    e->binlog.tap_arg = arg;
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        BlRecord r = {.type = BL_CHILD, .flags = BL_CHILD_ON, .tube = t->name,
+                      .tube_len = (uint8_t)t->name_len};
+        size_t n = bl_record_size(&r);
+        if (!t->registered)
+            continue;
+        if (buf_reserve(out, n) < 0)
+            return -1;
+        bl_encode(&r, out->data + out->len);
+        out->len += n;
+    }
+    return 0;
 }
 
 int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
@@ -387,6 +419,9 @@ int engine_snapshot_job(Engine *e, uint64_t id, Buf *out)
     Job *j = job_table_find(&e->jobs, id);
     int rc;
 
+    /* A snapshot asks for id 1 first: the children go ahead of the jobs. */
+    if (id == 1 && snapshot_children(e, out) < 0)
+        return -1;
     if (!j || job_dead(j) || !j->file)
         return 0; /* none, or never journaled: nothing to send */
     rc = binlog_encode_job(e, j, out);

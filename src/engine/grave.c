@@ -1,9 +1,8 @@
 #include "grave.h"
 
 #include "alloc.h"
-#include "binlog.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* The table shrinks once, straight to its size, when every hold is gone. */
 void grave_hold_shrink(Engine *e, unsigned who, int on)

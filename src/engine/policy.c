@@ -7,12 +7,11 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "binlog.h"
 #include "clock.h"
 #include "log.h"
 #include "oldest.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* ---- resolving ---------------------------------------------------------- */
 
@@ -475,8 +474,6 @@ void policy_reload(Engine *e)
 
 /* ---- fanout ------------------------------------------------------------- */
 
-static void save_children(Engine *e);
-
 void policy_named(Engine *e, Tube *t)
 {
     TubePolicy pp;
@@ -489,7 +486,7 @@ void policy_named(Engine *e, Tube *t)
     t->registered = 1;
     tube_ref(t);
     link_child(e, t);
-    save_children(e);
+    binlog_child(e, t, 1); /* journaled like every other change */
 }
 
 void policy_unregister(Engine *e, Tube *t)
@@ -499,8 +496,28 @@ void policy_unregister(Engine *e, Tube *t)
     t->registered = 0;
     list_remove(&t->child_link);
     t->parent = NULL;
-    save_children(e);
+    binlog_child(e, t, 0);
     tube_unref(&e->tubes, t);
+}
+
+int policy_child_apply(Engine *e, const char *name, size_t len, int on)
+{
+    Tube *t = on ? tubes_get(&e->tubes, name, len) : tubes_find(&e->tubes, name, len);
+
+    if (!t)
+        return on ? -1 : 0;
+    if (!on) {
+        policy_unregister(e, t);
+        return 0;
+    }
+    t->child_sweep = 0; /* the primary has it (engine_sweep_end) */
+    if (!t->registered) {
+        t->registered = 1;
+        tube_ref(t);
+        link_child(e, t);
+    }
+    binlog_child(e, t, 1);
+    return 0;
 }
 
 void policy_fanout(Engine *e, Tube *t, const Job *j)
@@ -540,42 +557,14 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
     }
 }
 
-/* DIR/fanout: one registered child per line, replaced whole (written
- * aside, synced, renamed) whenever the set changes, which is rare. */
-static void save_children(Engine *e)
-{
-    Binlog *b = &e->binlog;
-    char tmp[4096], path[4096];
-    FILE *f;
-    int ok;
-
-    if (!b->enabled)
-        return;
-    snprintf(path, sizeof path, "%s/fanout", b->dir);
-    snprintf(tmp, sizeof tmp, "%s/fanout.tmp", b->dir);
-    f = fopen(tmp, "w");
-    if (!f) {
-        log_err("fanout: cannot write %s: %s", tmp, strerror(errno));
-        return;
-    }
-    for (size_t i = 0; i < e->tubes.len; i++)
-        if (e->tubes.list[i]->registered)
-            fprintf(f, "%s\n", e->tubes.list[i]->name);
-    ok = fflush(f) == 0 && (e->cfg->fsync_never || fsync(fileno(f)) == 0);
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) < 0) {
-        log_err("fanout: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return;
-    }
-    if (!e->cfg->fsync_never)
-        fsync(b->dirfd);
-}
-
-int policy_load_children(Engine *e, char *err, size_t errlen)
+/* DIR/fanout, one registered child per line: where a version before the
+ * BL_CHILD record kept them. Read once: each child is registered and
+ * journaled, and the file goes once those records are on disk. */
+static int migrate_children(Engine *e, char *err, size_t errlen)
 {
     char path[4096], line[512];
     FILE *f;
+    size_t n = 0;
 
     snprintf(path, sizeof path, "%s/fanout", e->binlog.dir);
     f = fopen(path, "r");
@@ -584,20 +573,37 @@ int policy_load_children(Engine *e, char *err, size_t errlen)
                                                strerror(errno)), -1);
     while (fgets(line, sizeof line, f)) {
         size_t len = strcspn(line, "\n");
-        Tube *t;
+        const char *plus = memchr(line, '+', len);
 
-        if (!tube_name_valid(line, len))
-            continue; /* not ours: ignored, rewritten at the next change */
-        t = tubes_get(&e->tubes, line, len);
-        if (!t) {
+        if (!tube_name_valid(line, len) || !plus || plus == line)
+            continue; /* not a child's name: dropped with the file */
+        if (policy_child_apply(e, line, len, 1) < 0) {
             fclose(f);
             snprintf(err, errlen, "out of memory reading %s", path);
             return -1;
         }
-        t->registered = 1;
-        tube_ref(t);
-        link_child(e, t);
+        n++;
     }
     fclose(f);
+    /* Kept when the records could not be written: read again next start
+     * (a child registered twice is registered once). */
+    if (binlog_write_now(e) < 0)
+        return 0;
+    if (unlink(path) < 0)
+        log_warn("fanout: cannot remove %s: %s", path, strerror(errno));
+    else if (!e->cfg->fsync_never)
+        fsync(e->binlog.dirfd);
+    log_info("fanout: %zu children from %s now journaled in the binlog; file removed", n,
+             path);
     return 0;
+}
+
+int policy_children_replayed(Engine *e, char *err, size_t errlen)
+{
+    /* The replay registered them (BL_CHILD records); link each to its
+     * parent, or keep it among the orphans until the parent exists. */
+    for (size_t i = 0; i < e->tubes.len; i++)
+        if (e->tubes.list[i]->registered)
+            link_child(e, e->tubes.list[i]);
+    return migrate_children(e, err, errlen);
 }

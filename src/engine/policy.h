@@ -23,7 +23,7 @@
  *   counters, ready, its clock restarted), each step journaled.
  * - Fanout: with fanout on tube P, a tube "P+CHILD" created by a client
  *   is registered as P's child (the engine holds a reference, so it stays
- *   when empty, and it is remembered across restarts in DIR/fanout); each
+ *   when empty, and it is journaled in the binlog, BL_CHILD); each
  *   job put into P is copied, with its own id, into every child that has
  *   room.
  */
@@ -70,7 +70,13 @@ void policy_fanout(Engine *e, Tube *t, const Job *j);
 void policy_named(Engine *e, Tube *t);
 /* End t's fanout subscription (memcache delete). */
 void policy_unregister(Engine *e, Tube *t);
-/* Read DIR/fanout (after the replay): the children that existed. */
-int policy_load_children(Engine *e, char *err, size_t errlen);
+/* After the replay: link the children it registered to their parents,
+ * and journal those of an older version's DIR/fanout (the file then
+ * goes). -1 with a message when the server must not start. */
+int policy_children_replayed(Engine *e, char *err, size_t errlen);
+/* A replica applies its primary's BL_CHILD record: register (on) or let
+ * go the child `name` whatever this server's config says, and journal it.
+ * -1 out of memory. */
+int policy_child_apply(Engine *e, const char *name, size_t len, int on);
 
 #endif

@@ -2,9 +2,8 @@
 
 #include <string.h>
 
-#include "binlog.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 
 /* A reload gave t a budget its bodies in memory exceed: the bodies that
  * live in their jobs (put under no or a larger budget) are turned into

@@ -58,6 +58,10 @@ struct Tube {
     List child_link;     /* in the parent's children, when a linked child */
     Tube *parent;        /* the fanout parent it is linked to, or NULL */
     uint8_t registered;  /* a fanout child: the engine holds a reference */
+    uint8_t child_sweep; /* a registered child a replica's snapshot has not
+                            sent yet: let go at its end (follow.c) */
+    uint32_t child_file; /* the binlog file of its registration record
+                            (store/blfile.h); 0: none */
     uint8_t posted;      /* on Engine.posted_tubes (a reference is held) */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */

@@ -2,7 +2,7 @@
 
 #include "policy.h"
 #include "queue.h"
-#include "spill.h"
+#include "store.h"
 #include "watch.h"
 
 /* The next job t hands out: never one past its expiry (expired here, on

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "numparse.h"
+#include "store.h"
 
 /* Snapshot records are made only while less than this waits for a
  * replica; live records may pile up to LIVE_MAX before it is dropped. */
@@ -335,7 +336,8 @@ static void snapshot_more(Server *s, ReplLink *l)
 
     while (conn_out_pending(l->c) < SNAP_LOW && scanned < SCAN_MAX) {
         int rc;
-        if (l->cursor >= e->next_id) {
+        /* (id 1 is always asked for: the fanout children come with it) */
+        if (l->cursor >= e->next_id && l->cursor > 1) {
             BlRecord end;
             char buf[BL_SNAP_END_SIZE];
             memset(&end, 0, sizeof end);
@@ -499,7 +501,8 @@ void repl_start(Server *s)
 
     if (!r || !s->eng.binlog.enabled)
         return;
-    engine_set_tap(&s->eng, on_write, on_reset, s);
+    if (store_subscribe(&s->eng, &(StoreSub){on_write, on_reset, s}) < 0)
+        log_err("replication: the binlog's record stream has no room for it");
     r->local_durable = r->released = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
     if (r->role == ROLE_REPLICA)

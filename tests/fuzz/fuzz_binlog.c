@@ -86,8 +86,15 @@ static void check_record(const char *p, size_t n, long len, const BlRecord *r)
 
     FZ_CHECK(len >= BL_REC_HEAD + 9 && (size_t)len <= n, "decoded length %ld of %zu", len, n);
     FZ_CHECK(r->type == BL_JOB || r->type == BL_JOBX || r->type == BL_STATE ||
-                 r->type == BL_DELETE || r->type == BL_FLUSH,
+                 r->type == BL_DELETE || r->type == BL_FLUSH || r->type == BL_POS ||
+                 r->type == BL_SNAP_END || r->type == BL_CHILD,
              "decoded type %d", r->type);
+    if (r->type == BL_CHILD) {
+        FZ_CHECK(r->tube >= p && r->tube + r->tube_len <= p + len, "child outside record");
+        FZ_CHECK(r->flags <= BL_CHILD_ON && r->id == 0 && r->tube_len > 0 &&
+                     memchr(r->tube, '+', r->tube_len) > (const void *)r->tube,
+                 "a child record the server could never write decoded");
+    }
     if (r->type == BL_JOB || r->type == BL_JOBX) {
         FZ_CHECK(r->tube >= p && r->tube + r->tube_len <= p + len, "tube outside record");
         FZ_CHECK(r->body >= p && r->body + r->body_size <= p + len, "body outside record");
@@ -181,6 +188,8 @@ typedef struct {
     JobSum *v;
     size_t n;
     const char *dir;
+    uint64_t children;     /* registered fanout children (BL_CHILD) */
+    uint32_t children_crc; /* xor of their names' crc32c */
 } Sums;
 
 /* The body of a job on disk only, as the harness reads it: the whole file,
@@ -248,16 +257,32 @@ static int cmp_sum(const void *a, const void *b)
 
 static Sums summarise(const Server *s)
 {
-    Sums r = {calloc(s->eng.jobs.len + 1, sizeof(JobSum)), 0, s->cfg.binlog_dir};
+    Sums r = {calloc(s->eng.jobs.len + 1, sizeof(JobSum)), 0, s->cfg.binlog_dir, 0, 0};
 
     hash_each(&s->eng.jobs, sum_job, &r);
     qsort(r.v, r.n, sizeof *r.v, cmp_sum);
+    for (size_t i = 0; i < s->eng.tubes.len; i++) {
+        const Tube *t = s->eng.tubes.list[i];
+        /* A registered child's record keeps a file of the list live. */
+        FZ_CHECK(!t->registered == !t->child_file, "tube %.*s: registered %d, record in "
+                 "binlog.%u", (int)t->name_len, t->name, t->registered, t->child_file);
+        FZ_CHECK(!t->child_file || bl_file_of((Binlog *)&s->eng.binlog, t->child_file),
+                 "child %.*s: its record's binlog.%u is not in the list", (int)t->name_len,
+                 t->name, t->child_file);
+        if (t->registered) {
+            r.children++;
+            r.children_crc ^= crc32c(0, t->name, t->name_len);
+        }
+    }
     return r;
 }
 
 static void compare(const Sums *a, const Sums *b, const char *what)
 {
     FZ_CHECK(a->n == b->n, "%s: %zu jobs, against %zu", what, b->n, a->n);
+    FZ_CHECK(a->children == b->children && a->children_crc == b->children_crc,
+             "%s: %llu fanout children, against %llu (or other names)", what,
+             (unsigned long long)b->children, (unsigned long long)a->children);
     for (size_t i = 0; i < a->n; i++) {
         const JobSum *x = &a->v[i], *y = &b->v[i];
         FZ_CHECK(x->id == y->id && x->pri == y->pri && x->ttr == y->ttr &&
@@ -499,7 +524,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Config cfg;
     ConfFile *conf = NULL;
     char err[512];
-    Sums first, ref = {NULL, 0, NULL};
+    Sums first, ref = {NULL, 0, NULL, 0, 0};
     int rc, rb, ref_rc = 0;
 
     if (size < 1)

@@ -339,6 +339,17 @@ static void del(File *f, uint64_t id)
     rec(f, &r);
 }
 
+static void child(File *f, const char *name, int on)
+{
+    BlRecord r = {0};
+
+    r.type = BL_CHILD;
+    r.flags = on ? BL_CHILD_ON : 0;
+    r.tube = name;
+    r.tube_len = (uint8_t)strlen(name);
+    rec(f, &r);
+}
+
 static void bl_put(const char *name, unsigned flags, const File *f)
 {
     char buf[sizeof f->b + 1];
@@ -498,6 +509,25 @@ static void gen_binlog(void)
     job(&f, 30, "spill", "in the second file", 0, 0);
     del(&f, 1);
     bl_put("readbehind-two-files", 0x20 | 4, &f);
+    /* Fanout children (C records): registered, let go, registered again,
+     * one only let go, over two files; and after damage (--recover). */
+    typical(&f);
+    child(&f, "emails+a", 1);
+    child(&f, "emails+b", 1);
+    child(&f, "nobody+c", 1);
+    child(&f, "emails+a", 0);
+    fb(&f, "--FILE--", 8);
+    header(&f);
+    child(&f, "emails+a", 1);
+    child(&f, "emails+b", 1);
+    child(&f, "never+d", 0);
+    job(&f, 40, "emails+b", "copy", 0, 0);
+    bl_put("children", 0, &f);
+    bl_put("children-two-files", 4, &f);
+    bl_put("children-two-files-gap-recover", 1 | 4 | 8, &f);
+    f.b[30] ^= 0x5a;
+    bl_put("children-damaged-recover", 1 | 4, &f);
+    bl_put("children-readbehind", 0x40 | 4, &f);
     f.b[200] ^= 0x11;
     bl_put("readbehind-two-files-damaged-recover", 0x20 | 4 | 1, &f);
 }

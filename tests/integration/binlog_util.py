@@ -9,7 +9,8 @@ follows the binlog specification:
     records: u32 payload length, u32 CRC32C(payload), payload;
     a payload length of 0 ends the data (files are preallocated with zeros);
     the payload's first byte is its type: J (job), K (job with its tube-entry
-    time and a client's expiry), S (state), D (delete), F (flush-tube).
+    time and a client's expiry), S (state), D (delete), F (flush-tube),
+    P (replication position), C (a fanout child registered or let go).
 """
 
 import os
@@ -28,7 +29,7 @@ VERSION = 2
 VERSIONS = (1, 2)
 HEADER_SIZE = 16
 REC_HDR = 8
-RECORD_TYPES = (b"J", b"K", b"S", b"D", b"F")
+RECORD_TYPES = (b"J", b"K", b"S", b"D", b"F", b"P", b"C")
 FILE_RE = re.compile(r"binlog\.([1-9][0-9]*)\Z")
 
 # ------------------------------------------------------------------ CRC32C

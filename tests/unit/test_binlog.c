@@ -2,7 +2,8 @@
  * temporary directory: replay of every durable state, deletes, files
  * rolling over and going away, compaction keeping the disk bounded under
  * churn, torn tails, damage (refused, or kept past with --recover), a
- * missing file, and the directory lock.
+ * missing file, and the directory lock; fanout children's records outliving
+ * their files; the record stream's subscribers.
  *
  * Each test builds a Server as server_init() does (listening on
  * 127.0.0.1 port 0, no clients), opens the binlog, drives it the way
@@ -31,6 +32,7 @@
 #include "queue.h"
 #include "serve.h"
 #include "stats.h"
+#include "store.h"
 #include "tube.h"
 #include "unit.h"
 
@@ -1602,6 +1604,255 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
 }
 END_TEST
 
+/* ---- fanout children: C records that outlive their files -------------- */
+
+static Tube *register_child(Server *s, const char *name)
+{
+    Tube *t = tubes_get(&s->eng.tubes, name, strlen(name));
+
+    ck_assert_ptr_nonnull(t);
+    t->registered = 1;
+    tube_ref(t);
+    binlog_child(&s->eng, t, 1);
+    ck_assert_uint_eq(t->child_file, s->eng.binlog.files[s->eng.binlog.nfiles - 1].index);
+    return t;
+}
+
+/* A child registered in binlog.1 survives: churn makes compaction move its
+ * record forward and every old file go; a failed write's recovery writes
+ * it again in the fresh file; one let go stays gone; a restart brings
+ * back exactly the registered ones, counted live in their files. */
+START_TEST(children_outlive_their_files)
+{
+    Server *a = open_srv();
+    Binlog *b = &a->eng.binlog;
+    Tube *kept = register_child(a, "P+kept");
+    Tube *gone = register_child(a, "P+gone");
+    uint32_t first = kept->child_file;
+    uint64_t reserved = b->reserved;
+    int i;
+
+    ck_assert_uint_gt(reserved, 0); /* the let-go records' room */
+    iterate(a);
+    for (i = 0; i < 3000 && b->files[0].index <= first; i++) {
+        delete_job(a, put_filled(a, "churn", 600));
+        if (i % 4 == 3)
+            iterate(a);
+    }
+    ck_assert_msg(b->files[0].index > first, "binlog.%u still there after %d puts", first, i);
+    ck_assert_uint_gt(kept->child_file, first);
+    ck_assert_uint_gt(b->records_migrated, 0);
+    binlog_child(&a->eng, gone, 0);
+    ck_assert_uint_eq(gone->child_file, 0);
+    gone->registered = 0;
+    tube_unref(&a->eng.tubes, gone);
+    ck_assert_uint_lt(b->reserved, reserved); /* its room given back */
+    iterate(a);
+
+    bl_disk.pwrite = fail_pwrite;
+    put_filled(a, "churn", 10);
+    capture_begin();
+    binlog_commit(&a->eng);
+    capture_end();
+    restore_disk();
+    a->eng.now += 2 * NS_PER_SEC;
+    capture_begin();
+    binlog_tick(&a->eng);
+    capture_end();
+    ck_assert(b->healthy);
+    ck_assert_uint_eq(kept->child_file, b->files[b->nfiles - 1].index);
+    iterate(a);
+    close_srv(a);
+
+    a = open_srv();
+    b = &a->eng.binlog;
+    kept = tubes_find(&a->eng.tubes, "P+kept", 6);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert(kept->registered);
+    ck_assert_ptr_nonnull(bl_file_of(b, kept->child_file));
+    ck_assert_uint_ge(bl_file_of(b, kept->child_file)->live_jobs, 1);
+    ck_assert_ptr_null(tubes_find(&a->eng.tubes, "P+gone", 6));
+    close_srv(a);
+}
+END_TEST
+
+/* ---- the record stream: every written record, to each subscriber ------ */
+
+#define SEEN_MAX 512
+
+/* What one subscriber saw: each record's type and id, in order, the
+ * sequence number of each write's last record, and its resets. */
+typedef struct Seen {
+    char type[SEEN_MAX];
+    uint64_t id[SEEN_MAX];
+    size_t n;
+    uint64_t last_lsn;
+    int lsn_backwards;     /* a write's lsn did not grow */
+    int order_seen;        /* the call's place among all subscribers' calls */
+    int resets;
+} Seen;
+
+static int calls;
+
+static void seen_write(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn)
+{
+    Seen *v = arg;
+    size_t off = 0;
+
+    (void)pos;
+    v->order_seen = calls++;
+    if (lsn <= v->last_lsn)
+        v->lsn_backwards = 1;
+    v->last_lsn = lsn;
+    while (off < len) {
+        BlRecord r;
+        long n = bl_decode(data + off, len - off, &r);
+        ck_assert_int_gt(n, 0); /* only whole, valid records */
+        ck_assert_uint_lt(v->n, SEEN_MAX);
+        v->type[v->n] = (char)r.type;
+        v->id[v->n++] = r.id;
+        off += (size_t)n;
+    }
+}
+
+static void seen_reset(void *arg)
+{
+    ((Seen *)arg)->resets++;
+}
+
+static void check_same(const Seen *a, const Seen *b)
+{
+    ck_assert_uint_eq(a->n, b->n);
+    ck_assert_int_eq(memcmp(a->type, b->type, a->n), 0);
+    ck_assert_int_eq(memcmp(a->id, b->id, a->n * sizeof *a->id), 0);
+    ck_assert_uint_eq(a->last_lsn, b->last_lsn);
+    ck_assert_int_eq(a->resets, b->resets);
+}
+
+/* Two subscribers see the same records, in the order they were written
+ * (across files rolling over), each write once, the first subscriber
+ * first; a rewrite after a failed write resets both; unsubscribing stops
+ * the calls. */
+START_TEST(stream_two_subscribers_and_reset)
+{
+    Server *a = open_srv();
+    Seen *x = calloc(1, sizeof *x), *y = calloc(1, sizeof *y);
+    StoreSub sx = {seen_write, seen_reset, x}, sy = {seen_write, seen_reset, y};
+    uint64_t ids[40];
+    size_t jn = 0;
+
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(store_subscribe(&a->eng, &sx), 0);
+    ck_assert_int_eq(store_subscribe(&a->eng, &sy), 0);
+    ck_assert_int_eq(store_subscribe(&a->eng, &sx), 0); /* the same: replaced */
+    calls = 0;
+    /* 40 jobs of 500 bytes: several 8 KiB files; every 4th deleted. */
+    for (int i = 0; i < 40; i++) {
+        Job *j = put_filled(a, "st", 500);
+        ids[i] = j->id;
+        if (i % 4 == 3)
+            delete_job(a, j);
+        if (i % 3 == 2)
+            iterate(a);
+    }
+    iterate(a);
+    ck_assert_uint_gt(a->eng.binlog.files[a->eng.binlog.nfiles - 1].index, 2);
+    check_same(x, y);
+    ck_assert(!x->lsn_backwards);
+    ck_assert_uint_eq(x->last_lsn, a->eng.binlog.lsn);
+    ck_assert_int_lt(x->order_seen, y->order_seen); /* x subscribed first */
+    ck_assert_int_eq(calls % 2, 0); /* once each per write, not twice for x */
+    /* The jobs' records in put order, each deleted one's D right after. */
+    for (size_t k = 0; k < x->n; k++) {
+        if (x->type[k] != BL_JOB)
+            continue;
+        ck_assert_uint_lt(jn, 40);
+        ck_assert_uint_eq(x->id[k], ids[jn]);
+        if (jn % 4 == 3) {
+            ck_assert_uint_lt(k + 1, x->n);
+            ck_assert_int_eq(x->type[k + 1], BL_DELETE);
+            ck_assert_uint_eq(x->id[k + 1], ids[jn]);
+        }
+        jn++;
+    }
+    ck_assert_uint_eq(jn, 40);
+
+    /* A failed write: the records of that iteration never reach the
+     * stream; the recovery's rewrite resets every subscriber, then its
+     * records (every live job) follow. */
+    bl_disk.pwrite = fail_pwrite;
+    put_filled(a, "st", 500);
+    {
+        size_t before = x->n;
+        capture_begin();
+        binlog_commit(&a->eng);
+        capture_end();
+        ck_assert_uint_eq(x->n, before);
+    }
+    restore_disk();
+    a->eng.now += 2 * NS_PER_SEC;
+    x->n = y->n = 0;
+    capture_begin();
+    binlog_tick(&a->eng);
+    capture_end();
+    ck_assert(a->eng.binlog.healthy);
+    ck_assert_int_eq(x->resets, 1);
+    check_same(x, y);
+    {
+        size_t jobs = 0;
+        for (size_t k = 0; k < x->n; k++)
+            jobs += x->type[k] == BL_JOB;
+        ck_assert_uint_eq(jobs, a->eng.jobs.len);
+    }
+
+    /* Unsubscribed: y hears nothing more; x goes on. */
+    store_unsubscribe(&a->eng, &sy);
+    x->n = y->n = 0;
+    put_filled(a, "st", 10);
+    iterate(a);
+    ck_assert_uint_eq(y->n, 0);
+    ck_assert_uint_eq(x->n, 1);
+    close_srv(a);
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* The list itself: full at STORE_SUBS, and a removal keeps the others'
+ * order. */
+START_TEST(stream_list_bounds)
+{
+    StoreStream st = {0};
+    Seen v[STORE_SUBS + 1];
+    StoreSub subs[STORE_SUBS + 1];
+
+    memset(v, 0, sizeof v);
+    for (int i = 0; i <= STORE_SUBS; i++) {
+        subs[i] = (StoreSub){seen_write, NULL, &v[i]};
+        ck_assert_int_eq(stream_subscribe(&st, &subs[i]), i < STORE_SUBS ? 0 : -1);
+    }
+    stream_unsubscribe(&st, &subs[1]);
+    ck_assert_uint_eq(st.n, STORE_SUBS - 1);
+    ck_assert_ptr_eq(st.subs[0].arg, &v[0]);
+    ck_assert_ptr_eq(st.subs[1].arg, &v[2]);
+    stream_reset(&st); /* no reset callbacks: nothing to call */
+    {
+        char rec[BL_DELETE_SIZE];
+        BlRecord r = {.type = BL_DELETE, .id = 7};
+        bl_encode(&r, rec);
+        calls = 0;
+        stream_publish(&st, rec, sizeof rec, 1, 5);
+        stream_publish(&st, rec, 0, 1, 6); /* nothing written: nothing sent */
+    }
+    ck_assert_int_eq(calls, STORE_SUBS - 1);
+    ck_assert_uint_eq(v[0].n, 1);
+    ck_assert_uint_eq(v[1].n, 0);
+    ck_assert_uint_eq(v[2].id[0], 7);
+    ck_assert_uint_eq(v[2].last_lsn, 5);
+}
+END_TEST
+
 static Suite *binlog_suite(void)
 {
     Suite *s = suite_create("binlog");
@@ -1610,9 +1861,10 @@ static Suite *binlog_suite(void)
     TCase *cp = unit_tcase("compaction");
     TCase *dm = unit_tcase("damage");
     TCase *fa = unit_tcase("faults");
-    TCase *all[] = {rp, fl, cp, dm, fa};
+    TCase *sm = unit_tcase("stream");
+    TCase *all[] = {rp, fl, cp, dm, fa, sm};
 
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < 6; i++) {
         tcase_add_unchecked_fixture(all[i], suite_setup, suite_teardown);
         tcase_add_checked_fixture(all[i], test_setup, test_teardown);
     }
@@ -1651,6 +1903,11 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, failed_write_unhealthy_then_recovers);
     tcase_add_test(fa, failed_fsync_unhealthy_then_recovers);
     suite_add_tcase(s, fa);
+
+    tcase_add_test(sm, stream_two_subscribers_and_reset);
+    tcase_add_test(sm, stream_list_bounds);
+    tcase_add_test(cp, children_outlive_their_files);
+    suite_add_tcase(s, sm);
     return s;
 }
 

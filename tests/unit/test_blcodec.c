@@ -1,6 +1,6 @@
 /* Unit tests for blcodec.c: the binlog's record and header format.
  *
- * Round trips of J/S/D records with every field at its edge values, the
+ * Round trips of J/S/D/C records with every field at its edge values, the
  * exact record size, the header check, and a decoder that never returns a
  * record for damaged or truncated input and never reads past the bytes it
  * was given. Every decode of damaged input reads from a buffer that ends
@@ -812,6 +812,96 @@ END_TEST
 /* The smallest J payload (63 bytes, no tube, no body) with a tube length
  * byte of 1..255: the body-length field would lie past the payload's end.
  * Must be BL_CORRUPT without reading beyond the 71 bytes given. */
+/* ---- C: a fanout child registered or let go --------------------------- */
+
+static BlRecord child_rec(const char *name, size_t len, int on)
+{
+    BlRecord r;
+
+    memset(&r, 0, sizeof r);
+    r.type = BL_CHILD;
+    r.flags = on ? BL_CHILD_ON : 0;
+    r.tube = name;
+    r.tube_len = (uint8_t)len;
+    return r;
+}
+
+/* Both flags, short and longest names: the same record back, and the
+ * bytes doc/binlog.md gives (length, CRC, 'C', id 0, flags, name length,
+ * name). Every shorter prefix is torn. */
+START_TEST(child_round_trip_and_layout)
+{
+    char longest[200], buf[BL_CHILD_FIXED + 200];
+    const char *names[] = {"P+a", longest};
+    size_t lens[] = {3, sizeof longest};
+
+    memset(longest, 'x', sizeof longest);
+    longest[1] = '+';
+    for (int on = 0; on <= 1; on++)
+        for (size_t k = 0; k < 2; k++) {
+            BlRecord r = child_rec(names[k], lens[k], on), d;
+            size_t n = bl_record_size(&r);
+            Guard g;
+            ck_assert_uint_eq(n, BL_CHILD_FIXED + lens[k]);
+            bl_encode(&r, buf);
+            ck_assert_uint_eq(rd32(buf), 11 + lens[k]);
+            ck_assert_uint_eq(rd32(buf + 4), crc32c(0, buf + 8, 11 + lens[k]));
+            ck_assert_int_eq(buf[8], 'C');
+            for (int i = 0; i < 8; i++)
+                ck_assert_int_eq(buf[9 + i], 0);
+            ck_assert_int_eq(buf[17], on);
+            ck_assert_uint_eq((unsigned char)buf[18], lens[k]);
+            ck_assert(memcmp(buf + 19, names[k], lens[k]) == 0);
+            guard_init(&g, n);
+            ck_assert_int_eq(bl_decode(guard_put(&g, buf, n), n, &d), (long)n);
+            ck_assert_uint_eq(d.type, BL_CHILD);
+            ck_assert_uint_eq(d.flags, (unsigned)on);
+            ck_assert_uint_eq(d.tube_len, lens[k]);
+            ck_assert(memcmp(d.tube, names[k], lens[k]) == 0);
+            for (size_t cut = 1; cut < n; cut++)
+                ck_assert_int_eq(bl_decode(guard_put(&g, buf, cut), cut, &d), BL_TORN);
+            guard_free(&g);
+        }
+}
+END_TEST
+
+/* C records the server could never have written: other flags, an id, a
+ * name that is no child's, lengths that do not add up. */
+START_TEST(child_structure_rejected)
+{
+    char p[64];
+    BlRecord r = child_rec("P+a", 3, 1);
+
+    ck_assert_int_gt(encode_decode(&r), 0);
+    for (int f = 2; f < 256; f++) {
+        r.flags = (uint8_t)f;
+        ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    }
+    r = child_rec("P+a", 3, 1);
+    r.id = 1;
+    ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    r = child_rec("Pa", 2, 1); /* no '+' */
+    ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    r = child_rec("+a", 2, 1); /* no parent */
+    ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    r = child_rec("P+a b", 5, 0); /* not a tube name */
+    ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    r = child_rec("", 0, 0);
+    ck_assert_int_eq(encode_decode(&r), BL_CORRUPT);
+    /* By hand: the name length against the payload length. */
+    memset(p, 0, sizeof p);
+    p[0] = 'C';
+    p[9] = 1;
+    p[10] = 3;
+    memcpy(p + 11, "P+a", 3);
+    ck_assert_int_eq(decode_payload_bytes(p, 14), BL_REC_HEAD + 14);
+    for (uint32_t len = 1; len < 40; len++)
+        if (len != 14)
+            ck_assert_msg(decode_payload_bytes(p, len) == BL_CORRUPT,
+                          "C payload of %u bytes accepted", len);
+}
+END_TEST
+
 START_TEST(structure_tube_length_past_payload)
 {
     char p[128];
@@ -874,6 +964,7 @@ static Suite *blcodec_suite(void)
     tcase_add_test(rt, delete_round_trip_edges);
     tcase_add_test(rt, job_layout_matches_doc);
     tcase_add_test(rt, stream_of_records);
+    tcase_add_test(rt, child_round_trip_and_layout);
     suite_add_tcase(s, rt);
 
     tcase_add_test(hd, header_valid);
@@ -895,6 +986,7 @@ static Suite *blcodec_suite(void)
     tcase_add_test(dm, structure_illegal_values_rejected);
     tcase_add_test(dm, structure_tube_length_past_payload);
     tcase_add_test(dm, random_payloads_with_valid_crc);
+    tcase_add_test(dm, child_structure_rejected);
     suite_add_tcase(s, dm);
     return s;
 }

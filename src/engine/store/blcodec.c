@@ -34,6 +34,7 @@ size_t bl_record_size(const BlRecord *r)
     case BL_FLUSH: return BL_FLUSH_FIXED + r->tube_len + (size_t)r->nkeep * 8;
     case BL_POS: return BL_POS_SIZE;
     case BL_SNAP_END: return BL_SNAP_END_SIZE;
+    case BL_CHILD: return BL_CHILD_FIXED + r->tube_len;
     default: return BL_DELETE_SIZE;
     }
 }
@@ -97,6 +98,10 @@ void bl_encode(const BlRecord *r, char *out)
         put64(p + 9, r->epoch_start);
     } else if (r->type == BL_SNAP_END) {
         put64(p, r->pos);
+    } else if (r->type == BL_CHILD) {
+        p[0] = (char)r->flags;
+        p[1] = (char)r->tube_len;
+        memcpy(p + 2, r->tube, r->tube_len);
     } else if (r->type == BL_STATE) {
         put32(p, r->pri);
         put32(p + 4, r->delay);
@@ -136,6 +141,15 @@ static int state_valid(uint8_t st)
     return st == 0 || st == 2 || st == 3;
 }
 
+/* A fanout child's name: a valid tube name "PARENT+NAME" (the parent
+ * not empty), as policy.c registers them. */
+static int child_name_valid(const char *name, uint8_t len)
+{
+    const char *plus = memchr(name, '+', len);
+
+    return tube_name_valid(name, len) && plus && plus > name;
+}
+
 static int decode_payload(const char *p, uint32_t len, BlRecord *r)
 {
     memset(r, 0, sizeof *r);
@@ -159,6 +173,16 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
             return -1;
         r->pos = get64(p);
         return 0;
+    case BL_CHILD:
+        if (len < (uint32_t)(BL_CHILD_FIXED - BL_REC_HEAD))
+            return -1;
+        r->flags = (uint8_t)p[0];
+        r->tube_len = (uint8_t)p[1];
+        r->tube = p + 2;
+        if ((size_t)len != (size_t)(BL_CHILD_FIXED - BL_REC_HEAD) + r->tube_len)
+            return -1;
+        return r->flags <= BL_CHILD_ON && r->id == 0 && child_name_valid(r->tube, r->tube_len)
+               ? 0 : -1;
     case BL_STATE:
         if (len != BL_STATE_SIZE - BL_REC_HEAD)
             return -1;

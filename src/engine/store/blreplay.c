@@ -227,6 +227,46 @@ static Job *replay_job(Replay *rp, const BlRecord *r, Tube *t, uint64_t off)
     return j;
 }
 
+/* A fanout child registered or let go: the tube keeps the flag and the
+ * file of its latest registration; place_children() counts it against
+ * that file once every file is read, and policy.c links it to its parent
+ * after the replay. */
+static int replay_child(Replay *rp, const BlRecord *r, uint32_t index)
+{
+    Engine *e = rp->e;
+    int on = r->flags & BL_CHILD_ON;
+    Tube *t = on ? tubes_get(&e->tubes, r->tube, r->tube_len)
+                 : tubes_find(&e->tubes, r->tube, r->tube_len);
+
+    if (!t)
+        return on ? out_of_memory(rp) : 0;
+    t->child_file = on ? index : 0;
+    if (on && !t->registered) {
+        t->registered = 1;
+        tube_ref(t);
+    } else if (!on && t->registered) {
+        t->registered = 0;
+        if (t == rp->last_tube && t->refs == 1)
+            rp->last_tube = NULL; /* about to be freed */
+        tube_unref(&e->tubes, t);
+    }
+    return 0;
+}
+
+static void place_children(Replay *rp)
+{
+    Engine *e = rp->e;
+
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        uint32_t index = t->child_file;
+        if (index) {
+            t->child_file = 0;
+            bl_child_pin(bl(e), t, index);
+        }
+    }
+}
+
 static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
 {
     Engine *e = rp->e;
@@ -247,6 +287,8 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
     }
     if (!bl(e)->follower)
         bl(e)->pos++;
+    if (r->type == BL_CHILD)
+        return replay_child(rp, r, index);
     j = replay_find(rp, r->id);
     if (r->id > rp->max_id)
         rp->max_id = r->id;
@@ -623,6 +665,8 @@ int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
     hash_pending(&rp); /* on failure too: the caller frees what is there */
     if (rc == 0)
         rc = place_jobs(&rp);
+    if (rc == 0)
+        place_children(&rp);
     *next_index = rp.unwritten ? rp.unwritten : n ? idx[n - 1] + 1 : 1;
     tb_free(idx);
     tb_free(rp.order);

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "event.h"
 #include "job.h"
+#include "stream.h"
 #include "syncer.h"
 
 #define BL_DEL_SIZE BL_DELETE_SIZE
@@ -77,11 +78,9 @@ typedef struct Binlog {
     int pos_persist;       /* replication is in use: files carry BL_POS
                               records (else the log is as it always was) */
     /* Every write of records, with the position after them, and a reset
-     * when the log was rewritten whole after a failure (a replica must
-     * start over): the replication layer's tap. */
-    void (*tap)(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn);
-    void (*tap_reset)(void *arg);
-    void *tap_arg;
+     * when the log was rewritten whole after a failure: its subscribers
+     * (stream.h; the replication layer is one). */
+    StoreStream stream;
 } Binlog;
 
 /* The binlog's disk calls, replaceable by tests to inject a full disk or an
@@ -102,6 +101,14 @@ int bl_files_push(Binlog *b, uint32_t index);
 /* The list entry of file `index`, NULL if it is not in the list. */
 BlFile *bl_file_of(Binlog *b, uint32_t index);
 size_t bl_job_record_size(const Job *j);
+/* A fanout child's registration record (BL_CHILD), like a job's, keeps its
+ * file: pin it to file `index` (counted live there), or let it go. Its
+ * unregistration's room (bl_child_room(), whole delete records) is
+ * promised while it is pinned. */
+size_t bl_child_record_size(const Tube *t);
+uint64_t bl_child_room(const Tube *t);
+void bl_child_pin(Binlog *b, Tube *t, uint32_t index);
+void bl_child_unpin(Binlog *b, Tube *t);
 /* A logged realtime on the monotonic clock, given the realtime now and
  * the monotonic now (read once for a whole replay: one clock for every
  * job). */

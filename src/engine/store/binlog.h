@@ -28,9 +28,12 @@
  * and refuses further durable commands until a fresh file takes the full
  * state again.
  *
+ * A registered fanout child is a BL_CHILD record (binlog_child), live like
+ * a job's record while the child is registered.
+ *
  * Files without live records are deleted oldest first; when the files hold
- * more than twice the live data plus two files, the live jobs of the oldest
- * file are written again into the current one so it can go.
+ * more than twice the live data plus two files, the live jobs and children
+ * of the oldest file are written again into the current one so it can go.
  */
 #ifndef TUBED_BINLOG_H
 #define TUBED_BINLOG_H
@@ -72,6 +75,17 @@ void binlog_leave(Engine *e, Job *j, int to_journaled);
  * when the disk has no room. Read-behind uses it to turn a job whose body
  * is in the job into one whose body is in its record. */
 int64_t binlog_rewrite(Engine *e, Job *j);
+
+/* t, a fanout child, was registered (on) or let go: its BL_CHILD record.
+ * The registration's record keeps its file like a job's does (compaction
+ * writes it again when the file should go), and room for the record that
+ * lets it go is promised meanwhile. No room (or no binlog): logged, and
+ * the child is registered until a restart only. Registering a child whose
+ * record is there already logs nothing. */
+void binlog_child(Engine *e, Tube *t, int on);
+/* At start, before the loop serves: write and sync what is placed, on this
+ * thread. 0, or -1 (logged: the binlog is unhealthy). */
+int binlog_write_now(Engine *e);
 
 /* Replication. Append a BL_POS record stating epoch, position, where the
  * epoch began and whether this server follows a primary (its own records

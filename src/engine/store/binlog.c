@@ -177,13 +177,15 @@ static int write_pending(Binlog *b)
     b->cur_written += b->wbuf.len;
     if (b->wbuf.len)
         b->unsynced = 1;
-    /* Written: the replication layer may send these very bytes on. */
-    if (b->tap && b->wbuf.len)
-        b->tap(b->tap_arg, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
+    /* Written: the stream's subscribers (replication) get these very
+     * bytes. */
+    stream_publish(&b->stream, b->wbuf.data, b->wbuf.len, b->pos, b->placed_lsn);
     b->wbuf.len = 0;
     b->written_lsn = b->lsn;
     return 0;
 }
+
+static void report_durable(Engine *e, uint64_t upto);
 
 static int sync_now(Engine *e)
 {
@@ -457,6 +459,83 @@ void binlog_put(Engine *e, Job *j)
     must_sync(bl(e), j->tube);
     pin(bl(e), j);
     bl(e)->reserved += DEL;
+}
+
+static void child_record(const Tube *t, int on, BlRecord *r)
+{
+    memset(r, 0, sizeof *r);
+    r->type = BL_CHILD;
+    r->flags = on ? BL_CHILD_ON : 0;
+    r->tube = t->name;
+    r->tube_len = (uint8_t)t->name_len;
+}
+
+void binlog_child(Engine *e, Tube *t, int on)
+{
+    Binlog *b = bl(e);
+    BlRecord r;
+
+    if (!b->enabled || (on && t->child_file) || (!on && !t->child_file))
+        return;
+    child_record(t, on, &r);
+    if (!on) {
+        /* Its room was promised at the registration: it fits. */
+        bl_child_unpin(b, t);
+        append(e, &r);
+        return;
+    }
+    if (reserve(e, bl_record_size(&r), b->reserved + bl_child_room(t)) < 0 ||
+        append(e, &r) < 0) {
+        log_err("fanout: cannot journal the child %.*s (no disk room, or the binlog is "
+                "unhealthy): it stays registered until a restart, or until the binlog "
+                "rewrites its state after a failure", (int)t->name_len, t->name);
+        return;
+    }
+    bl_child_pin(b, t, cur_file(b)->index);
+}
+
+/* A registered child's record again, in the current file (compaction,
+ * recovery): 0, or -1 (no room: it keeps its old record). */
+static int rewrite_child(Engine *e, Tube *t)
+{
+    Binlog *b = bl(e);
+    BlRecord r;
+
+    child_record(t, 1, &r);
+    if (reserve(e, bl_record_size(&r), b->reserved) < 0 || append(e, &r) < 0)
+        return -1;
+    bl_child_pin(b, t, cur_file(b)->index);
+    b->records_migrated++;
+    return 0;
+}
+
+/* Rewrite the registered children whose record is in file `index`; for
+ * index 0 (a rewrite of the whole state) every registered child, also one
+ * whose registration found no room then. -1 when one could not be
+ * written. */
+static int move_children(Engine *e, uint32_t index)
+{
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        if (t->registered && (index ? t->child_file == index : 1) && rewrite_child(e, t) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int binlog_write_now(Engine *e)
+{
+    Binlog *b = bl(e);
+
+    if (!b->enabled || !b->healthy)
+        return -1;
+    b->unsynced = 1;
+    if (write_pending(b) < 0 || sync_now(e) < 0) {
+        set_unhealthy(e, "write or fsync failed");
+        return -1;
+    }
+    report_durable(e, b->written_lsn);
+    return 0;
 }
 
 /* j's record again, in the current file. A spilled body is read from
@@ -832,6 +911,8 @@ static uint64_t compact(Engine *e)
         return 0;
     m.index = b->files[0].index;
     hash_each(&e->jobs, move_job, &m);
+    if (!m.failed)
+        move_children(e, m.index); /* a failure: the file stays, next tick */
     if (m.damaged)
         drop_damaged(e, m.damaged);
     if (b->records_migrated != before)
@@ -983,14 +1064,15 @@ static void try_recover(Engine *e)
         return;
     b->healthy = 1; /* let append() run; reset on failure */
     hash_each(&e->jobs, snapshot_job, &m);
+    if (!m.failed && move_children(e, 0) < 0)
+        m.failed = 1;
     if (m.failed || write_pending(b) < 0 || sync_now(e) < 0) {
         b->healthy = 0;
         tb_free(m.repin); /* they keep their old records */
         return;
     }
     repin_all(&m);
-    if (b->tap_reset)
-        b->tap_reset(b->tap_arg); /* replicas missed the lost records */
+    stream_reset(&b->stream); /* subscribers missed the lost records */
     log_info("binlog: healthy again: %zu jobs written to binlog.%u",
              e->jobs.len, cur_file(b)->index);
 }
@@ -1003,6 +1085,8 @@ static int rewrite_all(Engine *e)
     MoveCtx m = {e, 0, 0, 0, NULL, 0, 0};
 
     hash_each(&e->jobs, snapshot_job, &m);
+    if (!m.failed && move_children(e, 0) < 0)
+        m.failed = 1;
     if (m.failed || write_pending(bl(e)) < 0 || sync_now(e) < 0) {
         tb_free(m.repin);
         return -1;

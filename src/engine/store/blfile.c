@@ -36,6 +36,50 @@ size_t bl_job_record_size(const Job *j)
     return BL_JOB_FIXED + extra + j->tube->name_len + (size_t)j->body_size;
 }
 
+size_t bl_child_record_size(const Tube *t)
+{
+    return BL_CHILD_FIXED + t->name_len;
+}
+
+uint64_t bl_child_room(const Tube *t)
+{
+    size_t n = bl_child_record_size(t);
+
+    return (n + BL_DEL_SIZE - 1) / BL_DEL_SIZE * BL_DEL_SIZE;
+}
+
+void bl_child_pin(Binlog *b, Tube *t, uint32_t index)
+{
+    BlFile *f = bl_file_of(b, index);
+    uint64_t size = bl_child_record_size(t);
+
+    if (t->child_file)
+        bl_child_unpin(b, t);
+    t->child_file = index;
+    if (f) {
+        f->live_jobs++;
+        f->live_bytes += size;
+    }
+    b->live_bytes += size;
+    b->reserved += bl_child_room(t);
+}
+
+void bl_child_unpin(Binlog *b, Tube *t)
+{
+    BlFile *f = bl_file_of(b, t->child_file);
+    uint64_t size = bl_child_record_size(t);
+
+    if (!t->child_file)
+        return;
+    if (f) {
+        f->live_jobs--;
+        f->live_bytes -= size;
+    }
+    b->live_bytes -= size;
+    b->reserved -= bl_child_room(t);
+    t->child_file = 0;
+}
+
 BlFile *bl_file_of(Binlog *b, uint32_t index)
 {
     if (!b->nfiles || index < b->files[0].index)

@@ -35,9 +35,14 @@
  * a replica, so its own records after it do not count) and the position
  * where the epoch began. BL_SNAP_END is the replication stream's end of a
  * snapshot: the next job id (in `id`) and the position; never in a file. */
+/* BL_CHILD: a fanout child registered (flags BL_CHILD_ON) or let go
+ * (flags 0); `tube` is the child's name, "PARENT+NAME". `id` is 0. Files
+ * of version 2 written before it simply have none (a binary older than it
+ * refuses a file that has one, as damage). */
 enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 'F',
-       BL_POS = 'P', BL_SNAP_END = 'E' };
+       BL_POS = 'P', BL_SNAP_END = 'E', BL_CHILD = 'C' };
 enum { BL_POS_FOLLOWER = 1 };
+enum { BL_CHILD_ON = 1 };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */
 #define BL_JOB_FIXED (BL_REC_HEAD + 63)
@@ -47,6 +52,7 @@ enum { BL_POS_FOLLOWER = 1 };
 #define BL_FLUSH_FIXED (BL_REC_HEAD + 14)
 #define BL_POS_SIZE (BL_REC_HEAD + 26)
 #define BL_SNAP_END_SIZE (BL_REC_HEAD + 17)
+#define BL_CHILD_FIXED (BL_REC_HEAD + 11)
 
 typedef struct BlRecord {
     uint8_t type;
@@ -58,7 +64,8 @@ typedef struct BlRecord {
     int64_t entered_wall;         /* BL_JOBX: realtime ns it entered its tube */
     int64_t exptime_wall;         /* BL_JOBX: a client's expiry; 0: none */
     uint32_t reserves, timeouts, releases, buries, kicks;
-    const char *tube;             /* BL_JOB only; not NUL-terminated */
+    const char *tube;             /* BL_JOB, BL_FLUSH, BL_CHILD; not
+                                     NUL-terminated */
     uint8_t tube_len;
     const char *body;             /* BL_JOB only */
     uint32_t body_size;
@@ -66,7 +73,7 @@ typedef struct BlRecord {
     const char *keep;
     uint64_t pos;                 /* BL_POS, BL_SNAP_END */
     uint64_t epoch_start;         /* BL_POS */
-    uint8_t flags;                /* BL_POS */
+    uint8_t flags;                /* BL_POS, BL_CHILD */
 } BlRecord;
 
 /* The i-th kept id of a BL_FLUSH record. */
