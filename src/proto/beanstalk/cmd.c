@@ -154,12 +154,18 @@ void cmd_put_body_done(BsConn *b)
     reply_id(b, r == ENG_BURIED ? "BURIED" : "INSERTED", id);
 }
 
+/* Naming a tube may register it as a fanout child, which the binlog
+ * journals: the reply then waits for that record like a put's does (with
+ * -f 0, until it is synced). */
 static Tube *tube_for(BsConn *b, const Cmd *cmd)
 {
+    uint64_t ticket = engine_ticket(eng(b));
     Tube *t = engine_tube(eng(b), cmd->name, cmd->name_len);
 
     if (!t)
         conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+    else if (engine_ticket(eng(b)) != ticket)
+        hold(b);
     return t;
 }
 

@@ -28,10 +28,13 @@ Tube *mc_tube_get(McConn *m, const char *name, size_t len)
 {
     Engine *e = eng(m);
     size_t before = engine_tube_count(e);
+    uint64_t ticket = engine_ticket(e);
     Tube *t = engine_tube(e, name, len); /* also registers a fanout child */
 
     if (!t)
         return NULL;
+    if (engine_ticket(e) != ticket)
+        mc_hold(m); /* the child's record: the reply waits for it */
     if (engine_tube_count(e) > before)
         front(m)->ct.queue_creates++;
     engine_tube_ref(t);
