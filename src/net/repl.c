@@ -1,13 +1,17 @@
 #include "repl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "blcodec.h"
 #include "clock.h"
+#include "crc32c.h"
 #include "engine.h"
 #include "log.h"
 #include "net.h"
@@ -30,6 +34,8 @@ struct ReplLink {
     char addr[64];
     int snapshot;          /* 1 while the snapshot is being sent */
     int drop;              /* close at the next tick (why is logged) */
+    int catchup;           /* a partial resync: sent from the backlog */
+    uint64_t bk_off;       /* the backlog offset it is sent from next */
     uint64_t cursor;       /* the next id the snapshot looks at */
     uint64_t acked;        /* its acknowledged position */
     int64_t sent_at;       /* monotonic ns the last bytes were queued */
@@ -173,6 +179,48 @@ static void pos_record(Server *s, uint64_t pos, char out[BL_POS_SIZE])
     bl_encode(&rec, out);
 }
 
+/* Records in a run of stream bytes (every one but P advances the
+ * position); -1 when they are not whole records. */
+static long count_records(const char *data, size_t len)
+{
+    long n = 0;
+    size_t off = 0;
+
+    while (off + BL_REC_HEAD < len) {
+        const unsigned char *h = (const unsigned char *)data + off;
+        uint64_t size = (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 |
+                        (uint64_t)h[3] << 24;
+        if (!size || size > len - off - BL_REC_HEAD)
+            return -1;
+        if (h[BL_REC_HEAD] != BL_POS)
+            n++;
+        off += BL_REC_HEAD + size;
+    }
+    return off == len ? n : -1;
+}
+
+/* A write of the binlog, as sent, into the backlog: the bytes, the P
+ * record, and a mark at pos. Bytes that do not follow on from the last
+ * mark (after a promotion, say) start it again. */
+static void backlog_feed(Repl *r, const char *data, size_t len, uint64_t pos,
+                         const char p[BL_POS_SIZE])
+{
+    long n = count_records(data, len);
+    uint64_t first, last;
+
+    if (!bk_on(&r->bk))
+        return;
+    if (n < 0 || (uint64_t)n > pos) {
+        bk_reset(&r->bk, pos); /* cannot be: resume from here on only */
+        return;
+    }
+    if (!bk_range(&r->bk, &first, &last) || last != pos - (uint64_t)n)
+        bk_reset(&r->bk, pos - (uint64_t)n);
+    bk_append(&r->bk, data, len);
+    bk_append(&r->bk, p, BL_POS_SIZE);
+    bk_mark(&r->bk, pos);
+}
+
 static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn)
 {
     Server *s = arg;
@@ -189,13 +237,14 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
         log_err("replication: out of memory tracking acknowledgements");
         conn_lost(s, r->released + 1);
     }
-    if (!r->nlinks)
+    if (!r->nlinks && !bk_on(&r->bk))
         return;
     pos_record(s, pos, p);
+    backlog_feed(r, data, len, pos, p);
     for (List *l = r->links.next; l != &r->links; l = l->next) {
         ReplLink *x = container_of(l, ReplLink, node);
-        if (x->drop)
-            continue;
+        if (x->drop || x->catchup)
+            continue; /* (a catching-up link reads this from the backlog) */
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
         x->sent_at = s->eng.now;
@@ -222,6 +271,134 @@ static void on_reset(void *arg)
                      x->addr);
         x->drop = 1;
     }
+}
+
+/* ---- stream ids -------------------------------------------------------- */
+
+static uint64_t new_sid(void)
+{
+    uint64_t x = 0;
+
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
+        x = (uint64_t)clock_wall() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)clock_mono();
+    return x ? x : 1;
+}
+
+static void sid_path(const Server *s, const char *suffix, char *out, size_t n)
+{
+    snprintf(out, n, "%s/replication-id%s", s->cfg.binlog_dir, suffix);
+}
+
+/* Written whole and synced before it replaces the old one (rename), so a
+ * kill -9 leaves the old id or the new one, never half of one. */
+int repl_sid_save(Server *s, uint64_t sid)
+{
+    char path[4096], tmp[4096], line[32];
+    int fd, n, ok;
+
+    if (!s->cfg.binlog_dir)
+        return -1;
+    sid_path(s, "", path, sizeof path);
+    sid_path(s, ".tmp", tmp, sizeof tmp);
+    if (!sid) /* no history to resume: no file */
+        return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+    n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)sid);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        log_warn("replication: cannot write %s: %s", tmp, strerror(errno));
+        unlink(path); /* a stale id must not stay */
+        return -1;
+    }
+    ok = write(fd, line, (size_t)n) == n && (s->cfg.fsync_never || fsync(fd) == 0);
+    close(fd);
+    if (!ok || rename(tmp, path) < 0) {
+        log_warn("replication: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        unlink(path);
+        return -1;
+    }
+    if ((fd = open(s->cfg.binlog_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+        if (!s->cfg.fsync_never)
+            fsync(fd);
+        close(fd);
+    }
+    return 0;
+}
+
+/* The id in the file, 0 when there is none or it is not one. */
+static uint64_t sid_load(const Server *s)
+{
+    char path[4096], line[40];
+    int fd;
+    ssize_t n;
+    uint64_t v = 0;
+
+    sid_path(s, "", path, sizeof path);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n != 17 || line[16] != '\n')
+        return 0;
+    for (int i = 0; i < 16; i++) {
+        char c = line[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    return v;
+}
+
+/* The I record that opens a stream: the history the replica's position
+ * must lie on (0 for a snapshot) and this stream's id. */
+static void id_record(uint64_t history, uint64_t stream, char out[BL_REC_HEAD + REPL_ID_PAYLOAD])
+{
+    unsigned char *p = (unsigned char *)out + BL_REC_HEAD;
+    uint32_t len = REPL_ID_PAYLOAD, crc;
+
+    p[0] = REPL_ID_TYPE;
+    for (int i = 0; i < 8; i++) {
+        p[1 + i] = (unsigned char)(history >> (8 * i));
+        p[9 + i] = (unsigned char)(stream >> (8 * i));
+    }
+    crc = crc32c(0, p, len);
+    for (int i = 0; i < 4; i++) {
+        out[i] = (char)(len >> (8 * i));
+        out[4 + i] = (char)(crc >> (8 * i));
+    }
+}
+
+/* A primary's backlog exists from its first replica on. */
+static void backlog_want(Server *s)
+{
+    Repl *r = R(s);
+
+    if (bk_on(&r->bk) || !s->cfg.repl_backlog)
+        return;
+    if (bk_init(&r->bk, (size_t)s->cfg.repl_backlog) < 0)
+        log_warn("replication: no memory for a %llu-byte backlog: every reconnection "
+                 "will be a full resync", (unsigned long long)s->cfg.repl_backlog);
+}
+
+/* Can a replica at (epoch, pos) be sent only what follows? The history its
+ * position must be on goes to *history, the backlog offset to *off. */
+static int can_continue(Server *s, uint64_t epoch, uint64_t pos, uint64_t *history,
+                        uint64_t *off)
+{
+    Repl *r = R(s);
+    uint64_t my_epoch, p, start;
+
+    engine_repl_state(&s->eng, &my_epoch, &p, &start);
+    if (!pos || !bk_on(&r->bk))
+        return 0; /* position 0: an empty replica, or one asking for a snapshot */
+    if (epoch == my_epoch && r->sid)
+        *history = r->sid;
+    else if (r->prev_sid && epoch == r->prev_epoch && pos <= r->switch_pos)
+        *history = r->prev_sid; /* a replica of the primary we followed */
+    else
+        return 0;
+    return bk_find(&r->bk, pos, off) == 0;
 }
 
 /* ---- links ---------------------------------------------------------- */
@@ -252,24 +429,50 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return NULL;
     }
-    /* From now on positions are journaled (a restart keeps counting). */
+    /* From now on positions are journaled (a restart keeps counting), and
+     * this server's id is on disk (should it ever follow, it is the
+     * history it claims). */
     if (!s->eng.binlog.pos_persist)
         engine_set_position(&s->eng, my_epoch, p, start, 0);
+    if (!r->sid_saved) {
+        repl_sid_save(s, r->sid);
+        r->sid_saved = 1;
+    }
+    backlog_want(s);
     l->r = r;
     l->c = c;
-    l->snapshot = 1;
-    l->cursor = 1;
     l->sent_at = s->eng.now;
     net_describe_peer(c->ev.fd, l->addr, sizeof l->addr);
     list_insert_tail(&r->links, &l->node);
     r->nlinks++;
-    snprintf(line, sizeof line, "REPLICATING %llu %llu %llu\r\n",
-             (unsigned long long)my_epoch, (unsigned long long)p,
-             (unsigned long long)start);
-    conn_reply(c, line, strlen(line));
-    log_info("replication: replica %s connected (epoch %llu, position %llu); "
-             "sending a snapshot", l->addr, (unsigned long long)epoch,
-             (unsigned long long)pos);
+    {
+        uint64_t history = 0, off = 0;
+        char id[BL_REC_HEAD + REPL_ID_PAYLOAD];
+        int partial = can_continue(s, epoch, pos, &history, &off);
+        snprintf(line, sizeof line, "%s %llu %llu %llu\r\n",
+                 partial ? "CONTINUING" : "REPLICATING", (unsigned long long)my_epoch,
+                 (unsigned long long)p, (unsigned long long)start);
+        conn_reply(c, line, strlen(line));
+        id_record(partial ? history : 0, r->sid, id);
+        conn_reply(c, id, sizeof id);
+        if (partial) {
+            l->catchup = 1;
+            l->bk_off = off;
+            l->acked = 0; /* its ACKs say what it has written */
+            r->partial_resyncs++;
+            log_info("replication: replica %s connected (epoch %llu, position %llu); "
+                     "continuing from there (%llu records)", l->addr,
+                     (unsigned long long)epoch, (unsigned long long)pos,
+                     (unsigned long long)(p - pos));
+        } else {
+            l->snapshot = 1;
+            l->cursor = 1;
+            r->full_resyncs++;
+            log_info("replication: replica %s connected (epoch %llu, position %llu); "
+                     "sending a snapshot", l->addr, (unsigned long long)epoch,
+                     (unsigned long long)pos);
+        }
+    }
     return l;
 }
 
@@ -338,6 +541,8 @@ static void snapshot_more(Server *s, ReplLink *l)
         if (l->cursor >= e->next_id) {
             BlRecord end;
             char buf[BL_SNAP_END_SIZE];
+            if (e->binlog.wbuf.len)
+                break; /* E's position must not count records still unsent */
             memset(&end, 0, sizeof end);
             end.type = BL_SNAP_END;
             end.id = e->next_id;
@@ -364,6 +569,33 @@ static void snapshot_more(Server *s, ReplLink *l)
     conn_mark_pending(l->c);
 }
 
+/* A partial resync: the backlog from the link's offset, as its socket
+ * drains; once it has all of it, live records go to it directly. */
+static void catchup_more(Server *s, ReplLink *l)
+{
+    static char chunk[64 * 1024];
+    Repl *r = R(s);
+
+    while (conn_out_pending(l->c) < SNAP_LOW) {
+        long n = bk_read(&r->bk, l->bk_off, chunk, sizeof chunk);
+        if (n < 0) {
+            log_warn("replication: replica %s fell out of the backlog while catching up; "
+                     "dropping it (it will reconnect and resync)", l->addr);
+            l->drop = 1;
+            return;
+        }
+        if (n == 0) {
+            l->catchup = 0; /* on_write sends to it from now on */
+            log_info("replication: replica %s has the backlog; streaming", l->addr);
+            break;
+        }
+        conn_reply(l->c, chunk, (size_t)n);
+        l->bk_off += (uint64_t)n;
+        l->sent_at = s->eng.now;
+    }
+    conn_mark_pending(l->c);
+}
+
 /* A heartbeat: a BL_POS record (the position, everything before it
  * sent) to every replica past its snapshot, once a second, so a replica
  * tells a quiet primary from a vanished one. */
@@ -382,8 +614,9 @@ static void heartbeat(Server *s)
         ReplLink *x = container_of(l, ReplLink, node);
         /* (A snapshot link hears one only while the scan crosses a long
          * run of ids with no job: otherwise records flow.) */
-        if (x->drop || s->eng.now - x->sent_at < REPL_BEAT_NS)
-            continue; /* sent something within the second: no need */
+        if (x->drop || x->catchup || s->eng.now - x->sent_at < REPL_BEAT_NS)
+            continue; /* sent something within the second: no need (and a
+                         catching-up link must not hear a later position) */
         conn_reply(x->c, p, sizeof p);
         x->sent_at = s->eng.now;
     }
@@ -403,6 +636,8 @@ static void primary_tick(Server *s)
         }
         if (l->snapshot && conn_out_pending(l->c) < SNAP_LOW)
             snapshot_more(s, l);
+        else if (l->catchup && conn_out_pending(l->c) < SNAP_LOW)
+            catchup_more(s, l);
     }
 }
 
@@ -414,7 +649,7 @@ int repl_busy(const Server *s)
         return 0;
     for (const List *l = r->links.next; l != &r->links; l = l->next) {
         const ReplLink *x = container_of(l, ReplLink, node);
-        if (x->drop || (x->snapshot && conn_out_pending(x->c) < SNAP_LOW))
+        if (x->drop || ((x->snapshot || x->catchup) && conn_out_pending(x->c) < SNAP_LOW))
             return 1;
     }
     return 0;
@@ -502,8 +737,19 @@ void repl_start(Server *s)
     engine_set_tap(&s->eng, on_write, on_reset, s);
     r->local_durable = r->released = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
-    if (r->role == ROLE_REPLICA)
+    if (r->role == ROLE_REPLICA) {
+        r->sid = sid_load(s); /* the history its position is on */
         replica_begin(s);
+        return;
+    }
+    /* A primary's history is its own from here: a new id, on disk before
+     * any record of it is made if an older id is there (this server may
+     * once have been a replica) or replication is in use. */
+    r->sid = new_sid();
+    if (sid_load(s) || s->eng.binlog.pos_persist) {
+        repl_sid_save(s, r->sid);
+        r->sid_saved = 1;
+    }
 }
 
 void repl_free(Server *s)
@@ -517,6 +763,7 @@ void repl_free(Server *s)
     buf_free(&r->out);
     tb_free(r->map);
     tb_free(r->acks);
+    bk_free(&r->bk);
     /* links are freed with their connections (server_free closes them) */
     s->repl = NULL;
     tb_free(r);
@@ -546,6 +793,19 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     r->primary[0] = '\0';
     r->last_error[0] = '\0';
     r->map_len = 0;
+    /* Replicas of the primary we followed, up to where we switched, can
+     * go on from our backlog (it holds that stream up to here). */
+    r->prev_sid = r->sid;
+    r->prev_epoch = epoch;
+    r->switch_pos = pos;
+    r->sid = new_sid();
+    repl_sid_save(s, r->sid);
+    r->sid_saved = 1;
+    if (bk_on(&r->bk)) {
+        uint64_t first, last;
+        if (!bk_range(&r->bk, &first, &last) || last > pos || bk_mark(&r->bk, pos) < 0)
+            bk_reset(&r->bk, pos);
+    }
     r->repl_lsn = engine_lsn(&s->eng);
     engine_set_passive(&s->eng, 0);
     log_info("replication: promoted: epoch %llu, position %llu; serving as the primary",
@@ -595,6 +855,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
         engine_set_passive(&s->eng, 1);
         r->role = ROLE_REPLICA;
         r->map_len = 0;
+        r->prev_sid = 0; /* (its own id stays: the history it claims) */
         log_info("replication: no longer a primary: following %s", a);
     } else {
         replica_stop(s);
@@ -698,4 +959,8 @@ void repl_stats(Server *s, Buf *b)
     buf_printf(b, "waiting-replies: %llu\n", (unsigned long long)i.waiting_replies);
     buf_printf(b, "discarded-records: %llu\n", (unsigned long long)i.discarded);
     yaml_str(b, "last-error", i.last_error);
+    /* (past the spec's keys) */
+    buf_printf(b, "partial-resyncs: %llu\n",
+               (unsigned long long)(R(s) ? R(s)->partial_resyncs : 0));
+    buf_printf(b, "full-resyncs: %llu\n", (unsigned long long)(R(s) ? R(s)->full_resyncs : 0));
 }

@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "blcodec.h"
 #include "clock.h"
+#include "crc32c.h"
 #include "engine.h"
 #include "log.h"
 #include "net.h"
@@ -164,6 +165,11 @@ static void send_handshake(Server *s)
     int n;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
+    /* Position 0 asks for a snapshot: when the history our position is on
+     * is unknown (no id), or the last attempt to go on from it failed. */
+    if (r->force_full || !r->sid)
+        pos = 0;
+    r->claimed = pos;
     n = snprintf(line, sizeof line, "replicate %llu %llu\r\n", (unsigned long long)epoch,
                  (unsigned long long)pos);
     if (buf_append(&r->out, line, (size_t)n) < 0) {
@@ -185,21 +191,62 @@ static uint64_t discarded_by(uint64_t epoch, uint64_t pos, uint64_t p_epoch, uin
     return pos > p_pos ? pos - p_pos : 0;
 }
 
+/* "WORD e p s" (WORD and its space are k bytes): 0, or -1. */
+static int three_numbers(const char *line, size_t len, size_t k, uint64_t *pe, uint64_t *pp,
+                         uint64_t *ps)
+{
+    const char *sp1, *sp2;
+
+    return len > k && (sp1 = memchr(line + k, ' ', len - k)) &&
+                   (sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line))) &&
+                   parse_u64(line + k, (size_t)(sp1 - line - (ptrdiff_t)k), pe) == 0 &&
+                   parse_u64(sp1 + 1, (size_t)(sp2 - sp1 - 1), pp) == 0 &&
+                   parse_u64(sp2 + 1, len - (size_t)(sp2 + 1 - line), ps) == 0
+               ? 0
+               : -1;
+}
+
+/* "CONTINUING e p s": only what follows our position comes, after an I
+ * record that must name the history our position is on. */
+static void continuing(Server *s, uint64_t pe, uint64_t pp, uint64_t ps)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (pe < epoch || !r->claimed || r->claimed != pos || pp < pos) {
+        r->force_full = 1;
+        fail(s, "the primary offered to go on from a position we did not ask for");
+        return;
+    }
+    r->ans_epoch = pe;
+    r->ans_start = ps;
+    r->known_pos = pp;
+    r->pending_pos = pos;
+    r->snapshot = 0;
+    r->continuing = 1;
+    r->rstate = RS_STREAM;
+    r->last_error[0] = '\0';
+    r->logged_error[0] = '\0';
+}
+
 /* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start, pe, pp, ps;
     char why[200];
-    const char *sp1, *sp2;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (len > 11 && !memcmp(line, "CONTINUING ", 11) &&
+        three_numbers(line, len, 11, &pe, &pp, &ps) == 0) {
+        if (pe >= epoch) {
+            continuing(s, pe, pp, ps);
+            return;
+        }
+    }
     if (len > 12 && !memcmp(line, "REPLICATING ", 12) &&
-        (sp1 = memchr(line + 12, ' ', len - 12)) &&
-        (sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line))) &&
-        parse_u64(line + 12, (size_t)(sp1 - line - 12), &pe) == 0 &&
-        parse_u64(sp1 + 1, (size_t)(sp2 - sp1 - 1), &pp) == 0 &&
-        parse_u64(sp2 + 1, len - (size_t)(sp2 + 1 - line), &ps) == 0) {
+        three_numbers(line, len, 12, &pe, &pp, &ps) == 0) {
         if (pe < epoch) {
             snprintf(why, sizeof why, "the primary's epoch %llu is lower than ours (%llu): "
                      "not following a stale primary", (unsigned long long)pe,
@@ -217,6 +264,10 @@ static void handshake_answer(Server *s, const char *line, size_t len)
         r->known_pos = pp;
         r->pending_pos = 0;
         r->snapshot = 1;
+        r->continuing = 0;
+        r->new_sid = 0;
+        r->force_full = 0;
+        r->full_resyncs++;
         r->rstate = RS_STREAM;
         r->last_error[0] = '\0';
         r->logged_error[0] = '\0';
@@ -235,6 +286,91 @@ static void handshake_answer(Server *s, const char *line, size_t len)
     fail(s, why);
 }
 
+/* Our backlog holds the stream from position pos on (kept if it already
+ * ends there: the same history goes on). */
+static void backlog_from(Server *s, uint64_t pos)
+{
+    Repl *r = R(s);
+    uint64_t first, last;
+
+    if (!bk_on(&r->bk) && s->cfg.repl_backlog &&
+        bk_init(&r->bk, (size_t)s->cfg.repl_backlog) < 0)
+        log_warn("replication: no memory for a %llu-byte backlog",
+                 (unsigned long long)s->cfg.repl_backlog);
+    if (!bk_range(&r->bk, &first, &last) || last != pos)
+        bk_reset(&r->bk, pos);
+}
+
+/* An ACK of pos once this server's records so far are durable. */
+static int ack_later(Server *s, uint64_t pos)
+{
+    Repl *r = R(s);
+    ReplAck a = {engine_lsn(&s->eng), pos, s->eng.now};
+
+    if (r->acks_len == r->acks_cap) {
+        size_t cap = r->acks_cap ? r->acks_cap * 2 : 16;
+        ReplAck *v = tb_malloc(cap * sizeof *v);
+        if (!v)
+            return -1;
+        for (size_t i = 0; i < r->acks_len; i++)
+            v[i] = r->acks[(r->acks_head + i) % r->acks_cap];
+        tb_free(r->acks);
+        r->acks = v;
+        r->acks_head = 0;
+        r->acks_cap = cap;
+    }
+    r->acks[(r->acks_head + r->acks_len) % r->acks_cap] = a;
+    r->acks_len++;
+    return 0;
+}
+
+/* The I record (REPL_ID_PAYLOAD bytes at p): in a partial resync the
+ * history it names must be ours; in a snapshot its stream id is kept for
+ * E. -1 after fail(). */
+static int take_id(Server *s, const unsigned char *p)
+{
+    Repl *r = R(s);
+    uint64_t history = 0, stream = 0;
+    char why[160];
+
+    for (int i = 7; i >= 0; i--) {
+        history = history << 8 | p[1 + i];
+        stream = stream << 8 | p[9 + i];
+    }
+    if (!r->continuing) {
+        if (!r->snapshot) {
+            fail(s, "an identity record in the middle of the stream");
+            return -1;
+        }
+        r->new_sid = stream;
+        return 0;
+    }
+    if (!history || history != r->sid) {
+        r->force_full = 1;
+        snprintf(why, sizeof why, "our position is on another history than the primary's "
+                 "(%016llx, not %016llx): asking for a snapshot",
+                 (unsigned long long)r->sid, (unsigned long long)history);
+        fail(s, why);
+        return -1;
+    }
+    if (stream != r->sid) {
+        r->sid = stream; /* on disk before any record of that stream */
+        repl_sid_save(s, stream);
+    }
+    if (engine_set_position(&s->eng, r->ans_epoch, r->claimed, r->ans_start, 1) < 0 ||
+        ack_later(s, r->claimed) < 0) {
+        fail(s, "out of memory or disk room to go on following");
+        return -1;
+    }
+    backlog_from(s, r->claimed);
+    r->continuing = 0;
+    r->partial_resyncs++;
+    log_info("replication: following %s (epoch %llu, position %llu): going on from "
+             "position %llu", r->primary, (unsigned long long)r->ans_epoch,
+             (unsigned long long)r->known_pos, (unsigned long long)r->claimed);
+    return 0;
+}
+
 /* One record of the stream. -1 after fail(). */
 static int take_record(Server *s, const BlRecord *rec)
 {
@@ -244,8 +380,13 @@ static int take_record(Server *s, const BlRecord *rec)
     case BL_POS:
         if (rec->pos > r->known_pos)
             r->known_pos = rec->pos;
-        if (!r->snapshot)
-            r->pending_pos = rec->pos;
+        if (!r->snapshot && rec->pos != r->pending_pos) {
+            /* Our count of its records and its own disagree: going on
+             * from our position could skip or repeat records. */
+            r->force_full = 1;
+            fail(s, "the stream's position is not ours (records missing or repeated)");
+            return -1;
+        }
         return 0;
     case BL_SNAP_END:
         if (!r->snapshot) {
@@ -258,6 +399,11 @@ static int take_record(Server *s, const BlRecord *rec)
         r->pending_pos = rec->pos;
         if (rec->pos > r->known_pos)
             r->known_pos = rec->pos;
+        /* From here our position is on the primary's history: its id goes
+         * to disk before that position does (note_position, next). */
+        r->sid = r->new_sid;
+        repl_sid_save(s, r->sid);
+        backlog_from(s, rec->pos);
         log_info("replication: snapshot from %s complete (position %llu)", r->primary,
                  (unsigned long long)rec->pos);
         return 0;
@@ -266,6 +412,8 @@ static int take_record(Server *s, const BlRecord *rec)
             fail(s, "cannot apply a record (out of memory or disk room)");
             return -1;
         }
+        if (!r->snapshot)
+            r->pending_pos++; /* one more of the primary's records */
         return 0;
     }
 }
@@ -304,6 +452,24 @@ static int take_input(Server *s)
     return r->rstate == RS_STREAM ? 0 : -1;
 }
 
+/* Is the record at p an I record (REPL_ID_TYPE, whose checksum holds)?
+ * 1 yes, 0 no (bl_decode judges it), -1 not all of it here yet. */
+static int is_id(const char *p, size_t n)
+{
+    const unsigned char *h = (const unsigned char *)p;
+    uint32_t len, crc;
+
+    if (n < BL_REC_HEAD + 1 || h[BL_REC_HEAD] != REPL_ID_TYPE)
+        return 0;
+    len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    crc = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
+    if (len != REPL_ID_PAYLOAD)
+        return 0; /* not ours: bl_decode calls it damaged */
+    if (n < BL_REC_HEAD + REPL_ID_PAYLOAD)
+        return -1;
+    return crc32c(0, h + BL_REC_HEAD, REPL_ID_PAYLOAD) == crc;
+}
+
 /* Decode and apply every whole record in the input. -1 after fail(). */
 static int take_stream(Server *s)
 {
@@ -313,8 +479,23 @@ static int take_stream(Server *s)
     while (off < r->in.len) {
         BlRecord rec;
         long n;
+        int live;
+        int id = is_id(r->in.data + off, r->in.len - off);
         if (r->in.len - off < BL_REC_HEAD)
             break; /* (a short length field may look like an end: wait) */
+        if (id < 0)
+            break; /* an I record, not all here yet */
+        if (id) {
+            if (take_id(s, (const unsigned char *)r->in.data + off + BL_REC_HEAD) < 0)
+                return -1;
+            off += BL_REC_HEAD + REPL_ID_PAYLOAD;
+            continue;
+        }
+        if (r->continuing) {
+            r->force_full = 1;
+            fail(s, "the primary went on without saying which history it is on");
+            return -1;
+        }
         n = bl_decode(r->in.data + off, r->in.len - off, &rec);
         if (n == BL_TORN)
             break;
@@ -322,8 +503,16 @@ static int take_stream(Server *s)
             fail(s, "a damaged record from the primary (checksum or structure)");
             return -1;
         }
+        live = !r->snapshot;
         if (take_record(s, &rec) < 0)
             return -1;
+        if (live) {
+            /* The stream as received, for our own replicas after a
+             * promotion (E is never part of it). */
+            bk_append(&r->bk, r->in.data + off, (size_t)n);
+            if (rec.type == BL_POS)
+                bk_mark(&r->bk, rec.pos);
+        }
         off += (size_t)n;
     }
     buf_consume(&r->in, off);
