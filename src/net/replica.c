@@ -38,7 +38,15 @@ static void read_some(Server *s);
 static void fail(Server *s, const char *why)
 {
     Repl *r = R(s);
+    uint64_t epoch, pos, start;
 
+    /* Records applied since the last P are in our state (and binlog):
+     * our position must count them, or a promotion would start its own
+     * records at positions these hold, and a replica going on from us
+     * would miss them. */
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (r->rstate == RS_STREAM && !r->snapshot && !r->continuing && r->pending_pos != pos)
+        engine_set_position(&s->eng, epoch, r->pending_pos, start, 1);
     if (r->ev.fd >= 0) {
         ev_del(&s->loop, &r->ev);
         close(r->ev.fd);
@@ -215,8 +223,14 @@ static void continuing(Server *s, uint64_t pe, uint64_t pp, uint64_t ps)
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (pe < epoch || !r->claimed || r->claimed != pos || pp < pos) {
+        char why[200];
+        snprintf(why, sizeof why, "the primary offered to go on (epoch %llu, position %llu) "
+                 "from a position we did not ask for (%llu; ours: epoch %llu, position %llu)",
+                 (unsigned long long)pe, (unsigned long long)pp,
+                 (unsigned long long)r->claimed, (unsigned long long)epoch,
+                 (unsigned long long)pos);
         r->force_full = 1;
-        fail(s, "the primary offered to go on from a position we did not ask for");
+        fail(s, why);
         return;
     }
     r->ans_epoch = pe;
