@@ -300,9 +300,10 @@ static void handshake_answer(Server *s, const char *line, size_t len)
     fail(s, why);
 }
 
-/* Our backlog holds the stream from position pos on (kept if it already
- * ends there: the same history goes on). */
-static void backlog_from(Server *s, uint64_t pos)
+/* Our backlog holds the stream from position pos on. keep: what it holds
+ * is the same history (a partial resync) and is kept if it ends there; a
+ * snapshot starts another history, and the backlog with it. */
+static void backlog_from(Server *s, uint64_t pos, int keep)
 {
     Repl *r = R(s);
     uint64_t first, last;
@@ -311,7 +312,7 @@ static void backlog_from(Server *s, uint64_t pos)
         bk_init(&r->bk, (size_t)s->cfg.repl_backlog) < 0)
         log_warn("replication: no memory for a %llu-byte backlog",
                  (unsigned long long)s->cfg.repl_backlog);
-    if (!bk_range(&r->bk, &first, &last) || last != pos)
+    if (!keep || !bk_range(&r->bk, &first, &last) || last != pos)
         bk_reset(&r->bk, pos);
 }
 
@@ -376,7 +377,7 @@ static int take_id(Server *s, const unsigned char *p)
         fail(s, "out of memory or disk room to go on following");
         return -1;
     }
-    backlog_from(s, r->claimed);
+    backlog_from(s, r->claimed, 1);
     r->continuing = 0;
     r->partial_resyncs++;
     log_info("replication: following %s (epoch %llu, position %llu): going on from "
@@ -417,7 +418,7 @@ static int take_record(Server *s, const BlRecord *rec)
          * to disk before that position does (note_position, next). */
         r->sid = r->new_sid;
         repl_sid_save(s, r->sid);
-        backlog_from(s, rec->pos);
+        backlog_from(s, rec->pos, 0);
         log_info("replication: snapshot from %s complete (position %llu)", r->primary,
                  (unsigned long long)rec->pos);
         return 0;
