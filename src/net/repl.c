@@ -895,6 +895,8 @@ void repl_info(Server *s, ReplInfo *o)
     o->sync_replicas = s->cfg.sync_replicas;
     o->primary = "";
     o->last_error = r ? r->last_error : "";
+    o->partial_resyncs = r ? r->partial_resyncs : 0;
+    o->full_resyncs = r ? r->full_resyncs : 0;
     if (!r || r->role == ROLE_PRIMARY) {
         o->role = ROLE_PRIMARY;
         o->connected = 1;

@@ -139,7 +139,7 @@ void repl_stats(Server *s, Buf *out);
 typedef struct ReplInfo {
     int role, connected, caught_up;
     uint64_t epoch, position, lag, sync_replicas, connected_replicas,
-        caught_up_replicas, waiting_replies, discarded;
+        caught_up_replicas, waiting_replies, discarded, partial_resyncs, full_resyncs;
     int waiting_long;      /* a reply has waited for replicas over 1 s */
     const char *primary, *last_error;
 } ReplInfo;

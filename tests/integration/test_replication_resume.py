@@ -98,6 +98,10 @@ def test_replica_kill9_under_load_resumes_partially(binary):
         wait_caught_up(p, r, timeout=60)
         eq(_resyncs(p), (1, 1), "primary (partial, full): the restart sent no snapshot")
         eq(_resyncs(r), (1, 0), "restarted replica (partial, full)")
+        m = p.metrics()
+        eq((int(m.value("tubed_replication_partial_resyncs_total")),
+            int(m.value("tubed_replication_full_resyncs_total"))), (1, 1),
+           "the primary's resync metrics")
         check("going on from position" in r.stderr(),
               "the replica's log says it went on: %s" % r.stderr()[-600:])
         assert_converged(p, r, "after kill -9 under load and a partial resync")
