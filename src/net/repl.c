@@ -263,7 +263,9 @@ static void on_reset(void *arg)
     Repl *r = R(s);
 
     /* The log was rewritten after a failed write: records the replicas
-     * were never sent are lost to them; each starts over. */
+     * were never sent are lost to them; each starts over, and nothing
+     * before the hole can be resumed from. */
+    bk_reset(&r->bk, my_pos(s));
     for (List *l = r->links.next; l != &r->links; l = l->next) {
         ReplLink *x = container_of(l, ReplLink, node);
         if (!x->drop)
