@@ -29,8 +29,8 @@ import time
 
 import harness
 from harness import check, eq, no_server, tubed_only
-from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint,
-                       wait_caught_up, wait_for)
+from repl_util import (EXT, Cluster, Proxy, assert_converged, body, put_many,
+                       rint, wait_caught_up, wait_for)
 
 SERVER = "none"
 
@@ -130,6 +130,83 @@ def test_replica_killed_twice_keeps_resuming(binary):
             wait_caught_up(p, r)
         eq(_resyncs(p), (2, 1), "primary (partial, full) after two restarts")
         assert_converged(p, r, "after two partial resyncs")
+
+
+@no_server
+@tubed_only(EXT)
+def test_reconnect_without_a_restart_resumes_partially(binary):
+    """follow of the same primary drops the link and connects again: the
+    position it claims is the one in memory (no restart)."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        put_many(p.bs(), [body("a", i) for i in range(200)])
+        wait_caught_up(p, r)
+        for k in range(3):
+            _follow(r, p)
+            put_many(p.bs(), [body("b%d" % k, i) for i in range(30)])
+            wait_caught_up(p, r)
+        eq(_resyncs(p), (3, 1), "primary (partial, full) after three reconnections")
+        assert_converged(p, r, "after reconnections")
+
+
+@no_server
+@tubed_only(EXT)
+def test_sync_replicas_replies_released_after_a_partial_resync(binary):
+    """sync_replicas = 1: puts made while the only replica is down wait;
+    it comes back and goes on from its position; its acknowledgements
+    release them."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "--sync-replicas", "1")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        put_many(c, [body("a", i) for i in range(100)])
+        wait_caught_up(p, r)
+        r.kill9()
+        w = p.bs(timeout=30)
+        w.send(b"put 0 0 60 4\r\nheld\r\n")
+        w.expect_silence(0.5)
+        wait_for(lambda: rint(p.repl(), "waiting-replies") == 1, "the reply to wait")
+        r.restart()
+        line = w.read_line(timeout=30)
+        check(line.startswith(b"INSERTED "), "the held put once the replica came back: %r"
+              % line)
+        jid = int(line.split()[1])
+        wait_caught_up(p, r)
+        eq(_resyncs(p), (1, 1), "primary (partial, full)")
+        eq(r.bs().peek("peek %d" % jid), (jid, b"held"), "the held job on the replica")
+        eq(rint(p.repl(), "waiting-replies"), 0, "nothing waits")
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_killed_while_catching_up_from_the_backlog(binary):
+    """The backlog sent slowly (a proxy); the replica is killed half-way
+    through it and restarted: it goes on again from where it got to."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        proxy = Proxy(p.port)
+        try:
+            r = cl.node("r", "-f", "0", replica_of=proxy.addr)
+            c = p.bs(timeout=30)
+            put_many(c, [body("a", i) for i in range(100)])
+            wait_caught_up(p, r)
+            r.kill9()
+            put_many(c, [body("gap", i, 200) for i in range(6000)], batch=500)
+            proxy.rate = 200000                    # ~1.7 MB at 200 KB/s
+            r.restart()
+            wait_for(lambda: _resyncs(p)[0] == 1, "the partial resync to begin")
+            target = rint(p.repl(), "position")
+            wait_for(lambda: 100 < rint(r.repl(), "position") < target - 1000,
+                     "the replica half-way through the backlog", interval=0.01)
+            r.kill9()
+            proxy.rate = None
+            r.restart()
+            wait_caught_up(p, r, timeout=60)
+            eq(_resyncs(p), (2, 1), "primary (partial, full)")
+            assert_converged(p, r, "after a kill -9 while catching up")
+        finally:
+            proxy.close()
 
 
 @no_server
