@@ -1,22 +1,18 @@
 #include "repl.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "blcodec.h"
 #include "clock.h"
-#include "crc32c.h"
 #include "engine.h"
 #include "log.h"
 #include "net.h"
 #include "numparse.h"
+#include "replid.h"
 
 /* Snapshot records are made only while less than this waits for a
  * replica; live records may pile up to LIVE_MAX before it is dropped. */
@@ -276,135 +272,6 @@ static void on_reset(void *arg)
     }
 }
 
-/* ---- stream ids -------------------------------------------------------- */
-
-static uint64_t new_sid(void)
-{
-    uint64_t x = 0;
-
-    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
-        x = (uint64_t)clock_wall() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)clock_mono();
-    return x ? x : 1;
-}
-
-static void sid_path(const Server *s, const char *suffix, char *out, size_t n)
-{
-    snprintf(out, n, "%s/replication-id%s", s->cfg.binlog_dir, suffix);
-}
-
-/* Written whole and synced before it replaces the old one (rename), so a
- * kill -9 leaves the old id or the new one, never half of one. */
-int repl_sid_save(Server *s, uint64_t sid)
-{
-    char path[4096], tmp[4096], line[32];
-    int fd, n, ok;
-
-    if (!s->cfg.binlog_dir)
-        return -1;
-    sid_path(s, "", path, sizeof path);
-    sid_path(s, ".tmp", tmp, sizeof tmp);
-    if (!sid) /* no history to resume: no file */
-        return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-    n = snprintf(line, sizeof line, "%016llx\n", (unsigned long long)sid);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        log_warn("replication: cannot write %s: %s", tmp, strerror(errno));
-        unlink(path); /* a stale id must not stay */
-        return -1;
-    }
-    ok = write(fd, line, (size_t)n) == n && (s->cfg.fsync_never || fsync(fd) == 0);
-    close(fd);
-    if (!ok || rename(tmp, path) < 0) {
-        log_warn("replication: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        unlink(path);
-        return -1;
-    }
-    if ((fd = open(s->cfg.binlog_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-        if (!s->cfg.fsync_never)
-            fsync(fd);
-        close(fd);
-    }
-    return 0;
-}
-
-/* The id in the file, 0 when there is none or it is not one. */
-static uint64_t sid_load(const Server *s)
-{
-    char path[4096], line[40];
-    int fd;
-    ssize_t n;
-    uint64_t v = 0;
-
-    sid_path(s, "", path, sizeof path);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return 0;
-    n = read(fd, line, sizeof line - 1);
-    close(fd);
-    if (n != 17 || line[16] != '\n')
-        return 0;
-    for (int i = 0; i < 16; i++) {
-        char c = line[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0)
-            return 0;
-        v = v << 4 | (uint64_t)d;
-    }
-    return v;
-}
-
-/* The I record that opens a stream: the history the replica's position
- * must lie on (0 for a snapshot) and this stream's id. */
-static void id_record(uint64_t history, uint64_t stream, char out[BL_REC_HEAD + REPL_ID_PAYLOAD])
-{
-    unsigned char *p = (unsigned char *)out + BL_REC_HEAD;
-    uint32_t len = REPL_ID_PAYLOAD, crc;
-
-    p[0] = REPL_ID_TYPE;
-    for (int i = 0; i < 8; i++) {
-        p[1 + i] = (unsigned char)(history >> (8 * i));
-        p[9 + i] = (unsigned char)(stream >> (8 * i));
-    }
-    crc = crc32c(0, p, len);
-    for (int i = 0; i < 4; i++) {
-        out[i] = (char)(len >> (8 * i));
-        out[4 + i] = (char)(crc >> (8 * i));
-    }
-}
-
-/* A replica under -f 0 acknowledges only what is synced. The files a
- * restart replayed may hold records a kill -9 left written but never
- * synced; the position it claims covers them, and its first ACK after
- * going on from there would too: sync them once, before it connects.
- * -1 when that failed (it then asks for a snapshot: claims nothing). */
-static int sync_replayed(Server *s)
-{
-    DIR *d;
-    struct dirent *de;
-    int rc = 0;
-
-    if (s->cfg.fsync_never || s->cfg.fsync_ms != 0)
-        return 0;
-    if (!(d = opendir(s->cfg.binlog_dir)))
-        return -1;
-    while ((de = readdir(d))) {
-        char path[4096];
-        int fd;
-        if (strncmp(de->d_name, "binlog.", 7))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", s->cfg.binlog_dir, de->d_name);
-        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fdatasync(fd) < 0) {
-            log_warn("replication: fsync %s: %s; asking for a snapshot", path,
-                     strerror(errno));
-            rc = -1;
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    closedir(d);
-    return rc;
-}
-
 /* A primary's backlog exists from its first replica on. */
 static void backlog_want(Server *s)
 {
@@ -471,7 +338,7 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     if (!s->eng.binlog.pos_persist)
         engine_set_position(&s->eng, my_epoch, p, start, 0);
     if (!r->sid_saved) {
-        repl_sid_save(s, r->sid);
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
         r->sid_saved = 1;
     }
     backlog_want(s);
@@ -483,13 +350,13 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     r->nlinks++;
     {
         uint64_t history = 0, off = 0;
-        char id[BL_REC_HEAD + REPL_ID_PAYLOAD];
+        char id[REPLID_RECORD_SIZE];
         int partial = can_continue(s, epoch, pos, &history, &off);
         snprintf(line, sizeof line, "%s %llu %llu %llu\r\n",
                  partial ? "CONTINUING" : "REPLICATING", (unsigned long long)my_epoch,
                  (unsigned long long)p, (unsigned long long)start);
         conn_reply(c, line, strlen(line));
-        id_record(partial ? history : 0, r->sid, id);
+        replid_record(partial ? history : 0, r->sid, id);
         conn_reply(c, id, sizeof id);
         if (partial) {
             l->catchup = 1;
@@ -774,8 +641,9 @@ void repl_start(Server *s)
     r->local_durable = r->released = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
     if (r->role == ROLE_REPLICA) {
-        r->sid = sid_load(s); /* the history its position is on */
-        if (r->sid && sync_replayed(s) < 0)
+        r->sid = replid_load(s->cfg.binlog_dir); /* the history its position is on */
+        if (r->sid && !s->cfg.fsync_never && s->cfg.fsync_ms == 0 &&
+            replid_sync_binlogs(s->cfg.binlog_dir) < 0)
             r->sid = 0;
         replica_begin(s);
         return;
@@ -783,9 +651,9 @@ void repl_start(Server *s)
     /* A primary's history is its own from here: a new id, on disk before
      * any record of it is made if an older id is there (this server may
      * once have been a replica) or replication is in use. */
-    r->sid = new_sid();
-    if (sid_load(s) || s->eng.binlog.pos_persist) {
-        repl_sid_save(s, r->sid);
+    r->sid = replid_new();
+    if (replid_load(s->cfg.binlog_dir) || s->eng.binlog.pos_persist) {
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
         r->sid_saved = 1;
     }
 }
@@ -836,8 +704,8 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     r->prev_sid = r->sid;
     r->prev_epoch = epoch;
     r->switch_pos = pos;
-    r->sid = new_sid();
-    repl_sid_save(s, r->sid);
+    r->sid = replid_new();
+    replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
     r->sid_saved = 1;
     if (bk_on(&r->bk)) {
         uint64_t first, last;

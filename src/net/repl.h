@@ -19,9 +19,9 @@
  *
  * Partial resync. Both roles keep a backlog (backlog.h) of the stream
  * past the snapshot: a primary the bytes it sends, a replica the bytes it
- * receives. Each stream has a random 64-bit id (a primary's, chosen when
- * it starts or is promoted; a replica takes its primary's, kept in
- * DIR/replication-id so its own restart keeps it); a promoted server also
+ * receives. Each stream has a random 64-bit id (replid.h: a primary's,
+ * chosen when it starts or is promoted; a replica takes its primary's,
+ * kept in DIR/replication-id so its own restart keeps it); a promoted server also
  * keeps the id and epoch it followed and the position it switched at. A
  * replica whose (epoch, position) lies on that history and in the backlog
  * is answered CONTINUING and sent only what follows, after an I record
@@ -147,12 +147,6 @@ void repl_info(Server *s, ReplInfo *out);
 /* Each connected replica: its address and lag, for metrics. */
 void repl_each_replica(Server *s, void (*fn)(void *arg, const char *addr, uint64_t lag),
                        void *arg);
-
-/* The replication id file (DIR/replication-id): 0, or -1 (logged). */
-int repl_sid_save(Server *s, uint64_t sid);
-/* The I record's payload: 'I', the history's id, the stream's id. */
-#define REPL_ID_PAYLOAD 17
-#define REPL_ID_TYPE 'I'
 
 /* A primary sends a BL_POS record to each replica when it has sent
  * nothing for REPL_BEAT_NS; a replica that hears nothing for

@@ -13,12 +13,12 @@
 #include "alloc.h"
 #include "blcodec.h"
 #include "clock.h"
-#include "crc32c.h"
 #include "engine.h"
 #include "log.h"
 #include "net.h"
 #include "numparse.h"
 #include "repl.h"
+#include "replid.h"
 
 #define RETRY_NS NS_PER_SEC
 #define READ_CHUNK (256 * 1024)
@@ -339,19 +339,13 @@ static int ack_later(Server *s, uint64_t pos)
     return 0;
 }
 
-/* The I record (REPL_ID_PAYLOAD bytes at p): in a partial resync the
- * history it names must be ours; in a snapshot its stream id is kept for
- * E. -1 after fail(). */
-static int take_id(Server *s, const unsigned char *p)
+/* The I record: in a partial resync the history it names must be ours;
+ * in a snapshot its stream id is kept for E. -1 after fail(). */
+static int take_id(Server *s, uint64_t history, uint64_t stream)
 {
     Repl *r = R(s);
-    uint64_t history = 0, stream = 0;
     char why[160];
 
-    for (int i = 7; i >= 0; i--) {
-        history = history << 8 | p[1 + i];
-        stream = stream << 8 | p[9 + i];
-    }
     if (!r->continuing) {
         if (!r->snapshot) {
             fail(s, "an identity record in the middle of the stream");
@@ -370,7 +364,7 @@ static int take_id(Server *s, const unsigned char *p)
     }
     if (stream != r->sid) {
         r->sid = stream; /* on disk before any record of that stream */
-        repl_sid_save(s, stream);
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, stream);
     }
     if (engine_set_position(&s->eng, r->ans_epoch, r->claimed, r->ans_start, 1) < 0 ||
         ack_later(s, r->claimed) < 0) {
@@ -417,7 +411,7 @@ static int take_record(Server *s, const BlRecord *rec)
         /* From here our position is on the primary's history: its id goes
          * to disk before that position does (note_position, next). */
         r->sid = r->new_sid;
-        repl_sid_save(s, r->sid);
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
         backlog_from(s, rec->pos, 0);
         log_info("replication: snapshot from %s complete (position %llu)", r->primary,
                  (unsigned long long)rec->pos);
@@ -467,24 +461,6 @@ static int take_input(Server *s)
     return r->rstate == RS_STREAM ? 0 : -1;
 }
 
-/* Is the record at p an I record (REPL_ID_TYPE, whose checksum holds)?
- * 1 yes, 0 no (bl_decode judges it), -1 not all of it here yet. */
-static int is_id(const char *p, size_t n)
-{
-    const unsigned char *h = (const unsigned char *)p;
-    uint32_t len, crc;
-
-    if (n < BL_REC_HEAD + 1 || h[BL_REC_HEAD] != REPL_ID_TYPE)
-        return 0;
-    len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
-    crc = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
-    if (len != REPL_ID_PAYLOAD)
-        return 0; /* not ours: bl_decode calls it damaged */
-    if (n < BL_REC_HEAD + REPL_ID_PAYLOAD)
-        return -1;
-    return crc32c(0, h + BL_REC_HEAD, REPL_ID_PAYLOAD) == crc;
-}
-
 /* Decode and apply every whole record in the input. -1 after fail(). */
 static int take_stream(Server *s)
 {
@@ -495,15 +471,16 @@ static int take_stream(Server *s)
         BlRecord rec;
         long n;
         int live;
-        int id = is_id(r->in.data + off, r->in.len - off);
+        uint64_t history, stream;
+        int id = replid_decode(r->in.data + off, r->in.len - off, &history, &stream);
         if (r->in.len - off < BL_REC_HEAD)
             break; /* (a short length field may look like an end: wait) */
         if (id < 0)
             break; /* an I record, not all here yet */
         if (id) {
-            if (take_id(s, (const unsigned char *)r->in.data + off + BL_REC_HEAD) < 0)
+            if (take_id(s, history, stream) < 0)
                 return -1;
-            off += BL_REC_HEAD + REPL_ID_PAYLOAD;
+            off += REPLID_RECORD_SIZE;
             continue;
         }
         if (r->continuing) {

@@ -14,10 +14,10 @@
 
 #include "backlog.h"
 #include "blcodec.h"
-#include "crc32c.h"
 #include "engine.h"
 #include "log.h"
 #include "repl.h"
+#include "replid.h"
 #include "serve.h"
 #include "unit.h"
 
@@ -436,20 +436,8 @@ END_TEST
 
 static void add_id(Stream *s, uint64_t history, uint64_t stream)
 {
-    unsigned char *p = (unsigned char *)s->data + s->len + BL_REC_HEAD;
-    uint32_t len = REPL_ID_PAYLOAD, crc;
-
-    p[0] = REPL_ID_TYPE;
-    for (int i = 0; i < 8; i++) {
-        p[1 + i] = (unsigned char)(history >> (8 * i));
-        p[9 + i] = (unsigned char)(stream >> (8 * i));
-    }
-    crc = crc32c(0, p, len);
-    for (int i = 0; i < 4; i++) {
-        s->data[s->len + i] = (char)(len >> (8 * i));
-        s->data[s->len + 4 + i] = (char)(crc >> (8 * i));
-    }
-    s->len += BL_REC_HEAD + len;
+    replid_record(history, stream, s->data + s->len);
+    s->len += REPLID_RECORD_SIZE;
 }
 
 /* A replica at position 13 of history 0xabc: a snapshot first, then a
@@ -544,6 +532,41 @@ START_TEST(replica_continues_on_its_history)
 }
 END_TEST
 
+/* DIR/replication-id: saved, loaded, removed; a malformed file is no id;
+ * the I record round-trips and a damaged one is not taken for one. */
+START_TEST(replication_id_file_and_record)
+{
+    char path[256], rec[REPLID_RECORD_SIZE];
+    uint64_t h, st;
+    FILE *f;
+
+    ck_assert_uint_eq(replid_load(dir), 0);
+    ck_assert_int_eq(replid_save(dir, 0, 0x0123456789abcdefULL), 0);
+    ck_assert_uint_eq(replid_load(dir), 0x0123456789abcdefULL);
+    ck_assert_int_eq(replid_save(dir, 1, 42), 0);
+    ck_assert_uint_eq(replid_load(dir), 42);
+    ck_assert_int_eq(replid_save(dir, 0, 0), 0);
+    ck_assert_uint_eq(replid_load(dir), 0);
+    snprintf(path, sizeof path, "%s/replication-id", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("0123456789abcdeg\n", f);
+    fclose(f);
+    ck_assert_uint_eq(replid_load(dir), 0);
+    ck_assert_uint_ne(replid_new(), 0);
+    ck_assert_uint_ne(replid_new(), replid_new());
+
+    replid_record(7, 0xfeedULL << 40, rec);
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 1);
+    ck_assert_uint_eq(h, 7);
+    ck_assert_uint_eq(st, 0xfeedULL << 40);
+    ck_assert_int_eq(replid_decode(rec, sizeof rec - 1, &h, &st), -1);
+    rec[12] ^= 1;
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 0);
+    rec[8] = 'J';
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 0);
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
     Suite *s = suite_create("repl");
@@ -558,6 +581,7 @@ static Suite *repl_suite(void)
     tcase_add_test(tc, backlog_finds_positions);
     tcase_add_test(tc, backlog_wraps_and_forgets);
     tcase_add_test(tc, replica_continues_on_its_history);
+    tcase_add_test(tc, replication_id_file_and_record);
     suite_add_tcase(s, tc);
     return s;
 }
