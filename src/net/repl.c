@@ -828,8 +828,13 @@ void repl_info(Server *s, ReplInfo *o)
     /* Streaming, the position shown is the one acknowledged (written and,
      * under -f 0, synced, and said so to the primary): what this replica
      * is sure to have, and what its primary counts. */
-    if (o->connected && !r->snapshot && r->acked < pos)
-        o->position = pos = r->acked;
+    if (o->connected && !r->snapshot) {
+        /* (after a partial resync, until its first ACK: where it went on
+         * from, which it had written before, not 0) */
+        uint64_t shown = r->acked > r->resumed_at ? r->acked : r->resumed_at;
+        if (shown < pos)
+            o->position = pos = shown;
+    }
     o->lag = r->known_pos > pos ? r->known_pos - pos : 0;
     if (r->snapshot && o->lag == 0)
         o->lag = 1; /* not all there yet, whatever the numbers say */

@@ -87,6 +87,7 @@ typedef struct Repl {
     uint64_t new_sid;      /* the stream's id, from its I record */
     int continuing;        /* a partial resync: the I record comes first */
     uint64_t ans_epoch, ans_start; /* the CONTINUING answer's */
+    uint64_t resumed_at;   /* the position a partial resync went on from */
     int force_full;        /* the next handshake asks for a snapshot */
     ReplAck *acks;         /* local lsn -> position, to acknowledge */
     size_t acks_head, acks_len, acks_cap;

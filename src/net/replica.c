@@ -281,6 +281,7 @@ static void handshake_answer(Server *s, const char *line, size_t len)
         r->continuing = 0;
         r->new_sid = 0;
         r->force_full = 0;
+        r->resumed_at = 0;
         r->full_resyncs++;
         r->rstate = RS_STREAM;
         r->last_error[0] = '\0';
@@ -372,6 +373,7 @@ static int take_id(Server *s, uint64_t history, uint64_t stream)
         return -1;
     }
     backlog_from(s, r->claimed, 1);
+    r->resumed_at = r->claimed;
     r->continuing = 0;
     r->partial_resyncs++;
     log_info("replication: following %s (epoch %llu, position %llu): going on from "
