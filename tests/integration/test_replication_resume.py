@@ -373,12 +373,58 @@ def _handshake(node, line):
 
 
 def _first_record(s, rest):
-    while len(rest) < 8:
-        rest += s.recv(65536)
-    n, _ = struct.unpack_from("<II", rest)
-    while len(rest) < 8 + n:
-        rest += s.recv(65536)
-    return rest[8:8 + n]
+    return _records(s, rest, 1)[0][0]
+
+
+def _records(s, rest, k):
+    """The next k records' payloads (and the bytes left over)."""
+    out = []
+    for _ in range(k):
+        while len(rest) < 8:
+            rest += s.recv(65536)
+        n, _ = struct.unpack_from("<II", rest)
+        while len(rest) < 8 + n:
+            rest += s.recv(65536)
+        out.append(rest[8:8 + n])
+        rest = rest[8 + n:]
+    return out, rest
+
+
+@no_server
+@tubed_only(EXT)
+def test_continuing_sends_exactly_the_records_after_the_position(binary):
+    """A fake replica asks from positions inside a write's batch (the
+    backlog is marked only at batch ends): what follows the I record is
+    exactly the records after its position, as the next P record counts."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)    # p keeps a backlog
+        wait_caught_up(p, r)
+        ids = put_many(p.bs(), [body("a", i) for i in range(40)], batch=40)
+        wait_caught_up(p, r)
+        pos = rint(p.repl(), "position")
+        for back in (0, 1, 7, 39):
+            ans, s, rest = _handshake(p, b"replicate 1 %d\r\n" % (pos - back))
+            check(ans.startswith(b"CONTINUING 1 %d " % pos), "back %d: %r" % (back, ans))
+            (rec,), rest = _records(s, rest, 1)
+            eq(rec[:1], b"I", "back %d: I first" % back)
+            # Every P record states the count so far; read up to p's position.
+            counted, last = pos - back, None
+            while back and counted < pos:
+                (rec,), rest = _records(s, rest, 1)
+                if rec[:1] == b"P":
+                    eq(struct.unpack_from("<Q", rec, 9)[0], counted,
+                       "back %d: a P record's position" % back)
+                else:
+                    counted += 1
+                    last = rec
+            if back:
+                (rec,), rest = _records(s, rest, 1)
+                eq((rec[:1], struct.unpack_from("<Q", rec, 9)[0]), (b"P", pos),
+                   "back %d: the P record after the last put" % back)
+                eq(struct.unpack_from("<Q", last, 1)[0], ids[-1],
+                   "back %d: the last record's job id" % back)
+            s.close()
 
 
 @no_server
