@@ -79,6 +79,7 @@ static const KeyDef keys[] = {
     SKEY("replica_of", VT_STR, SK_REPLICA_OF, replica_of, 0, 0),
     SKEY("sync_replicas", VT_INT, SK_SYNC_REPLICAS, sync_replicas, 0, 255),
     SKEY("allow_remote_admin", VT_BOOL, SK_ALLOW_REMOTE_ADMIN, allow_remote_admin, 0, 1),
+    SKEY("repl_backlog", VT_SIZE, SK_REPL_BACKLOG, repl_backlog, 0, (uint64_t)1 << 40),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 

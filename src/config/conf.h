@@ -69,6 +69,7 @@ enum ServerKey {
     SK_REPLICA_OF,       /* --replica-of */
     SK_SYNC_REPLICAS,    /* --sync-replicas */
     SK_ALLOW_REMOTE_ADMIN,
+    SK_REPL_BACKLOG,     /* --repl-backlog */
     SK_COUNT
 };
 
@@ -112,7 +113,7 @@ typedef struct ConfServer {
     uint32_t sync_replicas;
     uint32_t port, max_job_size, fsync_ms, binlog_file_size, verbose;
     uint32_t max_connections, memcache_port, metrics_port; /* ports: 0 = off */
-    uint64_t job_memory, stall_timeout_ms;
+    uint64_t job_memory, stall_timeout_ms, repl_backlog;
     bool no_fsync, recover, allow_shutdown, main_listener, allow_remote_admin;
 } ConfServer;
 

@@ -13,6 +13,7 @@ void opts_defaults(Config *cfg)
     cfg->binlog_size = DEFAULT_BINLOG_SIZE;
     cfg->fsync_ms = DEFAULT_FSYNC_MS;
     cfg->stall_timeout = 30;
+    cfg->repl_backlog = DEFAULT_REPL_BACKLOG;
 }
 
 void opts_usage(FILE *f, const char *prog)
@@ -52,7 +53,10 @@ void opts_usage(FILE *f, const char *prog)
         " --replica-of HOST:PORT  start as a replica of the primary whose\n"
         "            beanstalk address is HOST:PORT (needs -b)\n"
         " --sync-replicas N  acknowledge a change only once N replicas have\n"
-        "            it (default: 0; needs -b)\n",
+        "            it (default: 0; needs -b)\n"
+        " --repl-backlog BYTES  keep this much of the replication stream so a\n"
+        "            replica that reconnects gets only what it lacks (default\n"
+        "            16M; 0: every reconnection is a full resync)\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
         MAX_JOB_SIZE_LIMIT, DEFAULT_BINLOG_SIZE);
 }
@@ -68,6 +72,22 @@ static int number(const char *flag, const char *val, uint64_t max,
     return 0;
 }
 
+/* Bytes with an optional K, M or G (powers of 1024), as the file's sizes. */
+static int parse_size_str(const char *val, uint64_t *out)
+{
+    size_t n = strlen(val);
+    unsigned shift = 0;
+
+    if (n && (val[n - 1] == 'K' || val[n - 1] == 'M' || val[n - 1] == 'G')) {
+        shift = val[n - 1] == 'K' ? 10 : val[n - 1] == 'M' ? 20 : 30;
+        n--;
+    }
+    if (parse_u64(val, n, out) < 0 || *out > (UINT64_MAX >> shift))
+        return -1;
+    *out <<= shift;
+    return 0;
+}
+
 /* The file key a flag with a value stands for (0 for --config). */
 static uint32_t cli_key(const char *flag)
 {
@@ -77,7 +97,7 @@ static uint32_t cli_key(const char *flag)
         {"--stall-timeout", SK_STALL_TIMEOUT}, {"--job-memory", SK_JOB_MEMORY},
         {"--max-connections", SK_MAX_CONNECTIONS}, {"--memcache-port", SK_MEMCACHE_PORT},
         {"--metrics-port", SK_METRICS_PORT}, {"--replica-of", SK_REPLICA_OF},
-        {"--sync-replicas", SK_SYNC_REPLICAS},
+        {"--sync-replicas", SK_SYNC_REPLICAS}, {"--repl-backlog", SK_REPL_BACKLOG},
     };
 
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -107,6 +127,13 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         if (number(flag, val, 255, &v, err, errlen) < 0)
             return -1;
         cfg->sync_replicas = (uint32_t)v;
+    } else if (!strcmp(flag, "--repl-backlog")) {
+        if (parse_size_str(val, &v) < 0 || v > (uint64_t)1 << 40) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want bytes, K, M or G, "
+                     "up to 1T)", flag, val);
+            return -1;
+        }
+        cfg->repl_backlog = v;
     } else if (!strcmp(flag, "--memcache-port")) {
         if (number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
@@ -160,7 +187,8 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
 static const char *const long_with_value[] = {"--max-connections", "--stall-timeout",
                                               "--job-memory", "--config",
                                               "--memcache-port", "--metrics-port",
-                                              "--replica-of", "--sync-replicas", NULL};
+                                              "--replica-of", "--sync-replicas",
+                                              "--repl-backlog", NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)
@@ -260,6 +288,7 @@ static void set_key(Config *c, const ConfServer *s, int k)
     case SK_REPLICA_OF: c->replica_of = s->replica_of; break;
     case SK_SYNC_REPLICAS: c->sync_replicas = s->sync_replicas; break;
     case SK_ALLOW_REMOTE_ADMIN: c->allow_remote_admin = s->allow_remote_admin; break;
+    case SK_REPL_BACKLOG: c->repl_backlog = s->repl_backlog; break;
     }
 }
 
@@ -289,6 +318,7 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
     case SK_REPLICA_OF: return F(replica_of);
     case SK_SYNC_REPLICAS: return F(sync_replicas);
     case SK_ALLOW_REMOTE_ADMIN: return F(allow_remote_admin);
+    case SK_REPL_BACKLOG: return F(repl_backlog);
     default: return F(no_main_listener);
     }
 #undef F

@@ -42,6 +42,7 @@
 #define DEFAULT_MAX_JOB_SIZE 65535
 /* MAX_JOB_SIZE_LIMIT (-z's ceiling) is in conf.h: the file shares it. */
 #define DEFAULT_BINLOG_SIZE 10485760ULL
+#define DEFAULT_REPL_BACKLOG (16ULL << 20)
 #define DEFAULT_FSYNC_MS 50
 
 typedef struct Config {
@@ -69,6 +70,7 @@ typedef struct Config {
     const char *replica_of;   /* --replica-of HOST:PORT; NULL: a primary */
     uint32_t sync_replicas;   /* --sync-replicas N (reloadable) */
     int allow_remote_admin;   /* promote/follow from any address */
+    uint64_t repl_backlog;    /* --repl-backlog BYTES: partial resyncs (0: off) */
     uint32_t cli_set;         /* CONF_BIT(SK_x): the command line gave x, so
                                  the file never overrides it (nor a reload) */
     char *file_strings;       /* owned copies of listen/user/binlog_dir/

@@ -13,6 +13,7 @@
 #include "net.h"
 #include "numparse.h"
 #include "store.h"
+#include "replid.h"
 
 /* Snapshot records are made only while less than this waits for a
  * replica; live records may pile up to LIVE_MAX before it is dropped. */
@@ -31,6 +32,8 @@ struct ReplLink {
     char addr[64];
     int snapshot;          /* 1 while the snapshot is being sent */
     int drop;              /* close at the next tick (why is logged) */
+    int catchup;           /* a partial resync: sent from the backlog */
+    uint64_t bk_off;       /* the backlog offset it is sent from next */
     uint64_t cursor;       /* the next id the snapshot looks at */
     uint64_t acked;        /* its acknowledged position */
     int64_t sent_at;       /* monotonic ns the last bytes were queued */
@@ -174,6 +177,48 @@ static void pos_record(Server *s, uint64_t pos, char out[BL_POS_SIZE])
     bl_encode(&rec, out);
 }
 
+/* Records in a run of stream bytes (every one but P advances the
+ * position); -1 when they are not whole records. */
+static long count_records(const char *data, size_t len)
+{
+    long n = 0;
+    size_t off = 0;
+
+    while (off + BL_REC_HEAD < len) {
+        const unsigned char *h = (const unsigned char *)data + off;
+        uint64_t size = (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 |
+                        (uint64_t)h[3] << 24;
+        if (!size || size > len - off - BL_REC_HEAD)
+            return -1;
+        if (h[BL_REC_HEAD] != BL_POS)
+            n++;
+        off += BL_REC_HEAD + size;
+    }
+    return off == len ? n : -1;
+}
+
+/* A write of the binlog, as sent, into the backlog: the bytes, the P
+ * record, and a mark at pos. Bytes that do not follow on from the last
+ * mark (after a promotion, say) start it again. */
+static void backlog_feed(Repl *r, const char *data, size_t len, uint64_t pos,
+                         const char p[BL_POS_SIZE])
+{
+    long n = count_records(data, len);
+    uint64_t first, last;
+
+    if (!bk_on(&r->bk))
+        return;
+    if (n < 0 || (uint64_t)n > pos) {
+        bk_reset(&r->bk, pos); /* cannot be: resume from here on only */
+        return;
+    }
+    if (!bk_range(&r->bk, &first, &last) || last != pos - (uint64_t)n)
+        bk_reset(&r->bk, pos - (uint64_t)n);
+    bk_append(&r->bk, data, len);
+    bk_append(&r->bk, p, BL_POS_SIZE);
+    bk_mark(&r->bk, pos);
+}
+
 static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint64_t lsn)
 {
     Server *s = arg;
@@ -190,13 +235,14 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
         log_err("replication: out of memory tracking acknowledgements");
         conn_lost(s, r->released + 1);
     }
-    if (!r->nlinks)
+    if (!r->nlinks && !bk_on(&r->bk))
         return;
     pos_record(s, pos, p);
+    backlog_feed(r, data, len, pos, p);
     for (List *l = r->links.next; l != &r->links; l = l->next) {
         ReplLink *x = container_of(l, ReplLink, node);
-        if (x->drop)
-            continue;
+        if (x->drop || x->catchup)
+            continue; /* (a catching-up link reads this from the backlog) */
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
         x->sent_at = s->eng.now;
@@ -215,7 +261,9 @@ static void on_reset(void *arg)
     Repl *r = R(s);
 
     /* The log was rewritten after a failed write: records the replicas
-     * were never sent are lost to them; each starts over. */
+     * were never sent are lost to them; each starts over, and nothing
+     * before the hole can be resumed from. */
+    bk_reset(&r->bk, my_pos(s));
     for (List *l = r->links.next; l != &r->links; l = l->next) {
         ReplLink *x = container_of(l, ReplLink, node);
         if (!x->drop)
@@ -223,6 +271,38 @@ static void on_reset(void *arg)
                      x->addr);
         x->drop = 1;
     }
+}
+
+/* A primary's backlog exists from its first replica on. */
+static void backlog_want(Server *s)
+{
+    Repl *r = R(s);
+
+    if (bk_on(&r->bk) || !s->cfg.repl_backlog)
+        return;
+    if (bk_init(&r->bk, (size_t)s->cfg.repl_backlog) < 0)
+        log_warn("replication: no memory for a %llu-byte backlog: every reconnection "
+                 "will be a full resync", (unsigned long long)s->cfg.repl_backlog);
+}
+
+/* Can a replica at (epoch, pos) be sent only what follows? The history its
+ * position must be on goes to *history, the backlog offset to *off. */
+static int can_continue(Server *s, uint64_t epoch, uint64_t pos, uint64_t *history,
+                        uint64_t *off)
+{
+    Repl *r = R(s);
+    uint64_t my_epoch, p, start;
+
+    engine_repl_state(&s->eng, &my_epoch, &p, &start);
+    if (!pos || !bk_on(&r->bk))
+        return 0; /* position 0: an empty replica, or one asking for a snapshot */
+    if (epoch == my_epoch && r->sid)
+        *history = r->sid;
+    else if (r->prev_sid && epoch == r->prev_epoch && pos <= r->switch_pos)
+        *history = r->prev_sid; /* a replica of the primary we followed */
+    else
+        return 0;
+    return bk_find(&r->bk, pos, off) == 0;
 }
 
 /* ---- links ---------------------------------------------------------- */
@@ -253,24 +333,50 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
         conn_reply_lit(c, "OUT_OF_MEMORY\r\n");
         return NULL;
     }
-    /* From now on positions are journaled (a restart keeps counting). */
+    /* From now on positions are journaled (a restart keeps counting), and
+     * this server's id is on disk (should it ever follow, it is the
+     * history it claims). */
     if (!s->eng.binlog.pos_persist)
         engine_set_position(&s->eng, my_epoch, p, start, 0);
+    if (!r->sid_saved) {
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
+        r->sid_saved = 1;
+    }
+    backlog_want(s);
     l->r = r;
     l->c = c;
-    l->snapshot = 1;
-    l->cursor = 1;
     l->sent_at = s->eng.now;
     net_describe_peer(c->ev.fd, l->addr, sizeof l->addr);
     list_insert_tail(&r->links, &l->node);
     r->nlinks++;
-    snprintf(line, sizeof line, "REPLICATING %llu %llu %llu\r\n",
-             (unsigned long long)my_epoch, (unsigned long long)p,
-             (unsigned long long)start);
-    conn_reply(c, line, strlen(line));
-    log_info("replication: replica %s connected (epoch %llu, position %llu); "
-             "sending a snapshot", l->addr, (unsigned long long)epoch,
-             (unsigned long long)pos);
+    {
+        uint64_t history = 0, off = 0;
+        char id[REPLID_RECORD_SIZE];
+        int partial = can_continue(s, epoch, pos, &history, &off);
+        snprintf(line, sizeof line, "%s %llu %llu %llu\r\n",
+                 partial ? "CONTINUING" : "REPLICATING", (unsigned long long)my_epoch,
+                 (unsigned long long)p, (unsigned long long)start);
+        conn_reply(c, line, strlen(line));
+        replid_record(partial ? history : 0, r->sid, id);
+        conn_reply(c, id, sizeof id);
+        if (partial) {
+            l->catchup = 1;
+            l->bk_off = off;
+            l->acked = 0; /* its ACKs say what it has written */
+            r->partial_resyncs++;
+            log_info("replication: replica %s connected (epoch %llu, position %llu); "
+                     "continuing from there (%llu records)", l->addr,
+                     (unsigned long long)epoch, (unsigned long long)pos,
+                     (unsigned long long)(p - pos));
+        } else {
+            l->snapshot = 1;
+            l->cursor = 1;
+            r->full_resyncs++;
+            log_info("replication: replica %s connected (epoch %llu, position %llu); "
+                     "sending a snapshot", l->addr, (unsigned long long)epoch,
+                     (unsigned long long)pos);
+        }
+    }
     return l;
 }
 
@@ -340,6 +446,8 @@ static void snapshot_more(Server *s, ReplLink *l)
         if (l->cursor >= e->next_id && l->cursor > 1) {
             BlRecord end;
             char buf[BL_SNAP_END_SIZE];
+            if (e->binlog.wbuf.len)
+                break; /* E's position must not count records still unsent */
             memset(&end, 0, sizeof end);
             end.type = BL_SNAP_END;
             end.id = e->next_id;
@@ -366,6 +474,33 @@ static void snapshot_more(Server *s, ReplLink *l)
     conn_mark_pending(l->c);
 }
 
+/* A partial resync: the backlog from the link's offset, as its socket
+ * drains; once it has all of it, live records go to it directly. */
+static void catchup_more(Server *s, ReplLink *l)
+{
+    static char chunk[64 * 1024];
+    Repl *r = R(s);
+
+    while (conn_out_pending(l->c) < SNAP_LOW) {
+        long n = bk_read(&r->bk, l->bk_off, chunk, sizeof chunk);
+        if (n < 0) {
+            log_warn("replication: replica %s fell out of the backlog while catching up; "
+                     "dropping it (it will reconnect and resync)", l->addr);
+            l->drop = 1;
+            return;
+        }
+        if (n == 0) {
+            l->catchup = 0; /* on_write sends to it from now on */
+            log_info("replication: replica %s has the backlog; streaming", l->addr);
+            break;
+        }
+        conn_reply(l->c, chunk, (size_t)n);
+        l->bk_off += (uint64_t)n;
+        l->sent_at = s->eng.now;
+    }
+    conn_mark_pending(l->c);
+}
+
 /* A heartbeat: a BL_POS record (the position, everything before it
  * sent) to every replica past its snapshot, once a second, so a replica
  * tells a quiet primary from a vanished one. */
@@ -384,8 +519,9 @@ static void heartbeat(Server *s)
         ReplLink *x = container_of(l, ReplLink, node);
         /* (A snapshot link hears one only while the scan crosses a long
          * run of ids with no job: otherwise records flow.) */
-        if (x->drop || s->eng.now - x->sent_at < REPL_BEAT_NS)
-            continue; /* sent something within the second: no need */
+        if (x->drop || x->catchup || s->eng.now - x->sent_at < REPL_BEAT_NS)
+            continue; /* sent something within the second: no need (and a
+                         catching-up link must not hear a later position) */
         conn_reply(x->c, p, sizeof p);
         x->sent_at = s->eng.now;
     }
@@ -405,6 +541,8 @@ static void primary_tick(Server *s)
         }
         if (l->snapshot && conn_out_pending(l->c) < SNAP_LOW)
             snapshot_more(s, l);
+        else if (l->catchup && conn_out_pending(l->c) < SNAP_LOW)
+            catchup_more(s, l);
     }
 }
 
@@ -416,7 +554,7 @@ int repl_busy(const Server *s)
         return 0;
     for (const List *l = r->links.next; l != &r->links; l = l->next) {
         const ReplLink *x = container_of(l, ReplLink, node);
-        if (x->drop || (x->snapshot && conn_out_pending(x->c) < SNAP_LOW))
+        if (x->drop || ((x->snapshot || x->catchup) && conn_out_pending(x->c) < SNAP_LOW))
             return 1;
     }
     return 0;
@@ -505,8 +643,22 @@ void repl_start(Server *s)
         log_err("replication: the binlog's record stream has no room for it");
     r->local_durable = r->released = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
-    if (r->role == ROLE_REPLICA)
+    if (r->role == ROLE_REPLICA) {
+        r->sid = replid_load(s->cfg.binlog_dir); /* the history its position is on */
+        if (r->sid && !s->cfg.fsync_never && s->cfg.fsync_ms == 0 &&
+            replid_sync_binlogs(s->cfg.binlog_dir) < 0)
+            r->sid = 0;
         replica_begin(s);
+        return;
+    }
+    /* A primary's history is its own from here: a new id, on disk before
+     * any record of it is made if an older id is there (this server may
+     * once have been a replica) or replication is in use. */
+    r->sid = replid_new();
+    if (replid_load(s->cfg.binlog_dir) || s->eng.binlog.pos_persist) {
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
+        r->sid_saved = 1;
+    }
 }
 
 void repl_free(Server *s)
@@ -520,6 +672,7 @@ void repl_free(Server *s)
     buf_free(&r->out);
     tb_free(r->map);
     tb_free(r->acks);
+    bk_free(&r->bk);
     /* links are freed with their connections (server_free closes them) */
     s->repl = NULL;
     tb_free(r);
@@ -549,6 +702,19 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     r->primary[0] = '\0';
     r->last_error[0] = '\0';
     r->map_len = 0;
+    /* Replicas of the primary we followed, up to where we switched, can
+     * go on from our backlog (it holds that stream up to here). */
+    r->prev_sid = r->sid;
+    r->prev_epoch = epoch;
+    r->switch_pos = pos;
+    r->sid = replid_new();
+    replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
+    r->sid_saved = 1;
+    if (bk_on(&r->bk)) {
+        uint64_t first, last;
+        if (!bk_range(&r->bk, &first, &last) || last > pos || bk_mark(&r->bk, pos) < 0)
+            bk_reset(&r->bk, pos);
+    }
     r->repl_lsn = engine_lsn(&s->eng);
     engine_set_passive(&s->eng, 0);
     log_info("replication: promoted: epoch %llu, position %llu; serving as the primary",
@@ -598,6 +764,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
         engine_set_passive(&s->eng, 1);
         r->role = ROLE_REPLICA;
         r->map_len = 0;
+        r->prev_sid = 0; /* (its own id stays: the history it claims) */
         log_info("replication: no longer a primary: following %s", a);
     } else {
         replica_stop(s);
@@ -637,6 +804,8 @@ void repl_info(Server *s, ReplInfo *o)
     o->sync_replicas = s->cfg.sync_replicas;
     o->primary = "";
     o->last_error = r ? r->last_error : "";
+    o->partial_resyncs = r ? r->partial_resyncs : 0;
+    o->full_resyncs = r ? r->full_resyncs : 0;
     if (!r || r->role == ROLE_PRIMARY) {
         o->role = ROLE_PRIMARY;
         o->connected = 1;
@@ -662,8 +831,13 @@ void repl_info(Server *s, ReplInfo *o)
     /* Streaming, the position shown is the one acknowledged (written and,
      * under -f 0, synced, and said so to the primary): what this replica
      * is sure to have, and what its primary counts. */
-    if (o->connected && !r->snapshot && r->acked < pos)
-        o->position = pos = r->acked;
+    if (o->connected && !r->snapshot) {
+        /* (after a partial resync, until its first ACK: where it went on
+         * from, which it had written before, not 0) */
+        uint64_t shown = r->acked > r->resumed_at ? r->acked : r->resumed_at;
+        if (shown < pos)
+            o->position = pos = shown;
+    }
     o->lag = r->known_pos > pos ? r->known_pos - pos : 0;
     if (r->snapshot && o->lag == 0)
         o->lag = 1; /* not all there yet, whatever the numbers say */
@@ -701,4 +875,8 @@ void repl_stats(Server *s, Buf *b)
     buf_printf(b, "waiting-replies: %llu\n", (unsigned long long)i.waiting_replies);
     buf_printf(b, "discarded-records: %llu\n", (unsigned long long)i.discarded);
     yaml_str(b, "last-error", i.last_error);
+    /* (past the spec's keys) */
+    buf_printf(b, "partial-resyncs: %llu\n",
+               (unsigned long long)(R(s) ? R(s)->partial_resyncs : 0));
+    buf_printf(b, "full-resyncs: %llu\n", (unsigned long long)(R(s) ? R(s)->full_resyncs : 0));
 }

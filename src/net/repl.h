@@ -16,6 +16,18 @@
  * iteration. repl_tick() runs once per loop iteration after the commit:
  * snapshot output, acknowledgements, reconnects, the wait watch.
  * promote/follow change roles at run time.
+ *
+ * Partial resync. Both roles keep a backlog (backlog.h) of the stream
+ * past the snapshot: a primary the bytes it sends, a replica the bytes it
+ * receives. Each stream has a random 64-bit id (replid.h: a primary's,
+ * chosen when it starts or is promoted; a replica takes its primary's,
+ * kept in DIR/replication-id so its own restart keeps it); a promoted server also
+ * keeps the id and epoch it followed and the position it switched at. A
+ * replica whose (epoch, position) lies on that history and in the backlog
+ * is answered CONTINUING and sent only what follows, after an I record
+ * naming the history its position must be on: a replica holding another
+ * id (another history: a different primary, a restart, a tail of its own)
+ * drops the link and asks again from position 0 (a full resync).
  */
 #ifndef TUBED_REPL_H
 #define TUBED_REPL_H
@@ -23,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backlog.h"
 #include "buf.h"
 #include "conn.h"
 #include "event.h"
@@ -53,6 +66,12 @@ typedef struct Repl {
     uint64_t local_durable, repl_lsn, released;
     int wait_logged;
     int64_t beat_at;       /* next heartbeat to the replicas (monotonic ns) */
+    Backlog bk;            /* the stream past the snapshot (both roles) */
+    uint64_t sid;          /* a primary's stream id; a replica's: the one its
+                              position lies on (0: unknown) */
+    uint64_t prev_sid, prev_epoch, switch_pos; /* what a promotion left */
+    uint64_t partial_resyncs, full_resyncs;    /* served, or had */
+    int sid_saved;         /* a primary's id is in DIR/replication-id */
     /* replica */
     char primary[256];     /* as given; "" on a primary */
     int rstate;
@@ -62,7 +81,14 @@ typedef struct Repl {
     int64_t heard;         /* monotonic ns: connect started, or last bytes */
     int snapshot;          /* the snapshot is still coming */
     uint64_t known_pos;    /* the primary's position, as last heard */
-    uint64_t pending_pos;  /* position the records applied reach */
+    uint64_t pending_pos;  /* position the records applied reach (each
+                              record after the snapshot counts one) */
+    uint64_t claimed;      /* the position the handshake stated */
+    uint64_t new_sid;      /* the stream's id, from its I record */
+    int continuing;        /* a partial resync: the I record comes first */
+    uint64_t ans_epoch, ans_start; /* the CONTINUING answer's */
+    uint64_t resumed_at;   /* the position a partial resync went on from */
+    int force_full;        /* the next handshake asks for a snapshot */
     ReplAck *acks;         /* local lsn -> position, to acknowledge */
     size_t acks_head, acks_len, acks_cap;
     uint64_t acked;
@@ -114,7 +140,7 @@ void repl_stats(Server *s, Buf *out);
 typedef struct ReplInfo {
     int role, connected, caught_up;
     uint64_t epoch, position, lag, sync_replicas, connected_replicas,
-        caught_up_replicas, waiting_replies, discarded;
+        caught_up_replicas, waiting_replies, discarded, partial_resyncs, full_resyncs;
     int waiting_long;      /* a reply has waited for replicas over 1 s */
     const char *primary, *last_error;
 } ReplInfo;

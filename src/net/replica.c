@@ -18,6 +18,7 @@
 #include "net.h"
 #include "numparse.h"
 #include "repl.h"
+#include "replid.h"
 
 #define RETRY_NS NS_PER_SEC
 #define READ_CHUNK (256 * 1024)
@@ -37,7 +38,15 @@ static void read_some(Server *s);
 static void fail(Server *s, const char *why)
 {
     Repl *r = R(s);
+    uint64_t epoch, pos, start;
 
+    /* Records applied since the last P are in our state (and binlog):
+     * our position must count them, or a promotion would start its own
+     * records at positions these hold, and a replica going on from us
+     * would miss them. */
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (r->rstate == RS_STREAM && !r->snapshot && !r->continuing && r->pending_pos != pos)
+        engine_set_position(&s->eng, epoch, r->pending_pos, start, 1);
     if (r->ev.fd >= 0) {
         ev_del(&s->loop, &r->ev);
         close(r->ev.fd);
@@ -164,6 +173,11 @@ static void send_handshake(Server *s)
     int n;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
+    /* Position 0 asks for a snapshot: when the history our position is on
+     * is unknown (no id), or the last attempt to go on from it failed. */
+    if (r->force_full || !r->sid)
+        pos = 0;
+    r->claimed = pos;
     n = snprintf(line, sizeof line, "replicate %llu %llu\r\n", (unsigned long long)epoch,
                  (unsigned long long)pos);
     if (buf_append(&r->out, line, (size_t)n) < 0) {
@@ -185,21 +199,68 @@ static uint64_t discarded_by(uint64_t epoch, uint64_t pos, uint64_t p_epoch, uin
     return pos > p_pos ? pos - p_pos : 0;
 }
 
+/* "WORD e p s" (WORD and its space are k bytes): 0, or -1. */
+static int three_numbers(const char *line, size_t len, size_t k, uint64_t *pe, uint64_t *pp,
+                         uint64_t *ps)
+{
+    const char *sp1, *sp2;
+
+    return len > k && (sp1 = memchr(line + k, ' ', len - k)) &&
+                   (sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line))) &&
+                   parse_u64(line + k, (size_t)(sp1 - line - (ptrdiff_t)k), pe) == 0 &&
+                   parse_u64(sp1 + 1, (size_t)(sp2 - sp1 - 1), pp) == 0 &&
+                   parse_u64(sp2 + 1, len - (size_t)(sp2 + 1 - line), ps) == 0
+               ? 0
+               : -1;
+}
+
+/* "CONTINUING e p s": only what follows our position comes, after an I
+ * record that must name the history our position is on. */
+static void continuing(Server *s, uint64_t pe, uint64_t pp, uint64_t ps)
+{
+    Repl *r = R(s);
+    uint64_t epoch, pos, start;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (pe < epoch || !r->claimed || r->claimed != pos || pp < pos) {
+        char why[200];
+        snprintf(why, sizeof why, "the primary offered to go on (epoch %llu, position %llu) "
+                 "from a position we did not ask for (%llu; ours: epoch %llu, position %llu)",
+                 (unsigned long long)pe, (unsigned long long)pp,
+                 (unsigned long long)r->claimed, (unsigned long long)epoch,
+                 (unsigned long long)pos);
+        r->force_full = 1;
+        fail(s, why);
+        return;
+    }
+    r->ans_epoch = pe;
+    r->ans_start = ps;
+    r->known_pos = pp;
+    r->pending_pos = pos;
+    r->snapshot = 0;
+    r->continuing = 1;
+    r->rstate = RS_STREAM;
+    r->last_error[0] = '\0';
+    r->logged_error[0] = '\0';
+}
+
 /* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start, pe, pp, ps;
     char why[200];
-    const char *sp1, *sp2;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (len > 11 && !memcmp(line, "CONTINUING ", 11) &&
+        three_numbers(line, len, 11, &pe, &pp, &ps) == 0) {
+        if (pe >= epoch) {
+            continuing(s, pe, pp, ps);
+            return;
+        }
+    }
     if (len > 12 && !memcmp(line, "REPLICATING ", 12) &&
-        (sp1 = memchr(line + 12, ' ', len - 12)) &&
-        (sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line))) &&
-        parse_u64(line + 12, (size_t)(sp1 - line - 12), &pe) == 0 &&
-        parse_u64(sp1 + 1, (size_t)(sp2 - sp1 - 1), &pp) == 0 &&
-        parse_u64(sp2 + 1, len - (size_t)(sp2 + 1 - line), &ps) == 0) {
+        three_numbers(line, len, 12, &pe, &pp, &ps) == 0) {
         if (pe < epoch) {
             snprintf(why, sizeof why, "the primary's epoch %llu is lower than ours (%llu): "
                      "not following a stale primary", (unsigned long long)pe,
@@ -217,6 +278,11 @@ static void handshake_answer(Server *s, const char *line, size_t len)
         r->known_pos = pp;
         r->pending_pos = 0;
         r->snapshot = 1;
+        r->continuing = 0;
+        r->new_sid = 0;
+        r->force_full = 0;
+        r->resumed_at = 0;
+        r->full_resyncs++;
         r->rstate = RS_STREAM;
         r->last_error[0] = '\0';
         r->logged_error[0] = '\0';
@@ -235,6 +301,87 @@ static void handshake_answer(Server *s, const char *line, size_t len)
     fail(s, why);
 }
 
+/* Our backlog holds the stream from position pos on. keep: what it holds
+ * is the same history (a partial resync) and is kept if it ends there; a
+ * snapshot starts another history, and the backlog with it. */
+static void backlog_from(Server *s, uint64_t pos, int keep)
+{
+    Repl *r = R(s);
+    uint64_t first, last;
+
+    if (!bk_on(&r->bk) && s->cfg.repl_backlog &&
+        bk_init(&r->bk, (size_t)s->cfg.repl_backlog) < 0)
+        log_warn("replication: no memory for a %llu-byte backlog",
+                 (unsigned long long)s->cfg.repl_backlog);
+    if (!keep || !bk_range(&r->bk, &first, &last) || last != pos)
+        bk_reset(&r->bk, pos);
+}
+
+/* An ACK of pos once this server's records so far are durable. */
+static int ack_later(Server *s, uint64_t pos)
+{
+    Repl *r = R(s);
+    ReplAck a = {engine_lsn(&s->eng), pos, s->eng.now};
+
+    if (r->acks_len == r->acks_cap) {
+        size_t cap = r->acks_cap ? r->acks_cap * 2 : 16;
+        ReplAck *v = tb_malloc(cap * sizeof *v);
+        if (!v)
+            return -1;
+        for (size_t i = 0; i < r->acks_len; i++)
+            v[i] = r->acks[(r->acks_head + i) % r->acks_cap];
+        tb_free(r->acks);
+        r->acks = v;
+        r->acks_head = 0;
+        r->acks_cap = cap;
+    }
+    r->acks[(r->acks_head + r->acks_len) % r->acks_cap] = a;
+    r->acks_len++;
+    return 0;
+}
+
+/* The I record: in a partial resync the history it names must be ours;
+ * in a snapshot its stream id is kept for E. -1 after fail(). */
+static int take_id(Server *s, uint64_t history, uint64_t stream)
+{
+    Repl *r = R(s);
+    char why[160];
+
+    if (!r->continuing) {
+        if (!r->snapshot) {
+            fail(s, "an identity record in the middle of the stream");
+            return -1;
+        }
+        r->new_sid = stream;
+        return 0;
+    }
+    if (!history || history != r->sid) {
+        r->force_full = 1;
+        snprintf(why, sizeof why, "our position is on another history than the primary's "
+                 "(%016llx, not %016llx): asking for a snapshot",
+                 (unsigned long long)r->sid, (unsigned long long)history);
+        fail(s, why);
+        return -1;
+    }
+    if (stream != r->sid) {
+        r->sid = stream; /* on disk before any record of that stream */
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, stream);
+    }
+    if (engine_set_position(&s->eng, r->ans_epoch, r->claimed, r->ans_start, 1) < 0 ||
+        ack_later(s, r->claimed) < 0) {
+        fail(s, "out of memory or disk room to go on following");
+        return -1;
+    }
+    backlog_from(s, r->claimed, 1);
+    r->resumed_at = r->claimed;
+    r->continuing = 0;
+    r->partial_resyncs++;
+    log_info("replication: following %s (epoch %llu, position %llu): going on from "
+             "position %llu", r->primary, (unsigned long long)r->ans_epoch,
+             (unsigned long long)r->known_pos, (unsigned long long)r->claimed);
+    return 0;
+}
+
 /* One record of the stream. -1 after fail(). */
 static int take_record(Server *s, const BlRecord *rec)
 {
@@ -244,8 +391,13 @@ static int take_record(Server *s, const BlRecord *rec)
     case BL_POS:
         if (rec->pos > r->known_pos)
             r->known_pos = rec->pos;
-        if (!r->snapshot)
-            r->pending_pos = rec->pos;
+        if (!r->snapshot && rec->pos != r->pending_pos) {
+            /* Our count of its records and its own disagree: going on
+             * from our position could skip or repeat records. */
+            r->force_full = 1;
+            fail(s, "the stream's position is not ours (records missing or repeated)");
+            return -1;
+        }
         return 0;
     case BL_SNAP_END:
         if (!r->snapshot) {
@@ -258,6 +410,11 @@ static int take_record(Server *s, const BlRecord *rec)
         r->pending_pos = rec->pos;
         if (rec->pos > r->known_pos)
             r->known_pos = rec->pos;
+        /* From here our position is on the primary's history: its id goes
+         * to disk before that position does (note_position, next). */
+        r->sid = r->new_sid;
+        replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, r->sid);
+        backlog_from(s, rec->pos, 0);
         log_info("replication: snapshot from %s complete (position %llu)", r->primary,
                  (unsigned long long)rec->pos);
         return 0;
@@ -266,6 +423,8 @@ static int take_record(Server *s, const BlRecord *rec)
             fail(s, "cannot apply a record (out of memory or disk room)");
             return -1;
         }
+        if (!r->snapshot)
+            r->pending_pos++; /* one more of the primary's records */
         return 0;
     }
 }
@@ -313,8 +472,24 @@ static int take_stream(Server *s)
     while (off < r->in.len) {
         BlRecord rec;
         long n;
+        int live;
+        uint64_t history, stream;
+        int id = replid_decode(r->in.data + off, r->in.len - off, &history, &stream);
         if (r->in.len - off < BL_REC_HEAD)
             break; /* (a short length field may look like an end: wait) */
+        if (id < 0)
+            break; /* an I record, not all here yet */
+        if (id) {
+            if (take_id(s, history, stream) < 0)
+                return -1;
+            off += REPLID_RECORD_SIZE;
+            continue;
+        }
+        if (r->continuing) {
+            r->force_full = 1;
+            fail(s, "the primary went on without saying which history it is on");
+            return -1;
+        }
         n = bl_decode(r->in.data + off, r->in.len - off, &rec);
         if (n == BL_TORN)
             break;
@@ -322,8 +497,16 @@ static int take_stream(Server *s)
             fail(s, "a damaged record from the primary (checksum or structure)");
             return -1;
         }
+        live = !r->snapshot;
         if (take_record(s, &rec) < 0)
             return -1;
+        if (live) {
+            /* The stream as received, for our own replicas after a
+             * promotion (E is never part of it). */
+            bk_append(&r->bk, r->in.data + off, (size_t)n);
+            if (rec.type == BL_POS)
+                bk_mark(&r->bk, rec.pos);
+        }
         off += (size_t)n;
     }
     buf_consume(&r->in, off);

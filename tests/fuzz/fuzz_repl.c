@@ -20,6 +20,10 @@
  *           so the fuzzer reaches the payload checks and the engine
  *   bit 2   the replica starts with jobs of its own (a few puts applied
  *           first), so the snapshot's sweep has something to delete
+ *   bit 3   a partial resync: the replica is at position 5 of history
+ *           0x1111 (the handshake asked from there), and bit 0 prepends
+ *           "CONTINUING 1 9 0\r\n" instead; an I record naming that
+ *           history lets the stream on
  * Seeds: corpus/fuzz_repl/ (written by gen_seeds.c's repl part).
  */
 #include <stdint.h>
@@ -55,7 +59,8 @@ static void repair(uint8_t *p, size_t n)
     size_t off = 0;
     uint8_t *eol = memchr(p, '\n', n < 128 ? n : 128);
 
-    if (eol && n > 11 && !memcmp(p, "REPLICATING", 11))
+    if (eol && ((n > 11 && !memcmp(p, "REPLICATING", 11)) ||
+                (n > 10 && !memcmp(p, "CONTINUING", 10))))
         off = (size_t)(eol - p) + 1;
     while (off + BL_REC_HEAD <= n) {
         uint32_t len = rd32(p + off);
@@ -106,6 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static Server srv;
     static const char answer[] = "REPLICATING 1 0 0\r\n";
+    static const char cont[] = "CONTINUING 1 9 0\r\n";
     Server *s = &srv;
     const char *dir = fz_tmpdir();
     uint8_t flags, chunk, *buf;
@@ -118,10 +124,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     flags = data[0];
     chunk = data[1];
-    head = (flags & 1) ? sizeof answer - 1 : 0;
+    head = !(flags & 1) ? 0 : (flags & 8) ? sizeof cont - 1 : sizeof answer - 1;
     n = head + size - 2;
     buf = malloc(n ? n : 1);
-    memcpy(buf, answer, head);
+    memcpy(buf, (flags & 8) ? cont : answer, head);
     memcpy(buf + head, data + 2, size - 2);
     if (flags & 2)
         repair(buf, n);
@@ -140,6 +146,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (flags & 4)
         seed_jobs(s);
     r = s->repl;
+    if (flags & 8) {
+        if (engine_set_position(&s->eng, 1, 5, 0, 1) < 0)
+            fz_fail("cannot set the replica's position");
+        engine_commit(&s->eng);
+        r->sid = 0x1111;
+        r->claimed = 5;
+    }
     replica_expect_answer(s);
     while (off < n) {
         size_t k = chunk ? chunk : n - off;

@@ -218,10 +218,12 @@ START_TEST(every_server_key)
                             "main_listener = false\n"
                             "replica_of = 10.0.0.1:11300\n"
                             "sync_replicas = 2\n"
-                            "allow_remote_admin = true\n");
+                            "allow_remote_admin = true\n"
+                            "repl_backlog = 32M\n");
     const ConfServer *s = &cf->server;
 
     ck_assert_uint_eq(s->set, (1u << SK_COUNT) - 1);
+    ck_assert_uint_eq(s->repl_backlog, 32u << 20);
     ck_assert_str_eq(s->listen, "127.0.0.1");
     ck_assert_uint_eq(s->port, 11301);
     ck_assert_uint_eq(s->max_job_size, 65536);
@@ -259,7 +261,7 @@ START_TEST(key_names_and_ids)
         "1", "1", "1", "true", "1", "x", "1", "true", "true", "true", "1", "1", "1"};
     static const char *const server_vals[SK_COUNT] = {
         "a", "1", "1", "u", "/d", "1", "true", "1", "1", "1", "1", "1", "true", "1", "1", "true",
-        "true", "h:1", "1", "true"};
+        "true", "h:1", "1", "true", "1M"};
     char text[256];
 
     for (int k = 0; k < TK_COUNT; k++) {

@@ -2,7 +2,8 @@
  * test_repl.c — replication's pieces without sockets: the BL_POS and
  * BL_SNAP_END records (blcodec), a replica applying a stream
  * (replica_feed() into engine_apply()), the snapshot's sweep, positions
- * and epochs over a restart, and promote.
+ * and epochs over a restart, and promote; the backlog ring (backlog.h)
+ * and a replica going on from its position (CONTINUING and the I record).
  */
 #include <dirent.h>
 #include <ftw.h>
@@ -11,10 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backlog.h"
 #include "blcodec.h"
 #include "engine.h"
 #include "log.h"
 #include "repl.h"
+#include "replid.h"
 #include "serve.h"
 #include "unit.h"
 
@@ -317,6 +320,253 @@ START_TEST(alloc_failure_sweep)
 }
 END_TEST
 
+/* ---- the backlog ----------------------------------------------------------- */
+
+/* One write of the primary: k job records (ids from *next) and a P at the
+ * position they reach, appended and marked as repl.c does. */
+static void bk_batch(Backlog *b, uint64_t *next, uint64_t *pos, int k)
+{
+    Stream st = {.len = 0};
+
+    for (int i = 0; i < k; i++)
+        add_job(&st, (*next)++, "t", "a body of some bytes", 0);
+    *pos += (uint64_t)k;
+    add_simple(&st, BL_POS, 1, *pos);
+    bk_append(b, st.data, st.len);
+    ck_assert_int_eq(bk_mark(b, *pos), 0);
+}
+
+/* The record at off in the backlog: its id (decoded from a copy). */
+static uint64_t bk_id_at(const Backlog *b, uint64_t off, int *type)
+{
+    char buf[512];
+    BlRecord rec;
+    long n = bk_read(b, off, buf, sizeof buf);
+
+    ck_assert_int_gt(n, BL_REC_HEAD);
+    ck_assert_int_gt(bl_decode(buf, (size_t)n, &rec), 0);
+    *type = rec.type;
+    return rec.id;
+}
+
+START_TEST(backlog_finds_positions)
+{
+    Backlog b;
+    uint64_t next = 1, pos = 100, off, first, last;
+    int type;
+
+    ck_assert_int_eq(bk_init(&b, 64 * 1024), 0);
+    ck_assert_int_eq(bk_find(&b, 100, &off), -1); /* nothing yet */
+    bk_reset(&b, 100);
+    for (int i = 0; i < 10; i++)
+        bk_batch(&b, &next, &pos, 3); /* records 101..130, ids 1..30 */
+    ck_assert(bk_range(&b, &first, &last));
+    ck_assert_uint_eq(first, 100);
+    ck_assert_uint_eq(last, 130);
+    /* At a mark, and between marks (the walk over the records). */
+    for (uint64_t p = 100; p < 130; p++) {
+        ck_assert_int_eq(bk_find(&b, p, &off), 0);
+        ck_assert_uint_eq(bk_id_at(&b, off, &type), p - 100 + 1);
+        ck_assert_int_eq(type, BL_JOB);
+    }
+    ck_assert_int_eq(bk_find(&b, 130, &off), 0);
+    ck_assert_uint_eq(off, b.end); /* caught up: nothing to send */
+    ck_assert_int_eq(bk_read(&b, off, &type, 1), 0);
+    ck_assert_int_eq(bk_find(&b, 131, &off), -1); /* beyond what it has */
+    ck_assert_int_eq(bk_find(&b, 99, &off), -1);  /* before it began */
+    ck_assert_int_eq(bk_find(&b, UINT64_MAX, &off), -1);
+    bk_free(&b);
+}
+END_TEST
+
+START_TEST(backlog_wraps_and_forgets)
+{
+    Backlog b;
+    uint64_t next = 1, pos = 0, off, first, last, keep_off;
+    int type;
+    char buf[64];
+
+    ck_assert_int_eq(bk_init(&b, 1000), 0); /* a few records' worth */
+    bk_reset(&b, 0);
+    bk_batch(&b, &next, &pos, 2);
+    ck_assert_int_eq(bk_find(&b, 1, &keep_off), 0);
+    for (int i = 0; i < 40; i++)
+        bk_batch(&b, &next, &pos, 2); /* wraps many times over */
+    ck_assert(bk_range(&b, &first, &last));
+    ck_assert_uint_eq(last, pos);
+    ck_assert_uint_gt(first, 1);
+    ck_assert_uint_le(pos - first, 1000 / 40);
+    /* The oldest kept positions are found, and their bytes are right even
+     * where a record straddles the ring's end. */
+    for (uint64_t p = first; p < pos; p++) {
+        ck_assert_int_eq(bk_find(&b, p, &off), 0);
+        ck_assert_uint_eq(bk_id_at(&b, off, &type), p + 1);
+    }
+    ck_assert_int_eq(bk_find(&b, first - 1, &off), -1); /* too old */
+    ck_assert_int_eq(bk_find(&b, 1, &off), -1);
+    ck_assert_int_eq(bk_read(&b, keep_off, buf, sizeof buf), -1); /* overwritten */
+    /* A reset forgets everything; old offsets stay invalid. */
+    bk_reset(&b, 5000);
+    ck_assert(bk_range(&b, &first, &last));
+    ck_assert_uint_eq(first, 5000);
+    ck_assert_uint_eq(last, 5000);
+    ck_assert_int_eq(bk_find(&b, pos, &off), -1);
+    ck_assert_int_eq(bk_read(&b, keep_off, buf, sizeof buf), -1);
+    /* A write bigger than the ring keeps its tail only: nothing to resume
+     * from but its end. */
+    {
+        uint64_t p2 = 5000;
+        bk_batch(&b, &next, &p2, 30);
+        ck_assert_int_eq(bk_find(&b, 5000, &off), -1);
+        ck_assert_int_eq(bk_find(&b, 5030, &off), 0);
+    }
+    bk_free(&b);
+
+    ck_assert_int_eq(bk_init(&b, 0), 0); /* off: nothing, no crash */
+    bk_reset(&b, 3);
+    bk_append(&b, "x", 1);
+    ck_assert_int_eq(bk_mark(&b, 4), 0);
+    ck_assert(!bk_range(&b, &first, &last));
+    ck_assert_int_eq(bk_find(&b, 3, &off), -1);
+    bk_free(&b);
+}
+END_TEST
+
+/* ---- going on from a position ---------------------------------------------- */
+
+static void add_id(Stream *s, uint64_t history, uint64_t stream)
+{
+    replid_record(history, stream, s->data + s->len);
+    s->len += REPLID_RECORD_SIZE;
+}
+
+/* A replica at position 13 of history 0xabc: a snapshot first, then a
+ * CONTINUING whose I record names its history goes on (new epoch, the
+ * stream's id kept), one naming another is refused and the next
+ * handshake asks for a snapshot. */
+START_TEST(replica_continues_on_its_history)
+{
+    Server *s = open_replica();
+    Repl *r = s->repl;
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 1 12 0\r\n";
+    uint64_t epoch, pos, start;
+
+    replica_expect_answer(s);
+    add_id(&st, 0, 0xabc);
+    add_job(&st, 1, "default", "one", 0);
+    add_simple(&st, BL_SNAP_END, 5, 12);
+    add_job(&st, 6, "default", "six", 0);
+    add_simple(&st, BL_POS, 1, 13);
+    feed(s, answer, strlen(answer));
+    feed(s, st.data, st.len);
+    ck_assert_uint_eq(r->sid, 0xabc);
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(pos, 13);
+    server_free(&srv);
+
+    /* After a restart: the id and the position are back. */
+    s = open_replica();
+    r = s->repl;
+    ck_assert_uint_eq(r->sid, 0xabc);
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(pos, 13);
+
+    /* Another history: refused, and the next ask is for a snapshot. */
+    r->claimed = 13;
+    replica_expect_answer(s);
+    st.len = 0;
+    add_id(&st, 0xdef, 0xdef);
+    feed(s, "CONTINUING 1 20 0\r\n", 19);
+    ck_assert_int_eq(replica_feed(s, st.data, st.len), -1);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "another history"));
+    ck_assert(r->force_full);
+    ck_assert_uint_eq(s->eng.jobs.len, 2);
+
+    /* Its own history (after a promotion there: epoch 2, a new id). */
+    r->force_full = 0;
+    r->claimed = 13;
+    replica_expect_answer(s);
+    st.len = 0;
+    add_id(&st, 0xabc, 0x123);
+    add_simple(&st, BL_DELETE, 1, 0);
+    add_job(&st, 7, "default", "seven", 0);
+    add_simple(&st, BL_POS, 2, 15);
+    feed(s, "CONTINUING 2 15 14\r\n", 20);
+    feed(s, st.data, st.len);
+    ck_assert_int_eq(r->rstate, RS_STREAM);
+    ck_assert_uint_eq(r->sid, 0x123);
+    ck_assert_uint_eq(r->partial_resyncs, 1);
+    ck_assert_uint_eq(s->eng.jobs.len, 2); /* 6 and 7 */
+    ck_assert_ptr_null(engine_find(&s->eng, 1));
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_uint_eq(pos, 15);
+    ck_assert_uint_eq(start, 14);
+
+    /* A P record that disagrees with the count: the link ends, and the
+     * next ask is for a snapshot. */
+    st.len = 0;
+    add_job(&st, 8, "default", "eight", 0);
+    add_simple(&st, BL_POS, 2, 99);
+    ck_assert_int_eq(replica_feed(s, st.data, st.len), -1);
+    ck_assert(r->force_full);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "position is not ours"));
+    server_free(&srv);
+
+    s = open_replica();
+    r = s->repl;
+    ck_assert_uint_eq(r->sid, 0x123);
+    /* CONTINUING without the I record first, or for a position not asked */
+    r->claimed = 0;
+    replica_expect_answer(s);
+    ck_assert_int_eq(replica_feed(s, "CONTINUING 2 30 14\r\n", 20), -1);
+    r->claimed = 16;
+    replica_expect_answer(s);
+    feed(s, "CONTINUING 2 30 14\r\n", 20);
+    st.len = 0;
+    add_job(&st, 9, "default", "nine", 0);
+    ck_assert_int_eq(replica_feed(s, st.data, st.len), -1);
+    ck_assert_ptr_nonnull(strstr(r->last_error, "which history"));
+    server_free(&srv);
+}
+END_TEST
+
+/* DIR/replication-id: saved, loaded, removed; a malformed file is no id;
+ * the I record round-trips and a damaged one is not taken for one. */
+START_TEST(replication_id_file_and_record)
+{
+    char path[256], rec[REPLID_RECORD_SIZE];
+    uint64_t h, st;
+    FILE *f;
+
+    ck_assert_uint_eq(replid_load(dir), 0);
+    ck_assert_int_eq(replid_save(dir, 0, 0x0123456789abcdefULL), 0);
+    ck_assert_uint_eq(replid_load(dir), 0x0123456789abcdefULL);
+    ck_assert_int_eq(replid_save(dir, 1, 42), 0);
+    ck_assert_uint_eq(replid_load(dir), 42);
+    ck_assert_int_eq(replid_save(dir, 0, 0), 0);
+    ck_assert_uint_eq(replid_load(dir), 0);
+    snprintf(path, sizeof path, "%s/replication-id", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("0123456789abcdeg\n", f);
+    fclose(f);
+    ck_assert_uint_eq(replid_load(dir), 0);
+    ck_assert_uint_ne(replid_new(), 0);
+    ck_assert_uint_ne(replid_new(), replid_new());
+
+    replid_record(7, 0xfeedULL << 40, rec);
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 1);
+    ck_assert_uint_eq(h, 7);
+    ck_assert_uint_eq(st, 0xfeedULL << 40);
+    ck_assert_int_eq(replid_decode(rec, sizeof rec - 1, &h, &st), -1);
+    rec[12] ^= 1;
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 0);
+    rec[8] = 'J';
+    ck_assert_int_eq(replid_decode(rec, sizeof rec, &h, &st), 0);
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
     Suite *s = suite_create("repl");
@@ -328,6 +578,10 @@ static Suite *repl_suite(void)
     tcase_add_test(tc, replica_applies_a_stream);
     tcase_add_test(tc, replica_refuses_stale_primary_and_garbage);
     tcase_add_test(tc, alloc_failure_sweep);
+    tcase_add_test(tc, backlog_finds_positions);
+    tcase_add_test(tc, backlog_wraps_and_forgets);
+    tcase_add_test(tc, replica_continues_on_its_history);
+    tcase_add_test(tc, replication_id_file_and_record);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -269,6 +269,10 @@ static void replication_families(Server *s, const ServerStats *ss, Buf *b)
            "A primary: replies held for replicas now.", i.waiting_replies);
     single(b, "tubed_replication_discarded_records_total", PROM_COUNTER,
            "Records dropped when this server converged after follow.", i.discarded);
+    single(b, "tubed_replication_partial_resyncs_total", PROM_COUNTER,
+           "Partial resyncs served (a primary) or had (a replica).", i.partial_resyncs);
+    single(b, "tubed_replication_full_resyncs_total", PROM_COUNTER,
+           "Full resyncs (snapshots) served (a primary) or had (a replica).", i.full_resyncs);
     prom_family(b, "tubed_replication_replica_lag_records", PROM_GAUGE,
                 "A primary: each connected replica's lag in records, by its address.");
     repl_each_replica(s, replica_lag, b);
