@@ -845,38 +845,3 @@ void repl_info(Server *s, ReplInfo *o)
     o->discarded = r->discarded;
 }
 
-static void yaml_str(Buf *b, const char *key, const char *v)
-{
-    buf_printf(b, "%s: \"", key);
-    for (; *v; v++) {
-        if (*v == '"' || *v == '\\')
-            buf_printf(b, "\\%c", *v);
-        else if ((unsigned char)*v >= ' ' && *v != 127)
-            buf_printf(b, "%c", *v);
-    }
-    buf_printf(b, "\"\n");
-}
-
-void repl_stats(Server *s, Buf *b)
-{
-    ReplInfo i;
-
-    repl_info(s, &i);
-    buf_printf(b, "---\n");
-    buf_printf(b, "role: \"%s\"\n", i.role == ROLE_PRIMARY ? "primary" : "replica");
-    buf_printf(b, "epoch: %llu\n", (unsigned long long)i.epoch);
-    buf_printf(b, "position: %llu\n", (unsigned long long)i.position);
-    yaml_str(b, "primary", i.primary);
-    buf_printf(b, "connected: %s\n", i.connected ? "true" : "false");
-    buf_printf(b, "lag-records: %llu\n", (unsigned long long)i.lag);
-    buf_printf(b, "sync-replicas: %llu\n", (unsigned long long)i.sync_replicas);
-    buf_printf(b, "connected-replicas: %llu\n", (unsigned long long)i.connected_replicas);
-    buf_printf(b, "caught-up-replicas: %llu\n", (unsigned long long)i.caught_up_replicas);
-    buf_printf(b, "waiting-replies: %llu\n", (unsigned long long)i.waiting_replies);
-    buf_printf(b, "discarded-records: %llu\n", (unsigned long long)i.discarded);
-    yaml_str(b, "last-error", i.last_error);
-    /* (past the spec's keys) */
-    buf_printf(b, "partial-resyncs: %llu\n",
-               (unsigned long long)(R(s) ? R(s)->partial_resyncs : 0));
-    buf_printf(b, "full-resyncs: %llu\n", (unsigned long long)(R(s) ? R(s)->full_resyncs : 0));
-}

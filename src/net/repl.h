@@ -134,8 +134,6 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen);
 int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err,
                 size_t errlen);
 
-/* stats-replication's document (YAML, spec's keys in order). */
-void repl_stats(Server *s, Buf *out);
 /* Figures for metrics and the HTTP checks. */
 typedef struct ReplInfo {
     int role, connected, caught_up;

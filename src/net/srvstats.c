@@ -178,3 +178,48 @@ void stats_doc_tube(const TubeStats *t, int ext, StatEmit emit, void *arg)
     u64(emit, arg, "total-timeouts", t->total_timeouts);
     u64(emit, arg, "oldest-ready-age", t->oldest_ready_age);
 }
+
+/* ---- stats-replication -------------------------------------------------- */
+
+/* s without control bytes, cut to fit out (the address and last error may
+ * come from a peer). */
+static const char *printable(const char *s, char *out, size_t n)
+{
+    size_t k = 0;
+
+    for (; *s && k + 1 < n; s++)
+        if ((unsigned char)*s >= ' ' && *s != 127)
+            out[k++] = *s;
+    out[k] = '\0';
+    return out;
+}
+
+static void emit_u64(StatEmit emit, void *arg, const char *key, uint64_t u)
+{
+    emit(arg, key, (StatVal){.kind = SK_U64, .v.u = u});
+}
+
+void stats_doc_replication(Server *s, StatEmit emit, void *arg)
+{
+    ReplInfo i;
+    char primary[512], error[512];
+
+    repl_info(s, &i);
+    emit(arg, "role", (StatVal){.kind = SK_TEXT,
+                               .v.s = i.role == ROLE_PRIMARY ? "primary" : "replica"});
+    emit_u64(emit, arg, "epoch", i.epoch);
+    emit_u64(emit, arg, "position", i.position);
+    emit(arg, "primary", (StatVal){.kind = SK_TEXT,
+                                  .v.s = printable(i.primary, primary, sizeof primary)});
+    emit(arg, "connected", (StatVal){.kind = SK_BOOL, .v.u = i.connected != 0});
+    emit_u64(emit, arg, "lag-records", i.lag);
+    emit_u64(emit, arg, "sync-replicas", i.sync_replicas);
+    emit_u64(emit, arg, "connected-replicas", i.connected_replicas);
+    emit_u64(emit, arg, "caught-up-replicas", i.caught_up_replicas);
+    emit_u64(emit, arg, "waiting-replies", i.waiting_replies);
+    emit_u64(emit, arg, "discarded-records", i.discarded);
+    emit(arg, "last-error", (StatVal){.kind = SK_TEXT,
+                                     .v.s = printable(i.last_error, error, sizeof error)});
+    emit_u64(emit, arg, "partial-resyncs", i.partial_resyncs);
+    emit_u64(emit, arg, "full-resyncs", i.full_resyncs);
+}

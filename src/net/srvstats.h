@@ -113,5 +113,8 @@ typedef void (*StatEmit)(void *arg, const char *key, StatVal v);
 void stats_doc_server(const ServerStats *ss, StatEmit emit, void *arg);
 /* `stats-tube`'s keys; ext: then the keys stats-tubes adds. */
 void stats_doc_tube(const TubeStats *ts, int ext, StatEmit emit, void *arg);
+/* `stats-replication`'s keys: the spec's in its order, then tubed's. Its
+ * strings come without control bytes (an address or an error from a peer). */
+void stats_doc_replication(Server *s, StatEmit emit, void *arg);
 
 #endif

@@ -532,7 +532,7 @@ static void do_stats_replication(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    repl_stats(b->conn.srv, &d);
+    stats_replication(b->conn.srv, &d);
     reply_doc(b, &d);
 }
 

@@ -126,6 +126,14 @@ void stats_server(const Beanstalk *f, Buf *b)
     stats_doc_server(&ss, yaml_line, &y);
 }
 
+void stats_replication(Server *s, Buf *b)
+{
+    Yaml y = {b, ""};
+
+    buf_append(b, "---\n", 4);
+    stats_doc_replication(s, yaml_line, &y);
+}
+
 void stats_tube(const Engine *e, const Tube *t, Buf *b)
 {
     TubeStats ts;

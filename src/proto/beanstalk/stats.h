@@ -20,6 +20,8 @@ void stats_server(const Beanstalk *f, Buf *b);
 /* This front-end's counters (commands, producers, workers) for another
  * front-end's renderings (HTTP), through srvstats.h. */
 StatsSource bs_stats_source(const Beanstalk *f);
+/* stats-replication (doc/replication.md): the spec's keys in order. */
+void stats_replication(Server *s, Buf *b);
 void stats_tube(const Engine *e, const Tube *t, Buf *b);
 void stats_job(const Engine *e, const Job *j, Buf *b);
 /* l: only the tubes listener l may touch (NULL: every tube). */

@@ -74,44 +74,10 @@ static void json_member(void *arg, const char *key, StatVal v)
     }
 }
 
-static void json_u64(Json *j, const char *key, uint64_t v)
-{
-    json_member(j, key, (StatVal){.kind = SK_U64, .v.u = v});
-}
-
-/* A string as stats-replication shows it: control bytes left out. */
-static void json_printable(Json *j, const char *key, const char *s)
-{
-    Buf t = {0};
-
-    for (; *s; s++)
-        if ((unsigned char)*s >= ' ' && *s != 127)
-            buf_append(&t, s, 1);
-    json_key(j, key);
-    json_string(j->b, t.len ? t.data : "", t.len);
-    j->b->oom |= t.oom;
-    buf_free(&t);
-}
-
-/* stats-replication's keys, in its order (net/repl.c's repl_stats). */
+/* stats-replication's keys, in its order (the walk beanstalk's YAML uses). */
 static void replication_members(Server *s, Json *j)
 {
-    ReplInfo i;
-
-    repl_info(s, &i);
-    json_member(j, "role", (StatVal){.kind = SK_TEXT,
-                                     .v.s = i.role == ROLE_PRIMARY ? "primary" : "replica"});
-    json_u64(j, "epoch", i.epoch);
-    json_u64(j, "position", i.position);
-    json_printable(j, "primary", i.primary);
-    json_member(j, "connected", (StatVal){.kind = SK_BOOL, .v.u = i.connected != 0});
-    json_u64(j, "lag-records", i.lag);
-    json_u64(j, "sync-replicas", i.sync_replicas);
-    json_u64(j, "connected-replicas", i.connected_replicas);
-    json_u64(j, "caught-up-replicas", i.caught_up_replicas);
-    json_u64(j, "waiting-replies", i.waiting_replies);
-    json_u64(j, "discarded-records", i.discarded);
-    json_printable(j, "last-error", i.last_error);
+    stats_doc_replication(s, json_member, j);
 }
 
 static void tubes_members(Server *s, const Listener *l, Buf *b)
