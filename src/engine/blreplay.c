@@ -19,6 +19,7 @@
 #include "blfile.h"
 #include "core.h"
 #include "queue.h"
+#include "slab.h"
 #include "spill.h"
 
 static inline Binlog *bl(Engine *e) { return &e->binlog; }
@@ -616,6 +617,21 @@ static int replay_all(Replay *rp, uint32_t *idx, size_t n)
 }
 
 
+/* What the files hold, in bytes: about what their jobs will take. */
+static size_t files_bytes(const Binlog *b, const uint32_t *idx, size_t n)
+{
+    size_t sum = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        bl_file_name(b, idx[i], path, sizeof path);
+        if (stat(path, &st) == 0 && st.st_size > 0)
+            sum += (size_t)st.st_size;
+    }
+    return sum;
+}
+
 int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
 {
     Replay rp = {.e = e, .err = err, .errlen = errlen, .wall_now = clock_wall()};
@@ -625,10 +641,13 @@ int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
 
     if (list_files(bl(e), &idx, &n, err, errlen) < 0)
         return -1;
+    /* The jobs' fresh memory is faulted in by another thread meanwhile. */
+    slab_prefault_start(files_bytes(bl(e), idx, n));
     rc = replay_all(&rp, idx, n);
     hash_pending(&rp); /* on failure too: the caller frees what is there */
     if (rc == 0)
         rc = place_jobs(&rp);
+    slab_prefault_stop();
     *next_index = rp.unwritten ? rp.unwritten : n ? idx[n - 1] + 1 : 1;
     tb_free(idx);
     tb_free(rp.order);
