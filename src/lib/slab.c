@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -372,6 +373,7 @@ static void *prefault_main(void *arg)
 void slab_prefault_start(size_t bytes)
 {
     size_t want = (bytes + ((size_t)ARENA_PAGES << SMALL_SHIFT) - 1) / ((size_t)ARENA_PAGES << SMALL_SHIFT);
+    sigset_t all, old;
 
     if (pf.running || want == 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2)
         return;
@@ -389,7 +391,11 @@ void slab_prefault_start(size_t bytes)
     atomic_store(&pf.taken, 0);
     atomic_store(&pf.stop, 0);
     pf.running = 1;
+    /* Every signal blocked in it, so they reach the loop's thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pf.threaded = pf.n && pthread_create(&pf.thread, NULL, prefault_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!pf.threaded)
         slab_prefault_stop(); /* tidies its arenas up */
 }
