@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +122,7 @@ struct Arena {
     uint64_t unused;    /* bit i: page i holds nothing and is not resident */
     unsigned shift;     /* log2 of its page size */
     int prefault;       /* made for the prefault thread, which runs */
+    uint32_t pf_index;  /* then: its place in pf.arenas */
 };
 
 _Static_assert(sizeof(Arena) <= 4096, "arena head must fit the slack");
@@ -144,6 +147,7 @@ static struct {
     int running;               /* its arenas are made */
     int threaded;              /* and the thread runs */
     atomic_size_t taken;       /* pages page_new() took from them */
+    atomic_size_t done;        /* the thread is past this many pages */
     atomic_int stop;
 } pf;
 /* Arenas with unused pages: [0] of 64 KiB pages, [1] of 1 MiB pages. */
@@ -220,9 +224,16 @@ static Page *page_new(size_t size, unsigned shift)
     if (!a->unused)
         list_remove(&a->link);
     p = (Page *)(a->base + ((size_t)i << shift));
-    if (a->prefault)
+    if (!a->prefault) {
+        populate(p);
+    } else {
+        /* Faulted in by the thread already, unless it is behind (a page
+         * given back and taken again is faulted in by its writes). */
+        size_t seq = (size_t)a->pf_index * ARENA_PAGES + (size_t)i;
         atomic_fetch_add_explicit(&pf.taken, 1, memory_order_relaxed);
-    populate(p);
+        if (seq >= atomic_load_explicit(&pf.done, memory_order_acquire))
+            populate(p);
+    }
     list_init(&p->link);
     p->arena = a;
     p->free = NULL;
@@ -346,6 +357,9 @@ static void *prefault_main(void *arg)
     struct timespec nap = {0, 100000};
 
     (void)arg;
+    /* At the lowest priority: on a busy machine the loop thread faults
+     * its pages in itself rather than wait for this one to get a CPU. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     for (size_t i = 0; i < total;) {
         size_t taken = atomic_load_explicit(&pf.taken, memory_order_relaxed);
         size_t k;
@@ -366,6 +380,7 @@ static void *prefault_main(void *arg)
         madvise(pf.bases[i / ARENA_PAGES] + (i % ARENA_PAGES) * PAGE_SIZE, k * PAGE_SIZE,
                 MADV_POPULATE_WRITE);
         i += k;
+        atomic_store_explicit(&pf.done, i, memory_order_release);
     }
     return NULL;
 }
@@ -385,10 +400,12 @@ void slab_prefault_start(size_t bytes)
         if (!a)
             break;
         a->prefault = 1;
+        a->pf_index = (uint32_t)pf.n;
         pf.arenas[pf.n] = a;
         pf.bases[pf.n++] = a->base;
     }
     atomic_store(&pf.taken, 0);
+    atomic_store(&pf.done, 0);
     atomic_store(&pf.stop, 0);
     pf.running = 1;
     /* Every signal blocked in it, so they reach the loop's thread. */
