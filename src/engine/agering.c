@@ -140,3 +140,10 @@ void age_ring_pop(AgeRing *r, int was_live)
         shrink(r);
     }
 }
+
+const AgeEntry *age_ring_back(const AgeRing *r)
+{
+    if (r->cr < r->tail)
+        return &r->v[r->tail - 1];
+    return r->head < r->cw ? &r->v[r->cw - 1] : NULL;
+}

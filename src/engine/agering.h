@@ -54,6 +54,8 @@ int age_ring_push(AgeRing *r, uint64_t id, int64_t created, AgeValid valid, void
 void age_ring_unpush(AgeRing *r);
 /* The oldest entry, or NULL when empty. */
 const AgeEntry *age_ring_front(const AgeRing *r);
+/* The newest entry (live or stale), or NULL when empty. */
+const AgeEntry *age_ring_back(const AgeRing *r);
 /* Drop the front entry (the caller says whether it was live). */
 void age_ring_pop(AgeRing *r, int was_live);
 /* A live entry went stale. */

@@ -74,7 +74,9 @@ struct Job {
     uint32_t pri;
     uint32_t body_size;  /* without the trailing "\r\n" */
     uint32_t ttr;        /* seconds, at least 1 */
-    uint32_t file : 28;  /* binlog file holding its record; 0 if none */
+    uint32_t file : 28;  /* binlog file holding its record; 0 if none
+                          * (JOB_FILE_MAX at most: the binlog makes no
+                          * file past it, replay refuses one) */
     uint32_t ringed : 1; /* spilled, and its id is in its tube's ring */
     uint32_t spilled : 1; /* its body is in its record; body[] is the slot */
     uint32_t loaded : 1; /* spilled, and a copy of the body is in memory */
@@ -83,6 +85,9 @@ struct Job {
     uint32_t state : 2;
     char body[];
 };
+
+/* The largest binlog file number Job.file holds. */
+#define JOB_FILE_MAX ((1u << 28) - 1)
 
 /* A spilled job's body in memory: its bytes start at data + skip (a body
  * read back comes with its record's head in front). */

@@ -438,14 +438,34 @@ int queue_pause(Engine *e, Tube *t, uint32_t secs)
     return 0;
 }
 
+/* Can a restored job join its tube's age ring? It must expire max_age
+ * after it was made (no client expiry, no restarted clock) and come no
+ * earlier than the ring's newest entry, so the ring stays in expiry order.
+ * Replay restores jobs in id order, which is creation order: a backlog's
+ * jobs all join, with no JobExt each. A replica's jobs (passive) take the
+ * heap's side, as they did. */
+static int restore_aged(const Engine *e, const Job *j)
+{
+    const JobExt *x = job_ext(j);
+    const AgeEntry *last = age_ring_back(&j->tube->age);
+
+    return !e->passive && (!x || (!x->exptime && !x->entered)) &&
+           (!last || last->created <= job_created(j));
+}
+
 int queue_restore(Engine *e, Job *j)
 {
-    JobExt *x;
+    JobExt *x = job_ext(j);
 
     j->tube->cur_bytes += j->body_size;
-    /* Replayed jobs come in record order, not always creation order: they
-     * take the heap's side, never the age ring's. */
     if (j->tube->pol.max_age_ms) {
+        if (restore_aged(e, j)) {
+            if (x)
+                x->unaged = 0;
+            if (age_join(e, j) < 0)
+                return -1;
+            return queue_place(e, j);
+        }
         if (!(x = job_ext_get(j)))
             return -1;
         x->unaged = 1;

@@ -1,9 +1,16 @@
 #include "slab.h"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "list.h"
@@ -83,6 +90,8 @@ static void *big_malloc(size_t n)
 void *slab_alloc(size_t n) { return n > SLAB_BIG_MAX ? big_malloc(n) : tb_malloc(n); }
 void slab_free(void *p, size_t n) { (void)n; tb_free(p); }
 SlabStats slab_stats(void) { return (SlabStats){0, 0}; }
+void slab_prefault_start(size_t bytes) { (void)bytes; }
+void slab_prefault_stop(void) {}
 
 #else
 
@@ -112,6 +121,8 @@ struct Arena {
     size_t map_len;
     uint64_t unused;    /* bit i: page i holds nothing and is not resident */
     unsigned shift;     /* log2 of its page size */
+    int prefault;       /* made for the prefault thread, which runs */
+    uint32_t pf_index;  /* then: its place in pf.arenas */
 };
 
 _Static_assert(sizeof(Arena) <= 4096, "arena head must fit the slack");
@@ -122,6 +133,23 @@ typedef struct Class {
 } Class;
 
 static Class classes[NCLASSES];
+
+/* The prefault thread's arenas and progress (slab_prefault_start()). It
+ * reads only bases[] and the two atomics, never an Arena or a Page. */
+#define PF_MAX_ARENAS 256      /* 1 GiB of 64 KiB pages at most */
+#define PF_AHEAD      256      /* pages: at most 16 MiB ahead of the loop */
+#define PF_STEP       4        /* pages faulted in per call */
+static struct {
+    Arena *arenas[PF_MAX_ARENAS];
+    char *bases[PF_MAX_ARENAS];
+    size_t n;
+    pthread_t thread;
+    int running;               /* its arenas are made */
+    int threaded;              /* and the thread runs */
+    atomic_size_t taken;       /* pages page_new() took from them */
+    atomic_size_t done;        /* the thread is past this many pages */
+    atomic_int stop;
+} pf;
 /* Arenas with unused pages: [0] of 64 KiB pages, [1] of 1 MiB pages. */
 static List free_arenas[2] = {{&free_arenas[0], &free_arenas[0]},
                               {&free_arenas[1], &free_arenas[1]}};
@@ -196,7 +224,16 @@ static Page *page_new(size_t size, unsigned shift)
     if (!a->unused)
         list_remove(&a->link);
     p = (Page *)(a->base + ((size_t)i << shift));
-    populate(p);
+    if (!a->prefault) {
+        populate(p);
+    } else {
+        /* Faulted in by the thread already, unless it is behind (a page
+         * given back and taken again is faulted in by its writes). */
+        size_t seq = (size_t)a->pf_index * ARENA_PAGES + (size_t)i;
+        atomic_fetch_add_explicit(&pf.taken, 1, memory_order_relaxed);
+        if (seq >= atomic_load_explicit(&pf.done, memory_order_acquire))
+            populate(p);
+    }
     list_init(&p->link);
     p->arena = a;
     p->free = NULL;
@@ -218,7 +255,9 @@ static void page_release(Page *p)
     if (!a->unused)
         list_insert_tail(&free_arenas[a->shift == BIG_SHIFT], &a->link);
     a->unused |= (uint64_t)1 << i;
-    if (a->unused == ~(uint64_t)0) {
+    /* The prefault thread may still reach an arena of its own: it stays
+     * mapped until slab_prefault_stop(). */
+    if (a->unused == ~(uint64_t)0 && !a->prefault) {
         list_remove(&a->link);
         narenas--;
         munmap(a->map, a->map_len); /* a itself is in there */
@@ -307,6 +346,105 @@ void slab_free(void *obj, size_t n)
 SlabStats slab_stats(void)
 {
     return (SlabStats){npages, narenas};
+}
+
+/* Fault the arenas' pages in, in the order page_new() takes them, never
+ * more than PF_AHEAD pages ahead of it (so a guess too large costs at
+ * most that much), skipping what it already took. */
+static void *prefault_main(void *arg)
+{
+    size_t total = pf.n * ARENA_PAGES;
+    struct timespec nap = {0, 100000};
+
+    (void)arg;
+    /* At the lowest priority: on a busy machine the loop thread faults
+     * its pages in itself rather than wait for this one to get a CPU. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    for (size_t i = 0; i < total;) {
+        size_t taken = atomic_load_explicit(&pf.taken, memory_order_relaxed);
+        size_t k;
+        if (atomic_load_explicit(&pf.stop, memory_order_relaxed))
+            break;
+        if (i < taken) {
+            i = taken;
+            continue;
+        }
+        if (i >= taken + PF_AHEAD) {
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        /* A run of pages of one arena, at most PF_STEP. */
+        k = PF_STEP;
+        if (k > ARENA_PAGES - i % ARENA_PAGES)
+            k = ARENA_PAGES - i % ARENA_PAGES;
+        madvise(pf.bases[i / ARENA_PAGES] + (i % ARENA_PAGES) * PAGE_SIZE, k * PAGE_SIZE,
+                MADV_POPULATE_WRITE);
+        i += k;
+        atomic_store_explicit(&pf.done, i, memory_order_release);
+    }
+    return NULL;
+}
+
+void slab_prefault_start(size_t bytes)
+{
+    size_t want = (bytes + ((size_t)ARENA_PAGES << SMALL_SHIFT) - 1) / ((size_t)ARENA_PAGES << SMALL_SHIFT);
+    sigset_t all, old;
+
+    if (pf.running || want == 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return;
+    if (want > PF_MAX_ARENAS)
+        want = PF_MAX_ARENAS;
+    pf.n = 0;
+    while (pf.n < want) {
+        Arena *a = arena_new(SMALL_SHIFT);
+        if (!a)
+            break;
+        a->prefault = 1;
+        a->pf_index = (uint32_t)pf.n;
+        pf.arenas[pf.n] = a;
+        pf.bases[pf.n++] = a->base;
+    }
+    atomic_store(&pf.taken, 0);
+    atomic_store(&pf.done, 0);
+    atomic_store(&pf.stop, 0);
+    pf.running = 1;
+    /* Every signal blocked in it, so they reach the loop's thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pf.threaded = pf.n && pthread_create(&pf.thread, NULL, prefault_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!pf.threaded)
+        slab_prefault_stop(); /* tidies its arenas up */
+}
+
+/* Unused pages of a prefault arena go back (the thread may have faulted
+ * them in); an arena left with none in use is unmapped. */
+static void prefault_tidy(Arena *a)
+{
+    a->prefault = 0;
+    if (a->unused == ~(uint64_t)0) {
+        list_remove(&a->link);
+        narenas--;
+        munmap(a->map, a->map_len);
+        return;
+    }
+    for (int i = 0; i < ARENA_PAGES; i++)
+        if (a->unused >> i & 1)
+            madvise(a->base + ((size_t)i << SMALL_SHIFT), PAGE_SIZE, MADV_DONTNEED);
+}
+
+void slab_prefault_stop(void)
+{
+    if (!pf.running)
+        return;
+    atomic_store(&pf.stop, 1);
+    if (pf.threaded)
+        pthread_join(pf.thread, NULL);
+    pf.threaded = 0;
+    for (size_t k = 0; k < pf.n; k++)
+        prefault_tidy(pf.arenas[k]);
+    pf.n = 0;
+    pf.running = 0;
 }
 
 #endif

@@ -513,3 +513,21 @@ def test_recover_past_missing_file_keeps_live_jobs(binary):
         got = c.cmd_body("peek 2")
         check(got == (b"FOUND 2 5", b"job B"), "job B lost after the restart: %r" % (got,))
         check(c.cmd("peek 1") == b"NOT_FOUND", "deleted job A came back")
+
+
+@no_server
+def test_file_number_past_job_field_refuses(binary):
+    # A job names its binlog file in 28 bits (Job.file): a file numbered
+    # past that would be counted against another file, and compaction could
+    # drop a live record. Replay refuses such a directory by name.
+    with TempDir() as d, Servers(binary) as ss:
+        jobs, files = _make_binlog(ss, d, 1)
+        for n, p in sorted(files)[:-1]:
+            os.unlink(p.path)
+        n, p = max(files)
+        high = os.path.join(d, "binlog.%d" % (1 << 28))
+        os.rename(p.path, high)
+        rc, err = run_refusing(binary, ["-b", d] + SMALL)
+        check("binlog.%d" % (1 << 28) in err and "file numbers end" in err,
+              "a binlog.%d should be refused by name, got %r"
+              % (1 << 28, err[-600:]))

@@ -135,8 +135,8 @@ def test_age_ring_flush_keeps_reserved(binary):
 
 @no_server
 def test_age_ring_jobs_expire_after_restart(binary):
-    """Jobs replayed from the binlog keep their max_age (they are timed
-    from the heap after a restart)."""
+    """Jobs replayed from the binlog keep their max_age (replay puts them
+    back in the age ring, in id order, which is creation order)."""
     with Policy(binary, "[tube e]\nmax_age = 3s\n", bdir=True) as p:
         c = p.srv.client()
         c.use("e")

@@ -72,6 +72,8 @@ START_TEST(compaction_bounds_stale)
     for (uint64_t id = 2; id < 100000; id++) {
         live_ids[id] = 1;
         ck_assert_int_eq(age_ring_push(&r, id, (int64_t)id, valid, NULL, 4), 0);
+        /* The newest entry is the one just pushed, compacting or not. */
+        REQ_UEQ(age_ring_back(&r)->id, id);
         if (id % 1000) { /* all but every 1000th goes at once */
             live_ids[id] = 0;
             age_ring_left(&r);
@@ -153,6 +155,11 @@ START_TEST(random_walk)
         while (k < npushed)
             REQUIRE(!live_ids[pushed[k++]]);
         REQ_UEQ(nlive, r.live);
+        /* The newest entry is the last of them, mid-compaction too. */
+        if (n)
+            REQ_UEQ(age_ring_back(&r)->id, seen[n - 1]);
+        else
+            REQUIRE(age_ring_back(&r) == NULL);
         REQUIRE(r.head <= r.cw && r.cw <= r.cr && r.cr <= r.tail && r.tail <= r.cap);
     }
     age_ring_clear(&r);

@@ -114,6 +114,13 @@ static int create_file(Binlog *b, uint32_t index)
     int fd, err;
 
     bl_file_name(b, index, path, sizeof path);
+    if (index > JOB_FILE_MAX) {
+        /* A job names its file in 28 bits: a larger number would name
+         * another file, and compaction would drop live records. */
+        log_err("binlog: cannot create %s: file numbers end at %u", path, JOB_FILE_MAX);
+        errno = EOVERFLOW;
+        return -1;
+    }
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0) {
         log_warn("binlog: create %s: %s", path, strerror(errno));
