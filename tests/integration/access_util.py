@@ -23,7 +23,7 @@ import tempfile
 
 import harness
 from harness import check, eq, fail
-from policy_util import wait_for
+from harness import wait_for
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 

@@ -46,13 +46,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "mc_clients"))
 
 import harness  # noqa: E402
-from harness import TestFailure, check, eq, fail, unq  # noqa: E402
+from harness import TestFailure, check, eq, fail, unq, wait_for  # noqa: E402
 from http_util import HttpConn, Metrics, listening  # noqa: E402
 from mcproto import Mc  # noqa: E402
 
 # A ceiling for anything that polls (the machine is shared, ASan is slow);
 # never a speed assertion.
-DEADLINE = 30.0
+DEADLINE = harness.DEADLINE
 
 # The keys of stats-replication, in the spec's order (replication.md §5).
 REPL_KEYS = ["role", "epoch", "position", "primary", "connected",
@@ -75,20 +75,6 @@ def report(line):
     if path:
         with open(path, "a") as f:
             f.write(time.strftime("%H:%M:%S ") + line + "\n")
-
-
-def wait_for(pred, what, timeout=DEADLINE, interval=0.05):
-    """Poll pred() until it returns a true value; fail after timeout.  A
-    failure message built by `what` (a callable) shows the last state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail("timed out after %.0fs waiting for %s"
-                 % (timeout, what() if callable(what) else what))
-        time.sleep(interval)
 
 
 # ------------------------------------------------------------------ nodes
