@@ -1,0 +1,435 @@
+/* Unit tests for queue.c: a job's state changes (put, reserve, release,
+ * bury, kick, delete, touch), delays, pauses and TTRs running out, with
+ * the tube's and the engine's counters recounted after each step. No
+ * sockets: an Engine (eworld.h) whose clock the test moves. */
+#include "eworld.h"
+#include "queue.h"
+
+#define SEC NS_PER_SEC
+
+static void counts_are(EWorld *x, Tube *t, uint64_t ready, uint64_t delayed,
+                       uint64_t buried, uint64_t reserved)
+{
+    Counts c = ew_counts(x, t);
+
+    ck_assert_uint_eq(c.ready, ready);
+    ck_assert_uint_eq(c.delayed, delayed);
+    ck_assert_uint_eq(c.buried, buried);
+    ck_assert_uint_eq(c.reserved, reserved);
+}
+
+START_TEST(put_counts_ready_and_urgent)
+{
+    EWorld x;
+    Tube *t;
+
+    ew_init(&x, NULL);
+    t = x.e.default_tube;
+    ew_put(&x, t, "a", 0, 0, 60);
+    ew_put(&x, t, "b", 1023, 0, 60);
+    ew_put(&x, t, "c", 1024, 0, 60);
+    ew_put(&x, t, "d", 7, 30, 60);
+    counts_are(&x, t, 3, 1, 0, 0);
+    ck_assert_uint_eq(t->urgent_ct, 2);       /* pri < 1024 */
+    ck_assert_uint_eq(x.e.jobs_ct.ready, 3);
+    ck_assert_uint_eq(x.e.jobs_ct.urgent, 2);
+    ck_assert_uint_eq(x.e.jobs_ct.delayed, 1);
+    ck_assert_uint_eq(t->total_jobs, 4);
+    ck_assert_uint_eq(x.e.total_jobs, 4);
+    ck_assert_uint_eq(t->cur_bytes, 4);
+    ew_free(&x);
+}
+END_TEST
+
+/* Ready jobs go out by priority, then by id (put order). */
+START_TEST(reserve_by_priority_then_id)
+{
+    EWorld x;
+    Rec r;
+    uint64_t a, b, c, d;
+
+    ew_init(&x, NULL);
+    a = ew_put(&x, x.e.default_tube, "a", 5, 0, 60);
+    b = ew_put(&x, x.e.default_tube, "b", 1, 0, 60);
+    c = ew_put(&x, x.e.default_tube, "c", 5, 0, 60);
+    d = ew_put(&x, x.e.default_tube, "d", 4294967295u, 0, 60);
+    rec_init(&x, &r, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), b);
+    ck_assert_uint_eq(ew_reserve(&x, &r), a);
+    ck_assert_uint_eq(ew_reserve(&x, &r), c);
+    ck_assert_uint_eq(ew_reserve(&x, &r), d);
+    ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    counts_are(&x, x.e.default_tube, 0, 0, 0, 4);
+    ck_assert_uint_eq(x.e.jobs_ct.reserved, 4);
+    ck_assert_ptr_eq(job_ext(engine_find(&x.e, a))->owner, &r.w);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, a))->reserves, 1);
+    worker_fini(&x.e, &r.w);
+    /* Its jobs came back, ready. */
+    counts_are(&x, x.e.default_tube, 4, 0, 0, 0);
+    ew_free(&x);
+}
+END_TEST
+
+/* release: with a delay the job waits, then becomes ready by itself. */
+START_TEST(release_with_delay)
+{
+    EWorld x;
+    Rec r;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    t0 = x.e.now;
+    id = ew_put(&x, x.e.default_tube, "j", 10, 0, 60);
+    rec_init(&x, &r, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ck_assert_int_eq(engine_release(&x.e, &r.w, id, 3, 5), ENG_OK);
+    ck_assert_int_eq(ew_state(&x, id), JOB_DELAYED);
+    ck_assert_uint_eq(engine_find(&x.e, id)->pri, 3);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, id))->releases, 1);
+    counts_are(&x, x.e.default_tube, 0, 1, 0, 0);
+    /* The next timer is the delay's end. */
+    ck_assert_int_eq(queue_next_due(&x.e), t0 + 5 * SEC);
+    ew_at(&x, t0 + 5 * SEC - 1);
+    ck_assert_int_eq(ew_state(&x, id), JOB_DELAYED);
+    ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    ew_at(&x, t0 + 5 * SEC);
+    ck_assert_int_eq(ew_state(&x, id), JOB_READY);
+    counts_are(&x, x.e.default_tube, 1, 0, 0, 0);
+    ck_assert_int_eq(queue_next_due(&x.e), INT64_MAX);
+    /* Released without delay: ready at once. */
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ck_assert_int_eq(engine_release(&x.e, &r.w, id, 3, 0), ENG_OK);
+    ck_assert_int_eq(ew_state(&x, id), JOB_READY);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* Delayed jobs become ready in deadline order, not put order. */
+START_TEST(delays_end_in_deadline_order)
+{
+    EWorld x;
+    uint64_t late, soon;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    t0 = x.e.now;
+    late = ew_put(&x, x.e.default_tube, "late", 0, 5, 60);
+    soon = ew_put(&x, x.e.default_tube, "soon", 0, 2, 60);
+    ck_assert_int_eq(queue_next_due(&x.e), t0 + 2 * SEC);
+    ew_at(&x, t0 + 2 * SEC);
+    ck_assert_int_eq(ew_state(&x, soon), JOB_READY);
+    ck_assert_int_eq(ew_state(&x, late), JOB_DELAYED);
+    ck_assert_int_eq(queue_next_due(&x.e), t0 + 5 * SEC);
+    ew_at(&x, t0 + 5 * SEC);
+    ck_assert_int_eq(ew_state(&x, late), JOB_READY);
+    counts_are(&x, x.e.default_tube, 2, 0, 0, 0);
+    ew_free(&x);
+}
+END_TEST
+
+/* bury, then kick: buried jobs are kicked before delayed ones. */
+START_TEST(bury_and_kick)
+{
+    EWorld x;
+    Rec r;
+    Tube *t;
+    uint64_t a, b, d;
+
+    ew_init(&x, NULL);
+    t = x.e.default_tube;
+    a = ew_put(&x, t, "a", 0, 0, 60);
+    b = ew_put(&x, t, "b", 0, 0, 60);
+    d = ew_put(&x, t, "d", 0, 100, 60);
+    rec_init(&x, &r, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), a);
+    ck_assert_uint_eq(ew_reserve(&x, &r), b);
+    /* Bury needs the reservation. */
+    ck_assert_int_eq(engine_bury(&x.e, NULL, a, 9), ENG_NOT_FOUND);
+    ck_assert_int_eq(engine_bury(&x.e, &r.w, a, 9), ENG_OK);
+    ck_assert_int_eq(engine_bury(&x.e, &r.w, b, 8), ENG_OK);
+    ck_assert_int_eq(engine_bury(&x.e, &r.w, b, 8), ENG_NOT_FOUND);
+    counts_are(&x, t, 0, 1, 2, 0);
+    ck_assert_uint_eq(engine_find(&x.e, a)->pri, 9);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, a))->buries, 1);
+    /* One kick takes the oldest buried job; the delayed one waits. */
+    ck_assert_uint_eq(engine_kick(&x.e, t, 1), 1);
+    ck_assert_int_eq(ew_state(&x, a), JOB_READY);
+    ck_assert_int_eq(ew_state(&x, b), JOB_BURIED);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, a))->kicks, 1);
+    /* Asking for more than there are: only the buried ones. */
+    ck_assert_uint_eq(engine_kick(&x.e, t, 10), 1);
+    ck_assert_int_eq(ew_state(&x, d), JOB_DELAYED);
+    /* No buried job left: now the delayed ones. */
+    ck_assert_uint_eq(engine_kick(&x.e, t, 10), 1);
+    ck_assert_int_eq(ew_state(&x, d), JOB_READY);
+    ck_assert_uint_eq(engine_kick(&x.e, t, 10), 0);
+    counts_are(&x, t, 3, 0, 0, 0);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+START_TEST(kick_job_only_buried_or_delayed)
+{
+    EWorld x;
+    Rec r;
+    uint64_t ready, delayed, held;
+
+    ew_init(&x, NULL);
+    held = ew_put(&x, x.e.default_tube, "h", 0, 0, 60);
+    ready = ew_put(&x, x.e.default_tube, "r", 1, 0, 60);
+    delayed = ew_put(&x, x.e.default_tube, "d", 0, 50, 60);
+    rec_init(&x, &r, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), held);
+    ck_assert_int_eq(engine_kick_job(&x.e, ready), ENG_NOT_FOUND);
+    ck_assert_int_eq(engine_kick_job(&x.e, held), ENG_NOT_FOUND);
+    ck_assert_int_eq(engine_kick_job(&x.e, 999), ENG_NOT_FOUND);
+    ck_assert_int_eq(engine_kick_job(&x.e, delayed), ENG_OK);
+    ck_assert_int_eq(ew_state(&x, delayed), JOB_READY);
+    counts_are(&x, x.e.default_tube, 2, 0, 0, 1);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* delete: any job but one another worker holds. */
+START_TEST(delete_in_every_state)
+{
+    EWorld x;
+    Rec r, other;
+    Tube *t;
+    uint64_t held, ready, delayed, buried;
+
+    ew_init(&x, NULL);
+    t = x.e.default_tube;
+    held = ew_put(&x, t, "held", 0, 0, 60);
+    buried = ew_put(&x, t, "buried", 1, 0, 60);
+    ready = ew_put(&x, t, "ready", 2, 0, 60);
+    delayed = ew_put(&x, t, "delayed", 0, 9, 60);
+    rec_init(&x, &r, NULL);
+    rec_init(&x, &other, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), held);
+    ck_assert_uint_eq(ew_reserve(&x, &other), buried);
+    ck_assert_int_eq(engine_bury(&x.e, &other.w, buried, 1), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &other.w, held), ENG_NOT_FOUND);
+    ck_assert_int_eq(ew_state(&x, held), JOB_RESERVED);
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, held), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &other.w, ready), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &other.w, delayed), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, buried), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, buried), ENG_NOT_FOUND);
+    ck_assert_ptr_null(engine_find(&x.e, held));
+    ck_assert_ptr_null(engine_find(&x.e, ready));
+    counts_are(&x, t, 0, 0, 0, 0);
+    ck_assert_uint_eq(t->cur_bytes, 0);
+    ck_assert_uint_eq(t->cmd_delete, 4);
+    ck_assert_uint_eq(x.e.jobs_ct.ready + x.e.jobs_ct.delayed + x.e.jobs_ct.buried +
+                      x.e.jobs_ct.reserved, 0);
+    /* No timer is left for the deleted delayed job. */
+    ck_assert_int_eq(queue_next_due(&x.e), INT64_MAX);
+    worker_fini(&x.e, &r.w);
+    worker_fini(&x.e, &other.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* A reserved job goes back to ready when its TTR runs out, counted as a
+ * timeout of the job, the tube and the engine. */
+START_TEST(ttr_runs_out)
+{
+    EWorld x;
+    Rec r, w2;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    id = ew_put(&x, x.e.default_tube, "j", 0, 0, 2);
+    rec_init(&x, &r, NULL);
+    rec_init(&x, &w2, NULL);
+    t0 = x.e.now;
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ck_assert_int_eq(job_ext(engine_find(&x.e, id))->deadline, t0 + 2 * SEC);
+    ew_at(&x, t0 + 2 * SEC - 1);
+    ck_assert_int_eq(ew_state(&x, id), JOB_RESERVED);
+    ew_at(&x, t0 + 2 * SEC);
+    ck_assert_int_eq(ew_state(&x, id), JOB_READY);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, id))->timeouts, 1);
+    ck_assert_uint_eq(x.e.default_tube->total_timeouts, 1);
+    ck_assert_uint_eq(x.e.job_timeouts, 1);
+    /* The first worker no longer holds it: another may take it. */
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, id), ENG_OK);
+    ck_assert_ptr_null(engine_find(&x.e, id));
+    worker_fini(&x.e, &r.w);
+    worker_fini(&x.e, &w2.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* touch restarts the TTR from now. */
+START_TEST(touch_restarts_the_ttr)
+{
+    EWorld x;
+    Rec r, other;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    id = ew_put(&x, x.e.default_tube, "j", 0, 0, 2);
+    rec_init(&x, &r, NULL);
+    rec_init(&x, &other, NULL);
+    t0 = x.e.now;
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ew_at(&x, t0 + SEC + SEC / 2);
+    ck_assert_int_eq(engine_touch(&x.e, &other.w, id), ENG_NOT_FOUND);
+    ck_assert_int_eq(engine_touch(&x.e, &r.w, id), ENG_OK);
+    ck_assert_int_eq(job_ext(engine_find(&x.e, id))->deadline, t0 + 3 * SEC + SEC / 2);
+    ew_at(&x, t0 + 3 * SEC);               /* past the first deadline */
+    ck_assert_int_eq(ew_state(&x, id), JOB_RESERVED);
+    ew_at(&x, t0 + 3 * SEC + SEC / 2);
+    ck_assert_int_eq(ew_state(&x, id), JOB_READY);
+    ck_assert_int_eq(engine_touch(&x.e, &r.w, id), ENG_NOT_FOUND);
+    worker_fini(&x.e, &r.w);
+    worker_fini(&x.e, &other.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* A worker waiting while it holds a job is told DEADLINE_SOON within a
+ * second of that job's TTR, not before. */
+START_TEST(deadline_soon_while_waiting)
+{
+    EWorld x;
+    Rec r;
+    Job *j = NULL;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    id = ew_put(&x, x.e.default_tube, "j", 0, 0, 5);
+    rec_init(&x, &r, NULL);
+    t0 = x.e.now;
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ck_assert_int_eq(worker_reserve(&x.e, &r.w, INT64_MAX, &j), WAIT_PENDING);
+    ew_at(&x, t0 + 3 * SEC);
+    ck_assert_int_eq(r.n, 0);
+    ck_assert(r.w.waiting);
+    ew_at(&x, t0 + 4 * SEC + SEC / 2);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.how, WAIT_DEADLINE_SOON);
+    ck_assert(!r.w.waiting);
+    ck_assert_int_eq(ew_state(&x, id), JOB_RESERVED);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* A paused tube hands nothing out until the pause ends. */
+START_TEST(pause_holds_ready_jobs)
+{
+    EWorld x;
+    Rec r;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    id = ew_put(&x, x.e.default_tube, "j", 0, 0, 60);
+    rec_init(&x, &r, NULL);
+    t0 = x.e.now;
+    ck_assert_int_eq(engine_pause(&x.e, x.e.default_tube, 10), ENG_OK);
+    ck_assert_uint_eq(x.e.default_tube->cmd_pause, 1);
+    ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    ck_assert_int_eq(queue_next_due(&x.e), t0 + 10 * SEC);
+    ew_at(&x, t0 + 10 * SEC - 1);
+    ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    ew_at(&x, t0 + 10 * SEC);
+    ck_assert_int_eq(x.e.default_tube->pause, 0);
+    ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* A job released into a paused tube stays put; a waiting worker gets it
+ * only once the pause ends (by the timer, then the delivery). */
+START_TEST(waiter_served_when_the_pause_ends)
+{
+    EWorld x;
+    Rec r;
+    Job *j = NULL;
+    uint64_t id;
+    int64_t t0;
+
+    ew_init(&x, NULL);
+    rec_init(&x, &r, NULL);
+    t0 = x.e.now;
+    ck_assert_int_eq(engine_pause(&x.e, x.e.default_tube, 3), ENG_OK);
+    ck_assert_int_eq(worker_reserve(&x.e, &r.w, INT64_MAX, &j), WAIT_PENDING);
+    id = ew_put(&x, x.e.default_tube, "j", 0, 0, 60);
+    ck_assert_int_eq(r.n, 0);
+    ew_at(&x, t0 + 3 * SEC);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.how, WAIT_RESERVED);
+    ck_assert_uint_eq(r.id, id);
+    ck_assert_int_eq(ew_state(&x, id), JOB_RESERVED);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
+/* reserve-job takes a ready, delayed or buried job by id, and nothing
+ * another worker holds. */
+START_TEST(reserve_job_by_id)
+{
+    EWorld x;
+    Rec r, other;
+    Job *j;
+    uint64_t d, b;
+
+    ew_init(&x, NULL);
+    d = ew_put(&x, x.e.default_tube, "d", 0, 100, 60);
+    b = ew_put(&x, x.e.default_tube, "b", 0, 0, 60);
+    rec_init(&x, &r, NULL);
+    rec_init(&x, &other, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &other), b);
+    ck_assert_int_eq(engine_bury(&x.e, &other.w, b, 0), ENG_OK);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &r.w, d, &j), ENG_OK);
+    ck_assert_uint_eq(j->id, d);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &r.w, b, &j), ENG_OK);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &other.w, b, &j), ENG_NOT_FOUND);
+    counts_are(&x, x.e.default_tube, 0, 0, 0, 2);
+    /* Given back by a disconnect: both ready (a reserved job's delay is
+     * not kept). */
+    worker_fini(&x.e, &r.w);
+    counts_are(&x, x.e.default_tube, 2, 0, 0, 0);
+    worker_fini(&x.e, &other.w);
+    ew_free(&x);
+}
+END_TEST
+
+static Suite *queue_suite(void)
+{
+    Suite *s = suite_create("queue");
+    TCase *tc = unit_tcase("states");
+
+    tcase_add_test(tc, put_counts_ready_and_urgent);
+    tcase_add_test(tc, reserve_by_priority_then_id);
+    tcase_add_test(tc, release_with_delay);
+    tcase_add_test(tc, delays_end_in_deadline_order);
+    tcase_add_test(tc, bury_and_kick);
+    tcase_add_test(tc, kick_job_only_buried_or_delayed);
+    tcase_add_test(tc, delete_in_every_state);
+    tcase_add_test(tc, reserve_job_by_id);
+    suite_add_tcase(s, tc);
+    tc = unit_tcase("time");
+    tcase_add_test(tc, ttr_runs_out);
+    tcase_add_test(tc, touch_restarts_the_ttr);
+    tcase_add_test(tc, deadline_soon_while_waiting);
+    tcase_add_test(tc, pause_holds_ready_jobs);
+    tcase_add_test(tc, waiter_served_when_the_pause_ends);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+UNIT_MAIN(queue_suite)
