@@ -9,7 +9,8 @@
  * deliveries they posted, as one loop iteration would. A Rec is a worker
  * whose wake records what it was told. ew_counts() recounts a tube's jobs
  * from its heaps and lists and checks them against the counters queue.c
- * keeps. Header only: each test binary is one translation unit.
+ * keeps. Tubes named by the test are held (a reference each) until
+ * ew_free(), so a tube emptied by a test stays valid. Header only: each test binary is one translation unit.
  */
 #ifndef TUBED_TEST_EWORLD_H
 #define TUBED_TEST_EWORLD_H
@@ -28,6 +29,8 @@ typedef struct EWorld {
     EvLoop loop;
     Config cfg;
     Engine e;
+    Tube *held[32];     /* tubes ew_tube() named: a reference each, as a */
+    size_t nheld;       /* client's use keeps one (an empty tube stays) */
 } EWorld;
 
 /* A worker that records its wakes. */
@@ -66,6 +69,8 @@ static inline void ew_init(EWorld *x, const char *conf)
 
 static inline void ew_free(EWorld *x)
 {
+    for (size_t i = 0; i < x->nheld; i++)
+        engine_tube_unref(&x->e, x->held[i]);
     engine_free(&x->e);
     ev_close(&x->loop);
     conf_free(x->cfg.conf);
@@ -85,11 +90,16 @@ static inline void ew_reload(EWorld *x, const char *conf)
     engine_reload(&x->e);
 }
 
-static Tube *ew_tube(EWorld *x, const char *name)
+/* The tube of that name, created if need be and held (a reference, as
+ * a client that uses it holds one) until ew_free(). */
+static inline Tube *ew_tube(EWorld *x, const char *name)
 {
     Tube *t = engine_tube(&x->e, name, strlen(name));
 
     ck_assert_ptr_nonnull(t);
+    ck_assert_uint_lt(x->nheld, sizeof x->held / sizeof x->held[0]);
+    engine_tube_ref(t);
+    x->held[x->nheld++] = t;
     return t;
 }
 
