@@ -51,10 +51,10 @@ class Tubed:
 
     def __init__(self, binary, *args, conf=None, bdir=False, memcache=False,
                  metrics=False, env=None, keep_port=False, unix=False,
-                 tmp=None, prefix="tubed-", name="server"):
+                 tmp=None, prefix="tubed-", label="server"):
         self.binary = binary
         self.args = [str(a) for a in args]
-        self.name = name
+        self.label = label          # in failure messages ("node r", ...)
         self.own_tmp = tmp is None
         self.tmp = tempfile.mkdtemp(prefix=prefix) if tmp is None else tmp
         self.conf_path = None
@@ -136,7 +136,7 @@ class Tubed:
             srv = harness.Server(self.binary, argv=self._argv, env=self.env,
                                  port=self.port if fixed else None,
                                  unix_path=self.unix_path)
-            srv.name = self.name
+            srv.name = self.label
             try:
                 srv.start()
             except harness.ServerError as e:
@@ -156,7 +156,7 @@ class Tubed:
             last = srv.stderr_text()[-500:]
             self.srv = None
             srv.stop()
-        fail("%s did not start with all its ports: %s" % (self.name, last))
+        fail("%s did not start with all its ports: %s" % (self.label, last))
 
     def restart(self, extra=()):
         return self.start(extra)
@@ -229,12 +229,12 @@ class Tubed:
         before = len(self.reload_lines())
         self.srv.signal(signal.SIGHUP)
         lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
-            self.reload_lines()), "%s to log its reload" % self.name)
+            self.reload_lines()), "%s to log its reload" % self.label)
         line = lines[before]
         if expect_ok:
             check(line.startswith("tubed: info: reloaded %s" % self.conf_path),
                   "%s reload: expected 'reloaded %s', got %r"
-                  % (self.name, self.conf_path, line))
+                  % (self.label, self.conf_path, line))
         else:
             check("reloaded" not in line,
                   "reload of a bad file: expected an error, got %r" % line)
@@ -263,7 +263,7 @@ class Tubed:
         """One scrape of /metrics (http_util.Metrics)."""
         from http_util import Metrics, get
         r = get(self, "/metrics")
-        eq(r.status, 200, "%s: GET /metrics status" % self.name)
+        eq(r.status, 200, "%s: GET /metrics status" % self.label)
         return Metrics(r.text())
 
     # -- context -------------------------------------------------------------
