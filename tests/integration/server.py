@@ -216,29 +216,14 @@ class Tubed:
 
     # -- reload --------------------------------------------------------------
     def reload_lines(self):
-        return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$",
-                          self.srv.stderr_text(), re.M)
+        return reload_lines(self.srv)
 
     def reload(self, conf=None, expect_ok=True):
         """Rewrite the config (if given), SIGHUP, wait until the server logged
-        the outcome; returns that line.  The loop handles a signal batch per
-        iteration, so a command sent after this is answered under the new
-        configuration."""
+        the outcome; returns that line."""
         if conf is not None:
             self.write_conf(conf)
-        before = len(self.reload_lines())
-        self.srv.signal(signal.SIGHUP)
-        lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
-            self.reload_lines()), "%s to log its reload" % self.label)
-        line = lines[before]
-        if expect_ok:
-            check(line.startswith("tubed: info: reloaded %s" % self.conf_path),
-                  "%s reload: expected 'reloaded %s', got %r"
-                  % (self.label, self.conf_path, line))
-        else:
-            check("reloaded" not in line,
-                  "reload of a bad file: expected an error, got %r" % line)
-        return line
+        return reload(self.srv, self.conf_path, expect_ok)
 
     # -- clients -------------------------------------------------------------
     def client(self, timeout=harness.DEFAULT_TIMEOUT):
@@ -284,6 +269,31 @@ class Tubed:
         self.remove_dir()
         raise_problems(problems, et, ev)
         return False
+
+
+def reload_lines(srv):
+    """The reload outcomes a server logged so far."""
+    return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$", srv.stderr_text(), re.M)
+
+
+def reload(srv, conf_path, expect_ok=True):
+    """SIGHUP the server; wait until it logged the outcome; returns that
+    line, checked to be a success (expect_ok) or a refusal.  The loop
+    handles a signal batch per iteration, so a command sent after this is
+    answered under the new configuration."""
+    before = len(reload_lines(srv))
+    srv.signal(signal.SIGHUP)
+    lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
+        reload_lines(srv)), "%s to log its reload" % srv.name)
+    line = lines[before]
+    if expect_ok:
+        check(line.startswith("tubed: info: reloaded %s" % conf_path),
+              "%s reload: expected 'reloaded %s', got %r"
+              % (srv.name, conf_path, line))
+    else:
+        check("reloaded" not in line,
+              "reload of a bad file: expected an error, got %r" % line)
+    return line
 
 
 def stop_server(srv):
