@@ -144,11 +144,12 @@ def _free_port():
         s.close()
 
 
-def _listening_inodes(port=None, unix_path=None):
-    """The socket inodes ("socket:[N]") listening on 127.0.0.1:port (any
-    local address of /proc/net/tcp{,6}) or on the UNIX path; None if /proc
-    cannot tell."""
-    inodes = set()
+def _listening_inodes(ports=(), unix_path=None):
+    """{inode ("socket:[N]"): port} of the sockets listening on one of
+    `ports` (any local address of /proc/net/tcp{,6}) or on the UNIX path
+    (port None); None if /proc cannot tell.  One read of each table: on a
+    busy machine /proc/net/tcp holds tens of thousands of lines."""
+    inodes = {}
     try:
         if unix_path:
             with open("/proc/net/unix") as f:
@@ -158,8 +159,9 @@ def _listening_inodes(port=None, unix_path=None):
                     # Flags 00010000 = listening (__SO_ACCEPTCON).
                     if (len(parts) >= 8 and parts[7] == unix_path
                             and int(parts[3], 16) & 0x10000):
-                        inodes.add("socket:[%s]" % parts[6])
+                        inodes["socket:[%s]" % parts[6]] = None
             return inodes
+        want = set(ports)
         seen = False
         for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             try:
@@ -171,32 +173,58 @@ def _listening_inodes(port=None, unix_path=None):
                 next(f)
                 for line in f:
                     parts = line.split()
-                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add("socket:[%s]" % parts[9])
+                    if parts[3] == "0A":
+                        port = int(parts[1].rsplit(":", 1)[1], 16)
+                        if port in want:
+                            inodes["socket:[%s]" % parts[9]] = port
         return inodes if seen else None
     except (OSError, ValueError, IndexError, StopIteration):
         return None
 
 
-def listening(pid, port=None, unix_path=None):
-    """Does process pid hold a listening socket on TCP `port` (or on the
-    UNIX `unix_path`)?  Read from /proc, so no probe connection moves the
-    server's connection counters, and a port another program took does not
-    count.  None if /proc cannot tell."""
-    inodes = _listening_inodes(port, unix_path)
-    if not inodes:
-        return inodes if inodes is None else False
+def port_taken(port):
+    """Cheap pre-check: does something listen on 127.0.0.1:port?  A bind
+    with SO_REUSEADDR fails only then (a TIME_WAIT socket does not stop
+    it).  May say yes for a port some other socket holds: listening() is
+    the word that counts."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((HOST, port))
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
+def listening(pid, port=None, unix_path=None, ports=None):
+    """Does process pid hold a listening socket on TCP `port` (every one of
+    `ports`, if given) or on the UNIX `unix_path`?  Read from /proc, so no
+    probe connection moves the server's connection counters, and a port
+    another program took does not count.  None if /proc cannot tell."""
+    if ports is None:
+        ports = [] if unix_path else [port]
+    if not unix_path and not all(port_taken(p) for p in ports):
+        return False    # not yet (or no longer): no need to read /proc
+    inodes = _listening_inodes(ports, unix_path)
+    if inodes is None:
+        return None
     fddir = "/proc/%d/fd" % pid
+    held = set()
     try:
         for fd in os.listdir(fddir):
             try:
-                if os.readlink(os.path.join(fddir, fd)) in inodes:
-                    return True
+                link = os.readlink(os.path.join(fddir, fd))
             except OSError:
-                pass
+                continue
+            if link in inodes:
+                held.add(inodes[link])
     except OSError:
         return False     # the process is gone
-    return False
+    if unix_path:
+        return bool(held)
+    return held >= set(ports)
 
 
 class ServerError(TestFailure):

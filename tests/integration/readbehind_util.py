@@ -23,7 +23,6 @@ import os
 import random
 import re
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "mc_clients"))
@@ -91,18 +90,16 @@ def spilled(c):
 def wait_spilled(c, jobs, nbytes=None, what="", timeout=DEADLINE):
     """Poll stats-binlog until spilled-jobs == jobs (and spilled-bytes ==
     nbytes when given); fails with the last value seen."""
-    deadline = time.monotonic() + timeout
-    got = None
-    while True:
-        got = spilled(c)
-        if got[0] == jobs and (nbytes is None or got[1] == nbytes):
-            return got
-        if time.monotonic() > deadline:
-            fail("%stimed out after %.0fs waiting for spilled-jobs %d%s; last "
-                 "seen %r" % (what + ": " if what else "", timeout, jobs,
-                              "" if nbytes is None else
-                              " and spilled-bytes %d" % nbytes, got))
-        time.sleep(0.02)
+    last = [None]
+
+    def done():
+        got = last[0] = spilled(c)
+        return got if got[0] == jobs and (nbytes is None or got[1] == nbytes) else None
+
+    return wait_for(done, lambda: "%sspilled-jobs %d%s; last seen %r" % (
+        what + ": " if what else "", jobs,
+        "" if nbytes is None else " and spilled-bytes %d" % nbytes, last[0]),
+        timeout)
 
 
 def mc_tube_stats(m, tube):

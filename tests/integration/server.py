@@ -169,11 +169,14 @@ class Tubed:
         if not ports:
             return True
         srv = self.srv
-        up = lambda: all(harness.listening(srv.pid, p) for p in ports)  # noqa: E731
         deadline = time.monotonic() + 10
-        while srv.alive() and time.monotonic() < deadline and not up():
+        while srv.alive():
+            if harness.listening(srv.pid, ports=ports):
+                return srv.alive()
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.01)
-        return srv.alive() and up()
+        return False
 
     def _retire(self):
         s, self.srv = self.srv, None
