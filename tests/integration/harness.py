@@ -182,6 +182,34 @@ def _listening_inodes(ports=(), unix_path=None):
         return None
 
 
+def listen_ports(pid):
+    """The TCP ports process pid listens on (sorted), read from /proc; None
+    if /proc cannot tell."""
+    fddir = "/proc/%d/fd" % pid
+    try:
+        mine = set()
+        for fd in os.listdir(fddir):
+            try:
+                mine.add(os.readlink(os.path.join(fddir, fd)))
+            except OSError:
+                pass
+        ports = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                f = open(table)
+            except OSError:
+                continue
+            with f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A" and "socket:[%s]" % parts[9] in mine:
+                        ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+        return sorted(ports)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def port_taken(port):
     """Cheap pre-check: does something listen on 127.0.0.1:port?  A bind
     with SO_REUSEADDR fails only then (a TIME_WAIT socket does not stop

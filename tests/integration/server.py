@@ -212,6 +212,11 @@ class Tubed:
             return []
         return stop_server(self._retire())
 
+    def listen_ports(self):
+        """The TCP ports the running server listens on, as /proc shows
+        them (its [listen] sections' too)."""
+        return harness.listen_ports(self.srv.pid)
+
     def stderr(self):
         """The output of the current process (or of the last one)."""
         s = self.srv if self.srv is not None else self.old[-1]

@@ -68,6 +68,8 @@ def test_extra_listeners_up_at_start_gone_after_stop(binary):
         pid, mport, hport = t.pid, t.mport, t.hport
         check(harness.listening(pid, mport) and harness.listening(pid, hport),
               "memcache and metrics ports listening when start() returns")
+        eq(t.listen_ports(), sorted([t.port, mport, hport]),
+           "the ports the server listens on")
         m = t.mc()
         m.store("q", b"v")
         eq(m.get("q"), b"v", "memcache round trip")
