@@ -25,6 +25,14 @@ did not send, an exit on its own, an error status after SIGTERM) and any
 AddressSanitizer/UBSan/LeakSanitizer text in the server's output; run.py turns
 those into test failures.
 
+A test that restarts a server (kill -9 and replay, reload, config changes)
+uses server.Tubed, which owns the temporary directory, config file, binlog
+directory and ports across its processes; the helpers' server classes
+(binlog_util.Servers, mcproto.McServer, policy_util.Policy,
+readbehind_util.RB, http_util.MetricsServer, repl_util.Node) are built on
+it.  wait_for(pred, what, timeout) is the one polling loop: a ceiling, never
+a speed assertion.
+
 Client: send() raw bytes, read_line() one reply line, read_reply() a line and
 its body (OK n / RESERVED id n / FOUND id n), expect*() helpers whose failure
 message shows the bytes sent, expected and received, stats()/stats_tube()/
