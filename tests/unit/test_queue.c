@@ -59,6 +59,7 @@ START_TEST(reserve_by_priority_then_id)
     ck_assert_uint_eq(ew_reserve(&x, &r), c);
     ck_assert_uint_eq(ew_reserve(&x, &r), d);
     ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    ck_assert_uint_eq(x.e.nready_tubes, 0);     /* nothing left to hand out */
     counts_are(&x, x.e.default_tube, 0, 0, 0, 4);
     ck_assert_uint_eq(x.e.jobs_ct.reserved, 4);
     ck_assert_ptr_eq(job_ext(engine_find(&x.e, a))->owner, &r.w);
@@ -337,14 +338,18 @@ START_TEST(pause_holds_ready_jobs)
     id = ew_put(&x, x.e.default_tube, "j", 0, 0, 60);
     rec_init(&x, &r, NULL);
     t0 = x.e.now;
+    ck_assert_uint_eq(x.e.nready_tubes, 1);
     ck_assert_int_eq(engine_pause(&x.e, x.e.default_tube, 10), ENG_OK);
     ck_assert_uint_eq(x.e.default_tube->cmd_pause, 1);
+    /* A paused tube leaves the list of tubes with jobs to hand out. */
+    ck_assert_uint_eq(x.e.nready_tubes, 0);
     ck_assert_uint_eq(ew_reserve(&x, &r), 0);
     ck_assert_int_eq(queue_next_due(&x.e), t0 + 10 * SEC);
     ew_at(&x, t0 + 10 * SEC - 1);
     ck_assert_uint_eq(ew_reserve(&x, &r), 0);
     ew_at(&x, t0 + 10 * SEC);
     ck_assert_int_eq(x.e.default_tube->pause, 0);
+    ck_assert_uint_eq(x.e.nready_tubes, 1);
     ck_assert_uint_eq(ew_reserve(&x, &r), id);
     worker_fini(&x.e, &r.w);
     ew_free(&x);
