@@ -413,6 +413,202 @@ START_TEST(reserve_job_by_id)
 }
 END_TEST
 
+
+/* ---- against a model ------------------------------------------------------ */
+
+/* What the test believes of each job: its state, priority, deadline
+ * (delay's end, or TTR's end while reserved; ns) and, when buried, its
+ * place in the buried order. */
+enum { M_GONE = -1, M_JOBS = 400 };
+typedef struct MJob {
+    int state;          /* JobState, or M_GONE */
+    uint32_t pri;
+    int64_t deadline;
+    uint64_t bury_seq;
+    int owner;          /* worker index, when reserved */
+} MJob;
+
+typedef struct Model {
+    MJob j[M_JOBS + 1]; /* by id (ids start at 1) */
+    uint64_t last;      /* highest id put */
+    uint64_t bury_seq;
+} Model;
+
+/* The ready job the engine must hand out next: best priority, then id. */
+static uint64_t m_best_ready(const Model *m)
+{
+    uint64_t best = 0;
+
+    for (uint64_t id = 1; id <= m->last; id++) {
+        const MJob *x = &m->j[id];
+        if (x->state == JOB_READY && (!best || x->pri < m->j[best].pri))
+            best = id;
+    }
+    return best;
+}
+
+/* Kick one job as the engine does: the oldest buried, else the delayed
+ * job due first. */
+static uint64_t m_kick_one(Model *m, int buried)
+{
+    uint64_t pick = 0;
+
+    for (uint64_t id = 1; id <= m->last; id++) {
+        const MJob *x = &m->j[id];
+        if (buried && x->state == JOB_BURIED &&
+            (!pick || x->bury_seq < m->j[pick].bury_seq))
+            pick = id;
+        if (!buried && x->state == JOB_DELAYED &&
+            (!pick || x->deadline < m->j[pick].deadline))
+            pick = id;
+    }
+    if (pick)
+        m->j[pick].state = JOB_READY;
+    return pick;
+}
+
+static int m_count(const Model *m, int state)
+{
+    int n = 0;
+
+    for (uint64_t id = 1; id <= m->last; id++)
+        n += m->j[id].state == state;
+    return n;
+}
+
+/* Time passes: delays and TTRs due by now end (in the engine's tick). */
+static void m_advance(Model *m, int64_t now)
+{
+    for (uint64_t id = 1; id <= m->last; id++) {
+        MJob *x = &m->j[id];
+        if ((x->state == JOB_DELAYED || x->state == JOB_RESERVED) && x->deadline <= now)
+            x->state = JOB_READY;
+    }
+}
+
+static void m_check(EWorld *x, const Model *m, int step)
+{
+    Counts c = ew_counts(x, x->e.default_tube);
+
+    for (uint64_t id = 1; id <= m->last; id++) {
+        Job *j = job_table_find(&x->e.jobs, id);
+        if (m->j[id].state == M_GONE) {
+            REQUIRE_MSG(!j, "step %d: job %ju should be gone", step, (uintmax_t)id);
+            continue;
+        }
+        REQUIRE_MSG(j && (int)j->state == m->j[id].state,
+                    "step %d: job %ju in state %d, expected %d", step, (uintmax_t)id,
+                    j ? (int)j->state : -1, m->j[id].state);
+        REQ_UEQ(j->pri, m->j[id].pri);
+    }
+    REQ_UEQ(c.ready, m_count(m, JOB_READY));
+    REQ_UEQ(c.delayed, m_count(m, JOB_DELAYED));
+    REQ_UEQ(c.buried, m_count(m, JOB_BURIED));
+    REQ_UEQ(c.reserved, m_count(m, JOB_RESERVED));
+}
+
+/* Random operations on one tube by three workers, each checked against
+ * the model: every job's state and priority and the tube's counters. */
+START_TEST(random_walk_against_model)
+{
+    static Model m;
+    EWorld x;
+    Rec w[3];
+    Rng rng;
+    const int64_t ttr = 10 * SEC;
+
+    memset(&m, 0, sizeof m);
+    ew_init(&x, NULL);
+    rng_seed(&rng, (uint64_t)_i + 1);
+    for (int k = 0; k < 3; k++)
+        rec_init(&x, &w[k], NULL);
+    for (int step = 0; step < 3000 && m.last < M_JOBS; step++) {
+        unsigned op = (unsigned)rng_below(&rng, 9);
+        int k = (int)rng_below(&rng, 3);
+        uint64_t id = m.last ? 1 + rng_below(&rng, m.last) : 0;
+        MJob *mj = id ? &m.j[id] : NULL;
+
+        switch (op) {
+        case 0: case 1: { /* put */
+            uint32_t pri = (uint32_t)rng_below(&rng, 4);
+            uint32_t delay = rng_below(&rng, 3) ? 0 : 1 + (uint32_t)rng_below(&rng, 5);
+            uint64_t nid = ew_put(&x, x.e.default_tube, "b", pri, delay, 10);
+            REQ_UEQ(nid, m.last + 1);
+            m.last = nid;
+            m.j[nid] = (MJob){delay ? JOB_DELAYED : JOB_READY, pri,
+                              x.e.now + (int64_t)delay * SEC, 0, -1};
+            break;
+        }
+        case 2: { /* reserve */
+            uint64_t want = m_best_ready(&m), got = ew_reserve(&x, &w[k]);
+            REQ_UEQ(got, want);
+            if (got) {
+                m.j[got].state = JOB_RESERVED;
+                m.j[got].owner = k;
+                m.j[got].deadline = x.e.now + ttr;
+            }
+            break;
+        }
+        case 3: { /* release, maybe delayed */
+            uint32_t pri = (uint32_t)rng_below(&rng, 4);
+            uint32_t delay = (uint32_t)rng_below(&rng, 3);
+            int mine = mj && mj->state == JOB_RESERVED && mj->owner == k;
+            REQUIRE(engine_release(&x.e, &w[k].w, id, pri, delay) ==
+                    (mine ? ENG_OK : ENG_NOT_FOUND));
+            if (mine) {
+                mj->pri = pri;
+                mj->state = delay ? JOB_DELAYED : JOB_READY;
+                mj->deadline = x.e.now + (int64_t)delay * SEC;
+            }
+            break;
+        }
+        case 4: { /* bury */
+            int mine = mj && mj->state == JOB_RESERVED && mj->owner == k;
+            REQUIRE(engine_bury(&x.e, &w[k].w, id, 3) == (mine ? ENG_OK : ENG_NOT_FOUND));
+            if (mine) {
+                mj->state = JOB_BURIED;
+                mj->pri = 3;
+                mj->bury_seq = ++m.bury_seq;
+            }
+            break;
+        }
+        case 5: { /* kick up to n */
+            uint32_t n = 1 + (uint32_t)rng_below(&rng, 3), want = 0;
+            int buried = m_count(&m, JOB_BURIED) > 0;
+            uint32_t got = engine_kick(&x.e, x.e.default_tube, n);
+            while (want < n && m_kick_one(&m, buried))
+                want++;
+            REQ_UEQ(got, want);
+            break;
+        }
+        case 6: { /* delete */
+            int ok = mj && mj->state != M_GONE &&
+                     (mj->state != JOB_RESERVED || mj->owner == k);
+            REQUIRE(engine_delete(&x.e, &w[k].w, id) == (ok ? ENG_OK : ENG_NOT_FOUND));
+            if (ok)
+                mj->state = M_GONE;
+            break;
+        }
+        case 7: { /* touch */
+            int mine = mj && mj->state == JOB_RESERVED && mj->owner == k;
+            REQUIRE(engine_touch(&x.e, &w[k].w, id) == (mine ? ENG_OK : ENG_NOT_FOUND));
+            if (mine)
+                mj->deadline = x.e.now + ttr;
+            break;
+        }
+        default: /* time passes */
+            ew_later(&x, (int64_t)(1 + rng_below(&rng, 3000)) * NS_PER_MSEC);
+            m_advance(&m, x.e.now);
+        }
+        m_check(&x, &m, step);
+    }
+    ck_assert_uint_gt(m.last, 100);
+    for (int k = 0; k < 3; k++)
+        worker_fini(&x.e, &w[k].w);
+    ew_free(&x);
+}
+END_TEST
+
 static Suite *queue_suite(void)
 {
     Suite *s = suite_create("queue");
@@ -433,6 +629,9 @@ static Suite *queue_suite(void)
     tcase_add_test(tc, deadline_soon_while_waiting);
     tcase_add_test(tc, pause_holds_ready_jobs);
     tcase_add_test(tc, waiter_served_when_the_pause_ends);
+    suite_add_tcase(s, tc);
+    tc = unit_tcase("model");
+    tcase_add_loop_test(tc, random_walk_against_model, 0, 8);
     suite_add_tcase(s, tc);
     return s;
 }
