@@ -375,6 +375,55 @@ START_TEST(reload_fanout_on_and_off)
 }
 END_TEST
 
+/* The dead-letter tube is full and cannot discard: the expired job stays
+ * where it was and is tried again a second later, and moves once there is
+ * room. */
+START_TEST(dead_letters_full_then_room)
+{
+    EWorld x;
+    Tube *q, *dead;
+    uint64_t a, filler;
+    int64_t t0;
+
+    ew_init(&x, "[tube q]\nmax_age = 2s\nmove_expired_to = dead\n"
+                "[tube dead]\nmax_items = 1\n");
+    q = ew_tube(&x, "q");
+    dead = ew_tube(&x, "dead");
+    t0 = x.e.now;
+    filler = ew_put(&x, dead, "f", 0, 0, 60);
+    a = ew_put(&x, q, "a", 0, 0, 60);
+    ew_at(&x, t0 + 2 * SEC);
+    ck_assert_ptr_eq(job_table_find(&x.e.jobs, a)->tube, q);
+    ck_assert_uint_eq(q->total_expired, 0);
+    ck_assert_uint_eq(live(&x, dead), 1);
+    ck_assert_int_eq(engine_delete(&x.e, NULL, filler), ENG_OK);
+    ew_at(&x, t0 + 3 * SEC + 1);
+    ck_assert_ptr_eq(job_table_find(&x.e.jobs, a)->tube, dead);
+    ck_assert_uint_eq(q->total_expired, 1);
+    ck_assert_uint_eq(live(&x, q), 0);
+    ew_free(&x);
+}
+END_TEST
+
+/* A prefix section's keys apply to every tube that starts with it; an
+ * exact section wins key by key. */
+START_TEST(prefix_sections_and_precedence)
+{
+    EWorld x;
+
+    ew_init(&x, "max_items = 9\n[tube app-*]\nmax_items = 3\nmax_age = 1m\n"
+                "[tube app-x]\nmax_items = 5\n");
+    ck_assert_uint_eq(ew_tube(&x, "app-a")->pol.max_items, 3);
+    ck_assert_uint_eq(ew_tube(&x, "app-a")->pol.max_age_ms, 60000);
+    ck_assert_uint_eq(ew_tube(&x, "app-x")->pol.max_items, 5);
+    ck_assert_uint_eq(ew_tube(&x, "app-x")->pol.max_age_ms, 60000);
+    ck_assert_uint_eq(ew_tube(&x, "other")->pol.max_items, 9);
+    ck_assert_uint_eq(ew_tube(&x, "other")->pol.max_age_ms, 0);
+    ck_assert_uint_eq(x.e.default_tube->pol.max_items, 9);
+    ew_free(&x);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -385,12 +434,14 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, max_size_counts_body_bytes);
     tcase_add_test(tc, discard_never_for_an_impossible_job);
     tcase_add_test(tc, max_item_size_caps_the_body);
+    tcase_add_test(tc, prefix_sections_and_precedence);
     suite_add_tcase(s, tc);
     tc = unit_tcase("expiry");
     tcase_add_test(tc, max_age_deletes);
     tcase_add_test(tc, max_age_spares_reserved_until_released);
     tcase_add_test(tc, max_age_moves_to_dead_letters);
     tcase_add_test(tc, max_timeouts_buries);
+    tcase_add_test(tc, dead_letters_full_then_room);
     suite_add_tcase(s, tc);
     tc = unit_tcase("fanout");
     tcase_add_test(tc, fanout_copies_into_children);
