@@ -41,6 +41,7 @@ protocol cases.
 """
 
 import atexit
+import errno
 import os
 import re
 import signal
@@ -219,19 +220,25 @@ def listen_ports(pid):
 
 
 def port_taken(port):
-    """Cheap pre-check: does something listen on 127.0.0.1:port?  A bind
-    with SO_REUSEADDR fails only then (a TIME_WAIT socket does not stop
-    it).  May say yes for a port some other socket holds: listening() is
-    the word that counts."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((HOST, port))
-        return False
-    except OSError:
-        return True
-    finally:
-        s.close()
+    """Cheap pre-check: does something listen on the loopback port (IPv4 or
+    IPv6, any address)?  A bind with SO_REUSEADDR fails with EADDRINUSE
+    only then (a TIME_WAIT socket does not stop it); a family the machine
+    lacks is skipped.  May say yes for a port some other socket holds:
+    listening() is the word that counts."""
+    for family, host in ((socket.AF_INET, HOST), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return True
+        finally:
+            s.close()
+    return False
 
 
 def listening(pid, port=None, unix_path=None, ports=None):
