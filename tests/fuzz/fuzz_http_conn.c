@@ -207,8 +207,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (server_init(&srv, &cfg) < 0)
         fz_fail("server_init");
     fz_restore_signals();
-    srv.loop.on_wake = fz_fake_wake;
-    fz_vnow = srv.eng.now;
     beanstalk_init(&bs, &srv);
     if (http_init(&http, &srv, &bs) < 0)
         fz_fail("http_init");
@@ -234,6 +232,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!conn_new(&srv, sv[0], &http.proto))
             fz_fail("conn_new");
     }
+    srv.loop.on_wake = fz_fake_wake; /* the clock stands still */
+    fz_vnow = srv.eng.now;
     if (data[0] & 16)
         fz_alloc_arm(fail_at + 1);
 
