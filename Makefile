@@ -25,7 +25,7 @@ OPT      ?= -O2 -g
 SAN_FLAGS :=
 SAN_DEFS :=
 # Under the sanitizers every job is its own malloc (TUBED_SLAB_MALLOC), so
-# ASan and LSan watch each one; tests/unit/test_slab.c checks the slab itself.
+# ASan and LSan watch each one; tests/unit/lib/test_slab.c checks the slab itself.
 ifeq ($(SAN),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 SAN_DEFS := -DTUBED_SLAB_MALLOC
@@ -52,7 +52,13 @@ CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:src/cli/%.c=$(BUILD)/obj/cli/%.o)
 # Generated sources: the status page (status.html) as C, by embed.sh.
 GEN_OBJ   := $(BUILD)/obj/gen/status_page.o
-UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# Unit tests mirror src/: tests/unit/LAYER/test_MODULE.c, one check binary
+# each (BUILD/unit/LAYER/test_MODULE). unit.h, shared by all, is found by
+# -Itests/unit; a layer's own helpers (engine/eworld.h) sit beside its
+# tests. A test still at the top (tests/unit/test_*.c) builds and runs too.
+UNIT_DIRS := lib config engine net proto
+UNIT_SRC  := $(wildcard tests/unit/test_*.c) \
+             $(foreach d,$(UNIT_DIRS),$(wildcard tests/unit/$(d)/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -82,9 +88,6 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(INC) -c -o $@ $<
 
-$(BUILD)/unit:
-	mkdir -p $@
-
 # The status page is carried in the binary (src/proto/http/status_page.h).
 $(BUILD)/gen/status_page.c: src/proto/http/status.html src/proto/http/embed.sh
 	@mkdir -p $(dir $@)
@@ -109,8 +112,9 @@ $(BUILD)/tubed-bench: $(BENCH_OBJ) $(BUILD)/obj/lib/numparse.o
 $(BUILD)/tubed-cli: $(CLI_OBJ) $(BUILD)/libtubed.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtubed.a
 
-$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a | $(BUILD)/unit
-	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(CHECK_CFLAGS) $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(CHECK_CFLAGS) -Itests/unit $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
 
 # The recorded header dependencies (absent on a first build: nothing to
 # rebuild then).

@@ -7,8 +7,8 @@
  * as socketpairs (conn_new() on one end, the harness is the client on the
  * other), and plays a script taken from the input. After every step it
  * runs one iteration of the server loop exactly as server_run() does
- * (engine_commit, conn_flush_all, free dead, ev_poll(0), engine_tick)
- * with a virtual clock, reads the replies of the
+ * (fz_loop_once() in fuzz_util.h: engine_commit, conn_flush_all, free
+ * dead, ev_poll(0), engine_tick) with a virtual clock, reads the replies of the
  * clients that read, checks that they are well-formed protocol replies,
  * and recounts every server counter (fuzz_util.h). At the end the clock
  * jumps a day ahead, everything is drained, and server_free() must leave
@@ -66,30 +66,6 @@ typedef struct Client {
     char *rb;          /* replies not yet checked */
     size_t rlen;
 } Client;
-
-static int64_t vnow;
-
-static void fake_wake(void *arg)
-{
-    ((Server *)arg)->eng.now = vnow;
-}
-
-static int winding_down; /* then wait a little while replies are held
-                          * for the binlog's sync thread */
-
-static void loop_once(Server *s)
-{
-    int ms;
-
-    ev_run_posted(&s->loop); /* as server_run() does */
-    engine_commit(&s->eng);
-    conn_flush_all(s);
-    fz_free_dead(s);
-    ms = winding_down && (!list_empty(&s->held) || s->eng.binlog.syncer.busy) ? 5 : 0;
-    if (ev_poll(&s->loop, ms) < 0)
-        fz_fail("epoll_wait: %s", strerror(errno));
-    engine_tick(&s->eng);
-}
 
 static const char *const plain[] = {
     "DELETED", "RELEASED", "TOUCHED", "NOT_FOUND", "NOT_IGNORED", "PAUSED",
@@ -191,7 +167,7 @@ static void client_read(Client *c)
 
 static void step_done(Server *s, Client *cl, int nc)
 {
-    loop_once(s);
+    fz_loop_once(s);
     for (int i = 0; i < nc; i++)
         client_read(&cl[i]);
     fz_check_server(s);
@@ -278,8 +254,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (server_init(s, &cfg) < 0)
         fz_fail("server_init failed");
     fz_restore_signals();
-    s->loop.on_wake = fake_wake;
-    vnow = s->eng.now;
+    s->loop.on_wake = fz_fake_wake;
+    fz_vnow = s->eng.now;
     if (cfg.binlog_dir) {
         char err[256];
         if (engine_open_binlog(&s->eng, err, sizeof err) < 0)
@@ -325,7 +301,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int64_t ms = pos < size ? data[pos++] : 1;
             for (unsigned k = 48; k < op; k++)
                 ms *= 10;
-            vnow += ms * NS_PER_MSEC;
+            fz_vnow += ms * NS_PER_MSEC;
         } else if (op == 52) {
             if (c->fd >= 0)
                 shutdown(c->fd, SHUT_WR);
@@ -346,18 +322,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* Wind down: every client reads, every timer fires. */
     fz_alloc_disarm();
-    winding_down = 1;
+    fz_winding_down = 1;
     for (int i = 0; i < nc; i++)
         cl[i].reading = 1;
     for (int k = 0; k < 3; k++)
         step_done(s, cl, nc);
-    vnow += 86400 * NS_PER_SEC;
+    fz_vnow += 86400 * NS_PER_SEC;
     for (int k = 0; k < 3; k++)
         step_done(s, cl, nc);
 
     server_free(s);
     conf_free(acf);
-    winding_down = 0;
+    fz_winding_down = 0;
     for (int i = 0; i < nc; i++) {
         if (cl[i].fd >= 0)
             close(cl[i].fd);

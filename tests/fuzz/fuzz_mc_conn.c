@@ -111,28 +111,6 @@ typedef struct Client {
     size_t rlen;
 } Client;
 
-static int64_t vnow;
-static int winding_down;
-
-static void fake_wake(void *arg)
-{
-    ((Server *)arg)->eng.now = vnow;
-}
-
-static void loop_once(Server *s)
-{
-    int ms;
-
-    ev_run_posted(&s->loop); /* as server_run() does */
-    engine_commit(&s->eng);
-    conn_flush_all(s);
-    fz_free_dead(s);
-    ms = winding_down && (!list_empty(&s->held) || s->eng.binlog.syncer.busy) ? 5 : 0;
-    if (ev_poll(&s->loop, ms) < 0)
-        fz_fail("epoll_wait: %s", strerror(errno));
-    engine_tick(&s->eng);
-}
-
 /* ---- replies ------------------------------------------------------------ */
 
 static int line_is(const char *p, size_t n, const char *s)
@@ -417,7 +395,7 @@ static Beanstalk bfront;
 
 static void step_done(Server *s, Client *cl, int nc)
 {
-    loop_once(s);
+    fz_loop_once(s);
     for (int i = 0; i < nc; i++)
         client_read(&cl[i]);
     check_server(s, &front);
@@ -496,8 +474,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (server_init(s, &cfg) < 0)
         fz_fail("server_init failed");
     fz_restore_signals();
-    s->loop.on_wake = fake_wake;
-    vnow = s->eng.now;
+    s->loop.on_wake = fz_fake_wake;
+    fz_vnow = s->eng.now;
     if (cfg.binlog_dir && engine_open_binlog(&s->eng, err, sizeof err) < 0)
         fz_fail("binlog_open: %s", err);
     s->draining = (flags & 0x80) != 0;
@@ -535,7 +513,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int64_t ms = pos < size ? data[pos++] : 1;
             for (unsigned k = 48; k < op; k++)
                 ms *= 10;
-            vnow += ms * NS_PER_MSEC;
+            fz_vnow += ms * NS_PER_MSEC;
         } else if (op == 52) {
             if (c->fd >= 0)
                 shutdown(c->fd, SHUT_WR);
@@ -556,19 +534,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* Wind down: every client reads, every timer fires. */
     fz_alloc_disarm();
-    winding_down = 1;
+    fz_winding_down = 1;
     for (int i = 0; i < nc; i++)
         cl[i].reading = 1;
     for (int k = 0; k < 3; k++)
         step_done(s, cl, nc);
-    vnow += 86400 * NS_PER_SEC;
+    fz_vnow += 86400 * NS_PER_SEC;
     for (int k = 0; k < 3; k++)
         step_done(s, cl, nc);
 
     server_free(s);
     memcache_free(&front);
     conf_free(s->cfg.conf); /* cf, or what a reload put in its place */
-    winding_down = 0;
+    fz_winding_down = 0;
     for (int i = 0; i < nc; i++) {
         if (cl[i].fd >= 0)
             close(cl[i].fd);

@@ -6,6 +6,7 @@
 #define TUBED_FUZZ_UTIL_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "bs.h"
 #include "clock.h"
 #include "conn.h"
+#include "engine.h"
 #include "heap.h"
 #include "job.h"
 #include "list.h"
@@ -124,6 +126,41 @@ static inline void fz_free_dead(Server *s)
 
     while ((n = list_first(&s->dead)))
         conn_free(container_of(n, Conn, link));
+}
+
+/* ---- the loop, driven by the harness ------------------------------------ */
+
+/* The connection harnesses (fuzz_conn, fuzz_mc_conn) run the server's loop
+ * one iteration at a time, on a virtual clock: fz_vnow is the time the
+ * harness says it is, and the loop's wake-up hook (loop.on_wake =
+ * fz_fake_wake, arg the Server) sets the engine's clock to it instead of
+ * reading the monotonic one. */
+static int64_t fz_vnow;
+/* Set at the end of an input: an iteration then waits a little while
+ * replies are held for the binlog's sync thread. */
+static int fz_winding_down;
+
+static inline void fz_fake_wake(void *arg)
+{
+    ((Server *)arg)->eng.now = fz_vnow;
+}
+
+/* One iteration of server_run() (serve.c), in its order: posted
+ * callbacks, write this iteration's records, send the replies, free
+ * closed connections, poll without blocking (unless winding down), run the
+ * engine's timers. */
+static inline void fz_loop_once(Server *s)
+{
+    int ms;
+
+    ev_run_posted(&s->loop);
+    engine_commit(&s->eng);
+    conn_flush_all(s);
+    fz_free_dead(s);
+    ms = fz_winding_down && (!list_empty(&s->held) || s->eng.binlog.syncer.busy) ? 5 : 0;
+    if (ev_poll(&s->loop, ms) < 0)
+        fz_fail("epoll_wait: %s", strerror(errno));
+    engine_tick(&s->eng);
 }
 
 /* FUZZ_ECHO set in the environment: harnesses copy what their clients

@@ -17,13 +17,12 @@ directory is removed at the end.
 import os
 import re
 import shutil
-import signal
 import socket
 import tempfile
 
 import harness
-from harness import check, eq, fail
-from policy_util import wait_for
+import server
+from harness import check, eq, fail, wait_for  # noqa: F401
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
@@ -120,10 +119,9 @@ class Access:
         return self
 
     def __exit__(self, et, ev, tb):
-        problems = self.srv.stop() if self.srv else []
+        problems = server.stop_server(self.srv)
         shutil.rmtree(self.tmp, ignore_errors=True)
-        if problems and et is None:
-            raise harness.TestFailure("; ".join(problems))
+        server.raise_problems(problems, et, ev)
         return False
 
     def sock(self, name, timeout=harness.DEFAULT_TIMEOUT):
@@ -152,19 +150,10 @@ class Access:
         self.write(self.render(sections, fresh=False))
 
     def reload_lines(self):
-        return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$", self.srv.stderr_text(), re.M)
+        return server.reload_lines(self.srv)
 
     def reload(self, expect_ok=True):
-        before = len(self.reload_lines())
-        self.srv.signal(signal.SIGHUP)
-        lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
-            self.reload_lines()), "the server to log its reload")
-        line = lines[before]
-        if expect_ok:
-            check(line.startswith("tubed: info: reloaded"), "reload: got %r" % line)
-        else:
-            check("reloaded" not in line, "reload should have been refused: %r" % line)
-        return line
+        return server.reload(self.srv, self.path, expect_ok)
 
 
 def listeners(c):

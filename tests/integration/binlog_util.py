@@ -16,13 +16,13 @@ follows the binlog specification:
 import os
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
 
 import harness
 from harness import TestFailure, check, eq, fail, unq
+from server import Tubed, raise_problems, stop_server
 
 MAGIC = b"TUBEDLOG"
 VERSION = 2
@@ -248,13 +248,12 @@ class TempDir:
 
 def start(binary, bdir, *args):
     """Start tubed with -b bdir (and args); returns a harness.Server."""
-    srv = harness.Server(binary, ["-b", bdir] + [str(a) for a in args])
-    srv.start()
-    return srv
+    return Tubed(binary, *args, bdir=bdir, tmp=bdir).start()
 
 
 class Servers:
-    """Tracks servers a test starts; stops every one still running on exit."""
+    """Tracks servers a test starts; stops every one still running on exit.
+    `all` holds harness.Server objects (a test may add its own)."""
 
     def __init__(self, binary):
         self.binary = binary
@@ -264,59 +263,29 @@ class Servers:
         return self
 
     def start(self, bdir, *args):
-        srv = harness.Server(self.binary, ["-b", bdir] + [str(a) for a in args])
+        """Start tubed -b bdir ARGS (bdir kept as is: a restart on the same
+        directory is another start); returns the harness.Server."""
+        t = Tubed(self.binary, *args, bdir=bdir, tmp=bdir)
+        srv = t.start()
         self.all.append(srv)
-        srv.start()
         return srv
 
     def __exit__(self, et, ev, tb):
         problems = []
         for s in self.all:
-            if not s.stopped and s.proc is not None:
-                died = s.proc.poll() is not None
-                text = s.stderr_text() if died else ""
-                try:
-                    got = s.stop()
-                except Exception as e:  # pragma: no cover
-                    got = ["stopping server failed: %r" % (e,)]
-                if got and died:
-                    got.append("its output: %r" % text[-1500:])
-                problems.extend(got)
-        if problems:
-            if et is None:
-                raise TestFailure("; ".join(problems))
-            if issubclass(et, (TestFailure, OSError)):
-                raise TestFailure("%s | %s" % (ev, "; ".join(problems))) from ev
+            problems.extend(stop_server(s))
+        raise_problems(problems, et, ev)
         return False
 
 
 def kill9(srv):
     """SIGKILL the server by pid, wait for it, return its stderr text."""
-    check(srv.alive(), "server died before the test killed it (%s): %s"
-          % (harness._describe_rc(srv.proc.poll()), srv.stderr_text()[-800:]))
-    srv.signal(signal.SIGKILL)
-    srv.proc.wait(10)
-    text = srv.stderr_text()
-    problems = srv.stop()
-    check(not problems, "; ".join(problems))
-    return text
+    return srv.kill9()
 
 
 def sigterm(srv, timeout=10):
     """SIGTERM the server; assert it exits with status 0; return stderr."""
-    check(srv.alive(), "server died before SIGTERM (%s): %s"
-          % (harness._describe_rc(srv.proc.poll()), srv.stderr_text()[-800:]))
-    srv.signal(signal.SIGTERM)
-    try:
-        rc = srv.proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        rc = None
-    text = srv.stderr_text()
-    problems = [p for p in srv.stop() if "exited on its own" not in p]
-    check(rc is not None, "server still running %ds after SIGTERM" % timeout)
-    eq(rc, 0, "exit status after SIGTERM (stderr: %s)" % text[-500:].strip())
-    check(not problems, "; ".join(problems))
-    return text
+    return srv.sigterm(timeout)
 
 
 def run_refusing(binary, args, timeout=8.0):

@@ -16,7 +16,7 @@ import tempfile
 import termios
 import time
 
-from harness import SANITIZER_PATTERNS, Skip, TestFailure, check
+from harness import SANITIZER_PATTERNS, Skip, TestFailure, check, wait_for
 
 BEANSTALKD = "/usr/bin/beanstalkd"
 
@@ -201,17 +201,16 @@ class Tmux:
     def wait_screen(self, pred, what, timeout=15.0, each=None):
         """Poll the screen until pred(screen) is true; `each` runs before
         every look (to keep load going). Fails showing the last screen."""
-        deadline = time.monotonic() + timeout
-        while True:
+        last = [None]
+
+        def look():
             if each:
                 each()
-            s = self.screen()
-            if pred(s):
-                return s
-            if time.monotonic() > deadline:
-                raise TestFailure("timed out after %.0fs waiting for %s; the "
-                                  "screen:\n%s" % (timeout, what, s))
-            time.sleep(0.1)
+            s = last[0] = self.screen()
+            return (s,) if pred(s) else None
+
+        return wait_for(look, lambda: "%s; the screen:\n%s" % (what, last[0]),
+                        timeout, 0.1)[0]
 
     def close(self):
         """Stop our tmux server by its pid (SIGTERM, then SIGKILL)."""

@@ -25,6 +25,14 @@ did not send, an exit on its own, an error status after SIGTERM) and any
 AddressSanitizer/UBSan/LeakSanitizer text in the server's output; run.py turns
 those into test failures.
 
+A test that restarts a server (kill -9 and replay, reload, config changes)
+uses server.Tubed, which owns the temporary directory, config file, binlog
+directory and ports across its processes; the helpers' server classes
+(binlog_util.Servers, mcproto.McServer, policy_util.Policy,
+readbehind_util.RB, http_util.MetricsServer, repl_util.Node) are built on
+it.  wait_for(pred, what, timeout) is the one polling loop: a ceiling, never
+a speed assertion.
+
 Client: send() raw bytes, read_line() one reply line, read_reply() a line and
 its body (OK n / RESERVED id n / FOUND id n), expect*() helpers whose failure
 message shows the bytes sent, expected and received, stats()/stats_tube()/
@@ -33,6 +41,7 @@ protocol cases.
 """
 
 import atexit
+import errno
 import os
 import re
 import signal
@@ -144,6 +153,123 @@ def _free_port():
         s.close()
 
 
+def _listening_inodes(ports=(), unix_path=None):
+    """{inode ("socket:[N]"): port} of the sockets listening on one of
+    `ports` (any local address of /proc/net/tcp{,6}) or on the UNIX path
+    (port None); None if /proc cannot tell.  One read of each table: on a
+    busy machine /proc/net/tcp holds tens of thousands of lines."""
+    inodes = {}
+    try:
+        if unix_path:
+            with open("/proc/net/unix") as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    # Flags 00010000 = listening (__SO_ACCEPTCON).
+                    if (len(parts) >= 8 and parts[7] == unix_path
+                            and int(parts[3], 16) & 0x10000):
+                        inodes["socket:[%s]" % parts[6]] = None
+            return inodes
+        want = set(ports)
+        seen = False
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                f = open(table)
+            except OSError:
+                continue
+            seen = True
+            with f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A":
+                        port = int(parts[1].rsplit(":", 1)[1], 16)
+                        if port in want:
+                            inodes["socket:[%s]" % parts[9]] = port
+        return inodes if seen else None
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def listen_ports(pid):
+    """The TCP ports process pid listens on (sorted), read from /proc; None
+    if /proc cannot tell."""
+    fddir = "/proc/%d/fd" % pid
+    try:
+        mine = set()
+        for fd in os.listdir(fddir):
+            try:
+                mine.add(os.readlink(os.path.join(fddir, fd)))
+            except OSError:
+                pass
+        ports = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                f = open(table)
+            except OSError:
+                continue
+            with f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A" and "socket:[%s]" % parts[9] in mine:
+                        ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+        return sorted(ports)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def port_taken(port):
+    """Cheap pre-check: does something listen on the loopback port (IPv4 or
+    IPv6, any address)?  A bind with SO_REUSEADDR fails with EADDRINUSE
+    only then (a TIME_WAIT socket does not stop it); a family the machine
+    lacks is skipped.  May say yes for a port some other socket holds:
+    listening() is the word that counts."""
+    for family, host in ((socket.AF_INET, HOST), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return True
+        finally:
+            s.close()
+    return False
+
+
+def listening(pid, port=None, unix_path=None, ports=None):
+    """Does process pid hold a listening socket on TCP `port` (every one of
+    `ports`, if given) or on the UNIX `unix_path`?  Read from /proc, so no
+    probe connection moves the server's connection counters, and a port
+    another program took does not count.  None if /proc cannot tell."""
+    if ports is None:
+        ports = [] if unix_path else [port]
+    if not unix_path and not all(port_taken(p) for p in ports):
+        return False    # not yet (or no longer): no need to read /proc
+    inodes = _listening_inodes(ports, unix_path)
+    if inodes is None:
+        return None
+    fddir = "/proc/%d/fd" % pid
+    held = set()
+    try:
+        for fd in os.listdir(fddir):
+            try:
+                link = os.readlink(os.path.join(fddir, fd))
+            except OSError:
+                continue
+            if link in inodes:
+                held.add(inodes[link])
+    except OSError:
+        return False     # the process is gone
+    if unix_path:
+        return bool(held)
+    return held >= set(ports)
+
+
 class ServerError(TestFailure):
     pass
 
@@ -193,6 +319,7 @@ class Server:
         self.clients = []
         self.stopped = False
         self.returncode = None
+        self.name = "server"     # in failure messages ("node r", ...)
 
     @property
     def pid(self):
@@ -304,42 +431,9 @@ class Server:
         """True/False: does our process hold the listening socket?  None if
         /proc cannot tell.  (Also guards against another program having
         taken the free port.)"""
-        try:
-            inodes = set()
-            if self.unix_path:
-                with open("/proc/net/unix") as f:
-                    next(f)
-                    for line in f:
-                        parts = line.split()
-                        # Flags 00010000 = listening (__SO_ACCEPTCON).
-                        if (len(parts) >= 8 and parts[7] == self.unix_path
-                                and int(parts[3], 16) & 0x10000):
-                            inodes.add("socket:[%s]" % parts[6])
-            else:
-                for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-                    try:
-                        f = open(table)
-                    except OSError:
-                        continue
-                    with f:
-                        next(f)
-                        for line in f:
-                            parts = line.split()
-                            local, state, inode = parts[1], parts[3], parts[9]
-                            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == self.port:
-                                inodes.add("socket:[%s]" % inode)
-            if not inodes:
-                return False
-            fddir = "/proc/%d/fd" % self.proc.pid
-            for fd in os.listdir(fddir):
-                try:
-                    if os.readlink(os.path.join(fddir, fd)) in inodes:
-                        return True
-                except OSError:
-                    pass
-            return False
-        except (OSError, ValueError, IndexError, StopIteration):
-            return None
+        if self.unix_path:
+            return listening(self.proc.pid, unix_path=self.unix_path)
+        return listening(self.proc.pid, self.port)
 
     def _kill_quietly(self):
         try:
@@ -376,6 +470,41 @@ class Server:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def _check_alive(self, before):
+        check(self.alive(), "%s died before %s (%s): %s"
+              % (self.name, before, _describe_rc(self.proc.poll()),
+                 self.stderr_text()[-800:]))
+
+    def kill9(self):
+        """SIGKILL by pid, wait for it, stop (asserting no sanitizer report
+        and no other problem); returns the server's output."""
+        self._check_alive("the test killed it")
+        self.signal(signal.SIGKILL)
+        self.proc.wait(10)
+        text = self.stderr_text()
+        problems = self.stop()
+        check(not problems, "%s: %s" % (self.name, "; ".join(problems)))
+        return text
+
+    def sigterm(self, timeout=10):
+        """SIGTERM by pid; assert the server exits with status 0 within
+        `timeout` seconds (a ceiling) and reports no problem; returns its
+        output."""
+        self._check_alive("SIGTERM")
+        self.signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        text = self.stderr_text()
+        problems = [p for p in self.stop() if "exited on its own" not in p]
+        check(rc is not None, "%s still running %ds after SIGTERM"
+              % (self.name, timeout))
+        eq(rc, 0, "%s: exit status after SIGTERM (stderr: %s)"
+           % (self.name, text[-500:].strip()))
+        check(not problems, "%s: %s" % (self.name, "; ".join(problems)))
+        return text
 
     def client(self, timeout=DEFAULT_TIMEOUT):
         c = Client(None, None, timeout=timeout, sock=self.connect(timeout))
@@ -814,16 +943,30 @@ def parse_yaml_list(data):
     return items
 
 
-def wait_until(pred, timeout=5.0, interval=0.05, what="condition"):
-    """Poll `pred` until true; fail after `timeout` seconds."""
+# A ceiling for anything that polls (the machine is shared, ASan and
+# valgrind are slow); never a speed assertion.
+DEADLINE = 30.0
+
+
+def wait_for(pred, what="condition", timeout=DEADLINE, interval=0.02):
+    """Poll pred() until it returns a true value, and return that value;
+    fail after `timeout` seconds.  `what` names the awaited condition in the
+    failure message; a callable `what` is called then, so the message can
+    show the last state seen.  The one polling loop of the suite."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
+            raise TestFailure("timed out after %.1fs waiting for %s"
+                              % (timeout, what() if callable(what) else what))
         time.sleep(interval)
+
+
+def wait_until(pred, timeout=5.0, interval=0.05, what="condition"):
+    """wait_for with the older argument order (timeout first)."""
+    return wait_for(pred, what, timeout, interval)
 
 
 def unq(value):

@@ -13,105 +13,39 @@ The server is stopped by pid on exit; a crash or sanitizer report fails the
 test (harness.Server.stop).
 """
 
-import os
 import socket
 import time
 
 import harness
 from harness import HOST, TestFailure, check, eq, fail
+from server import Tubed
 
 
 def free_port():
     return harness._free_port()
 
 
-def listening(pid, port):
-    """True when process pid holds a listening TCP socket on port (read
-    from /proc, so no probe connection moves the server's counters)."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add("socket:[%s]" % parts[9])
-        except OSError:
-            continue
-    if not inodes:
-        return False
-    fddir = "/proc/%d/fd" % pid
-    try:
-        for fd in os.listdir(fddir):
-            try:
-                if os.readlink(os.path.join(fddir, fd)) in inodes:
-                    return True
-            except OSError:
-                pass
-    except OSError:
-        return False
-    return False
+# Does process pid listen on a port (read from /proc)?  The harness's.
+listening = harness.listening
 
 
-class MetricsServer:
+class MetricsServer(Tubed):
     """A tubed listening for beanstalk and, on a second free port, HTTP.
 
-    Each start attempt picks both ports afresh (harness.Server retries when
-    the server does not come up, e.g. because another process took one)."""
+    Each start attempt picks both ports afresh (server.Tubed tries again
+    when the server does not come up, e.g. because another process took
+    one)."""
 
     def __init__(self, binary, args=(), env=None):
-        self.binary = binary
-        self.args = [str(a) for a in args]
-        self.metrics_port = None
-
-        def argv(port):
-            self.metrics_port = free_port()
-            return harness.VALGRIND + [binary, "-l", HOST, "-p", str(port),
-                                       "--metrics-port", str(self.metrics_port)] + self.args
-
-        self.srv = harness.Server(binary, env=env, argv=argv)
-
-    def __enter__(self):
-        self.srv.start()
-        deadline = time.monotonic() + 10
-        while not listening(self.srv.pid, self.metrics_port):
-            if time.monotonic() > deadline or not self.srv.alive():
-                self.srv.stop()
-                fail("the metrics port %d is not listening; server output: %s"
-                     % (self.metrics_port, self.srv.stderr_text()[-500:]))
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, et, ev, tb):
-        problems = self.srv.stop()
-        if problems and et is None:
-            raise TestFailure("; ".join(problems))
-        return False
-
-    # the harness.Server API the tests use
-    @property
-    def port(self):
-        return self.srv.port
+        super().__init__(binary, *args, metrics=True, env=env,
+                         prefix="tubed-http-")
 
     @property
-    def pid(self):
-        return self.srv.pid
-
-    def client(self, timeout=harness.DEFAULT_TIMEOUT):
-        return self.srv.client(timeout)
-
-    def signal(self, sig):
-        self.srv.signal(sig)
-
-    def alive(self):
-        return self.srv.alive()
+    def metrics_port(self):
+        return self.hport
 
     def base_url(self):
         return "http://%s:%d" % (HOST, self.metrics_port)
-
-    def http(self, timeout=5.0, rcvbuf=None):
-        return HttpConn(self.metrics_port, timeout, rcvbuf)
 
 
 class Response:

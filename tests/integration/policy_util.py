@@ -1,8 +1,8 @@
 """Helpers for the tube-policy tests (test_policies*.py).
 
-Not a test file (the runner loads only test_*.py).  Servers started here are
-harness.Server objects on free 127.0.0.1 ports, stopped by pid (kill -9 where
-a test says so); config files and binlog directories live in a temporary
+Not a test file (the runner loads only test_*.py).  Policy is a server.Tubed
+(restartable, on free 127.0.0.1 ports, stopped by pid, kill -9 where a test
+says so); its config file and binlog directory live in a temporary
 directory removed at the end.
 
     with Policy(binary, CONF, "-z", "100") as p:     # --config FILE + args
@@ -15,29 +15,16 @@ directory removed at the end.
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 
 import harness
-from harness import TestFailure, check, eq, fail, unq
+from harness import TestFailure, check, eq, fail, unq, wait_for  # noqa: F401
+from server import Tubed
 
 # Generous: the machine is shared and loaded.  Only ever a ceiling.
-DEADLINE = 30.0
-
-
-def wait_for(pred, what, timeout=DEADLINE, interval=0.05):
-    """Poll pred() until it returns a true value; fail after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail("timed out after %.0fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
+DEADLINE = harness.DEADLINE
 
 
 def sleep_until(t_mono):
@@ -50,117 +37,30 @@ def sleep_until(t_mono):
         time.sleep(min(d, 0.2))
 
 
-class Policy:
+class Policy(Tubed):
     """A tubed with --config FILE (text given) and optional -b DIR."""
 
     def __init__(self, binary, conf_text, *args, bdir=False, env=None):
-        self.binary = binary
-        self.tmp = tempfile.mkdtemp(prefix="tubed-policy-")
-        self.path = os.path.join(self.tmp, "tubed.conf")
-        self.write(conf_text)
-        self.bdir = None
-        if bdir:
-            self.bdir = os.path.join(self.tmp, "binlog")
-            os.mkdir(self.bdir)
-        self.args = [str(a) for a in args]
-        self.env = env
-        self.srv = None
-        self.old = []          # servers already stopped or killed
+        super().__init__(binary, *args, conf=conf_text, bdir=bdir, env=env,
+                         prefix="tubed-policy-")
+        self.path = self.conf_path
         self.reloads = 0
 
-    # -- files -------------------------------------------------------------
     def write(self, text):
-        if isinstance(text, str):
-            text = text.encode()
-        tmp = self.path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(text)
-        os.rename(tmp, self.path)   # atomic: a reload never sees half a file
+        self.write_conf(text)
 
     def rewrite(self, text):
-        self.write(text)
+        self.write_conf(text)
 
-    # -- servers -----------------------------------------------------------
     def command_args(self):
-        a = ["--config", self.path]
-        if self.bdir:
-            a += ["-b", self.bdir]
-        return a + self.args
+        return self.base_args()
 
-    def start(self):
-        self.srv = harness.Server(self.binary, self.command_args(), env=self.env)
-        self.srv.start()
+    def started(self):
         self.reloads = 0
-        return self.srv
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-        return self
-
-    def kill9(self):
-        s = self.srv
-        check(s.alive(), "server died before the test killed it (%s): %s"
-              % (harness._describe_rc(s.proc.poll()), s.stderr_text()[-800:]))
-        s.signal(signal.SIGKILL)
-        s.proc.wait(10)
-        problems = s.stop()
-        check(not problems, "; ".join(problems))
-        self.old.append(s)
-        self.srv = None
-
-    def restart(self):
-        return self.start()
-
-    def stop(self):
-        """SIGTERM by pid; returns the problems list."""
-        if self.srv is None:
-            return []
-        s, self.srv = self.srv, None
-        self.old.append(s)
-        return s.stop()
-
-    def __exit__(self, et, ev, tb):
-        problems = []
-        if self.srv is not None:
-            died = not self.srv.alive()
-            text = self.srv.stderr_text() if died else ""
-            got = self.stop()
-            if got and died:
-                got.append("its output: %r" % text[-1500:])
-            problems.extend(got)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        if problems:
-            if et is None:
-                raise TestFailure("; ".join(problems))
-            if issubclass(et, (TestFailure, OSError)):
-                raise TestFailure("%s | %s" % (ev, "; ".join(problems))) from ev
-        return False
-
-    # -- reload ------------------------------------------------------------
-    def reload_lines(self):
-        return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$",
-                          self.srv.stderr_text(), re.M)
 
     def reload(self, expect_ok=True):
         """SIGHUP; wait until the server logged the outcome; return the line."""
-        before = len(self.reload_lines())
-        self.srv.signal(signal.SIGHUP)
-        lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
-            self.reload_lines()), "the server to log its reload")
-        line = lines[before]
-        if expect_ok:
-            check(line.startswith("tubed: info: reloaded %s" % self.path),
-                  "reload: expected 'reloaded %s', got %r" % (self.path, line))
-        else:
-            check("reloaded" not in line,
-                  "reload of a bad file: expected an error, got %r" % line)
-        # The loop handles one signal batch per iteration; a command sent
-        # now is answered under the new configuration.
-        return line
+        return super().reload(expect_ok=expect_ok)
 
 
 # ------------------------------------------------------------------ running

@@ -2,7 +2,7 @@
 extensions.md §5, kestrel.md §6, doc/binlog.md "Read-behind").
 
 Not a test file (the runner loads only test_*.py).  A server here is a
-tubed with --config FILE (the text given), -b DIR, and on free 127.0.0.1
+server.Tubed: a tubed with --config FILE (the text given), -b DIR, and on free 127.0.0.1
 ports a memcache listener and the HTTP metrics listener; every port is
 picked afresh per start attempt.  Servers are stopped by pid (kill -9 where
 a test says so) and the temporary directory is removed at the end.
@@ -22,24 +22,14 @@ served from the wrong record, cut or shifted, never passes for another.
 import os
 import random
 import re
-import shutil
-import signal
-import socket
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "mc_clients"))
 
 import harness  # noqa: E402
-from harness import TestFailure, check, eq, fail  # noqa: E402
-from http_util import Metrics, get, listening  # noqa: E402
-from mcproto import Mc  # noqa: E402
-
-# A ceiling for anything that polls (the machine is shared, ASan is slow);
-# never a speed assertion.
-DEADLINE = 30.0
+from harness import DEADLINE, TestFailure, check, eq, fail, wait_for  # noqa: E402,F401
+from server import Tubed  # noqa: E402
 
 KIB = 1024
 
@@ -70,143 +60,12 @@ def make_bodies(tag, n, size, seed, start=0):
 
 # ------------------------------------------------------------------ server
 
-class RB:
+class RB(Tubed):
     """tubed --config FILE -b DIR --memcache-port P --metrics-port H ARGS."""
 
     def __init__(self, binary, conf, *args, memcache=True, metrics=True):
-        self.binary = binary
-        self.args = [str(a) for a in args]
-        self.tmp = tempfile.mkdtemp(prefix="tubed-rb-")
-        self.conf_path = os.path.join(self.tmp, "tubed.conf")
-        self.write_conf(conf)
-        self.bdir = os.path.join(self.tmp, "binlog")
-        os.mkdir(self.bdir)
-        self.memcache = memcache
-        self.with_metrics = metrics
-        self.mport = None
-        self.hport = None
-        self.srv = None
-        self.old = []
-        self.env = None  # the server's environment (None: ours)
-
-    def write_conf(self, text):
-        tmp = self.conf_path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(harness._b(text))
-        os.rename(tmp, self.conf_path)
-
-    def base_args(self):
-        """The arguments that name the config and binlog (no ports)."""
-        return ["--config", self.conf_path, "-b", self.bdir] + self.args
-
-    def _argv(self, port):
-        a = [self.binary, "-l", harness.HOST, "-p", str(port)]
-        if self.memcache:
-            self.mport = harness._free_port()
-            a += ["--memcache-port", str(self.mport)]
-        if self.with_metrics:
-            self.hport = harness._free_port()
-            a += ["--metrics-port", str(self.hport)]
-        return harness.VALGRIND + a + self.base_args()
-
-    def start(self, extra=()):
-        self.extra = [str(x) for x in extra]
-        last = ""
-        for _ in range(8):
-            argv = (lambda port: self._argv(port) + self.extra)
-            self.srv = harness.Server(self.binary, argv=argv, env=self.env)
-            self.srv.start()
-            ports = [p for p, on in ((self.mport, self.memcache),
-                                     (self.hport, self.with_metrics)) if on]
-            deadline = time.monotonic() + 10
-            while self.srv.alive() and time.monotonic() < deadline and \
-                    not all(listening(self.srv.pid, p) for p in ports):
-                time.sleep(0.01)
-            if self.srv.alive() and all(listening(self.srv.pid, p) for p in ports):
-                return self.srv
-            last = self.srv.stderr_text()[-500:]
-            self.srv.stop()
-        fail("tubed did not start with its memcache/metrics ports: %s" % last)
-
-    def restart(self, extra=()):
-        return self.start(extra)
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-        return self
-
-    def bs(self, timeout=harness.DEFAULT_TIMEOUT):
-        return self.srv.client(timeout)
-
-    def mc(self, timeout=harness.DEFAULT_TIMEOUT):
-        sock = socket.create_connection((harness.HOST, self.mport), timeout=timeout)
-        c = Mc(None, None, timeout=timeout, sock=sock)
-        self.srv.clients.append(c)
-        return c
-
-    # http_util.get() wants .http()
-    def http(self, timeout=5.0):
-        from http_util import HttpConn
-        return HttpConn(self.hport, timeout)
-
-    def metrics(self):
-        r = get(self, "/metrics")
-        eq(r.status, 200, "GET /metrics status")
-        return Metrics(r.text())
-
-    def stderr(self):
-        return self.srv.stderr_text()
-
-    def kill9(self):
-        s = self.srv
-        check(s.alive(), "server died before the test killed it (%s): %s"
-              % (harness._describe_rc(s.proc.poll()), s.stderr_text()[-800:]))
-        s.signal(signal.SIGKILL)
-        s.proc.wait(10)
-        problems = s.stop()
-        check(not problems, "; ".join(problems))
-        self.old.append(s)
-        self.srv = None
-
-    def sigterm(self, timeout=15):
-        """SIGTERM; the server must exit 0; returns its stderr."""
-        s = self.srv
-        check(s.alive(), "server died before SIGTERM (%s): %s"
-              % (harness._describe_rc(s.proc.poll()), s.stderr_text()[-800:]))
-        s.signal(signal.SIGTERM)
-        try:
-            rc = s.proc.wait(timeout)
-        except Exception:
-            rc = None
-        text = s.stderr_text()
-        problems = [p for p in s.stop() if "exited on its own" not in p]
-        check(rc is not None, "server still running %ds after SIGTERM" % timeout)
-        eq(rc, 0, "exit status after SIGTERM (stderr: %s)" % text[-500:].strip())
-        check(not problems, "; ".join(problems))
-        self.old.append(s)
-        self.srv = None
-        return text
-
-    def __exit__(self, et, ev, tb):
-        problems = []
-        if self.srv is not None:
-            s, self.srv = self.srv, None
-            died = not s.alive()
-            text = s.stderr_text() if died else ""
-            problems = s.stop()
-            if problems and died:
-                problems.append("its output: %r" % text[-1500:])
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        if problems:
-            if et is None:
-                raise TestFailure("; ".join(problems))
-            if issubclass(et, (TestFailure, OSError)):
-                raise TestFailure("%s | %s" % (ev, "; ".join(problems))) from ev
-        return False
+        super().__init__(binary, *args, conf=conf, bdir=True, memcache=memcache,
+                         metrics=metrics, prefix="tubed-rb-")
 
 
 # ------------------------------------------------------------------ stats
@@ -231,29 +90,16 @@ def spilled(c):
 def wait_spilled(c, jobs, nbytes=None, what="", timeout=DEADLINE):
     """Poll stats-binlog until spilled-jobs == jobs (and spilled-bytes ==
     nbytes when given); fails with the last value seen."""
-    deadline = time.monotonic() + timeout
-    got = None
-    while True:
-        got = spilled(c)
-        if got[0] == jobs and (nbytes is None or got[1] == nbytes):
-            return got
-        if time.monotonic() > deadline:
-            fail("%stimed out after %.0fs waiting for spilled-jobs %d%s; last "
-                 "seen %r" % (what + ": " if what else "", timeout, jobs,
-                              "" if nbytes is None else
-                              " and spilled-bytes %d" % nbytes, got))
-        time.sleep(0.02)
+    last = [None]
 
+    def done():
+        got = last[0] = spilled(c)
+        return got if got[0] == jobs and (nbytes is None or got[1] == nbytes) else None
 
-def wait_for(pred, what, timeout=DEADLINE, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail("timed out after %.0fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    return wait_for(done, lambda: "%sspilled-jobs %d%s; last seen %r" % (
+        what + ": " if what else "", jobs,
+        "" if nbytes is None else " and spilled-bytes %d" % nbytes, last[0]),
+        timeout)
 
 
 def mc_tube_stats(m, tube):

@@ -46,13 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "mc_clients"))
 
 import harness  # noqa: E402
-from harness import TestFailure, check, eq, fail, unq  # noqa: E402
-from http_util import HttpConn, Metrics, listening  # noqa: E402
-from mcproto import Mc  # noqa: E402
+from harness import TestFailure, check, eq, fail, unq, wait_for  # noqa: E402
+from server import Tubed  # noqa: E402
 
 # A ceiling for anything that polls (the machine is shared, ASan is slow);
 # never a speed assertion.
-DEADLINE = 30.0
+DEADLINE = harness.DEADLINE
 
 # The keys of stats-replication, in the spec's order (replication.md §5).
 REPL_KEYS = ["role", "epoch", "position", "primary", "connected",
@@ -77,62 +76,30 @@ def report(line):
             f.write(time.strftime("%H:%M:%S ") + line + "\n")
 
 
-def wait_for(pred, what, timeout=DEADLINE, interval=0.05):
-    """Poll pred() until it returns a true value; fail after timeout.  A
-    failure message built by `what` (a callable) shows the last state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail("timed out after %.0fs waiting for %s"
-                 % (timeout, what() if callable(what) else what))
-        time.sleep(interval)
-
-
 # ------------------------------------------------------------------ nodes
 
-class Node:
+class Node(Tubed):
     """One tubed of a cluster: -b DIR, --config FILE, beanstalk + memcache
-    + metrics ports on 127.0.0.1, optionally --replica-of another node."""
+    + metrics ports on 127.0.0.1, optionally --replica-of another node.
+    A server.Tubed that keeps its beanstalk port across restarts."""
 
     def __init__(self, cluster, name, args, conf, replica_of, memcache,
                  metrics, bdir, env, unix=False):
         self.cluster = cluster
         self.name = name
-        self.binary = cluster.binary
-        self.args = [str(a) for a in args]
-        self.dir = os.path.join(cluster.tmp, name)
-        os.mkdir(self.dir)
-        self.conf_path = os.path.join(self.dir, "tubed.conf")
-        self.write_conf(cluster.conf if conf is None else conf)
-        self.bdir = None
-        if bdir:
-            self.bdir = os.path.join(self.dir, "binlog")
-            os.mkdir(self.bdir)
-        self.replica_of = replica_of
-        self.memcache = memcache
-        self.with_metrics = metrics
-        self.env = env
+        d = os.path.join(cluster.tmp, name)
+        os.mkdir(d)
         # unix: the beanstalk listener is DIR/bs.sock only (no TCP ports).
-        self.unix_path = os.path.join(self.dir, "bs.sock") if unix else None
-        if unix:
-            self.memcache = self.with_metrics = False
-        self.port = None          # kept across restarts
-        self.mport = None
-        self.hport = None
-        self.srv = None
-        self.old = []
+        super().__init__(cluster.binary, *args,
+                         conf=cluster.conf if conf is None else conf,
+                         bdir=bdir, memcache=memcache and not unix,
+                         metrics=metrics and not unix, env=env,
+                         keep_port=True, unix=unix, tmp=d,
+                         label="node %s" % name)
+        self.dir = d
+        self.replica_of = replica_of
         self.stopped_sig = False  # SIGSTOP sent and no SIGCONT since
         self._admin = None
-
-    # -- files ---------------------------------------------------------------
-    def write_conf(self, text):
-        tmp = self.conf_path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(harness._b(text))
-        os.rename(tmp, self.conf_path)
 
     @property
     def addr(self):
@@ -140,24 +107,12 @@ class Node:
             return "unix:" + self.unix_path
         return "%s:%d" % (harness.HOST, self.port)
 
-    def _argv(self, port):
-        if self.unix_path:
-            a = [self.binary, "-l", "unix:" + self.unix_path]
-        else:
-            a = [self.binary, "-l", harness.HOST, "-p", str(port)]
-        if self.memcache:
-            self.mport = harness._free_port()
-            a += ["--memcache-port", str(self.mport)]
-        if self.with_metrics:
-            self.hport = harness._free_port()
-            a += ["--metrics-port", str(self.hport)]
-        a += ["--config", self.conf_path]
-        if self.bdir:
-            a += ["-b", self.bdir]
+    def config_args(self):
+        a = super().config_args()
         ro = self.replica_of
         if ro is not None:
             a += ["--replica-of", ro.addr if isinstance(ro, Node) else ro]
-        return harness.VALGRIND + a + self.args + self.extra
+        return a
 
     # -- processes -----------------------------------------------------------
     def start(self, extra=(), replica_of=False):
@@ -166,46 +121,14 @@ class Node:
         "host:port"."""
         if replica_of is not False:
             self.replica_of = replica_of
-        self.extra = [str(x) for x in extra]
-        last = ""
-        for _ in range(8):
-            self.srv = harness.Server(self.binary, argv=self._argv,
-                                      env=self.env, port=self.port,
-                                      unix_path=self.unix_path)
-            try:
-                self.srv.start()
-            except harness.ServerError as e:
-                if self.port is None and not self.unix_path:
-                    raise
-                # Our fixed port may still be held by a connection of the
-                # old process: retry a few times.
-                last = str(e)
-                time.sleep(0.3)
-                continue
-            self.port = self.srv.port
-            ports = [p for p, on in ((self.mport, self.memcache),
-                                     (self.hport, self.with_metrics)) if on]
-            deadline = time.monotonic() + 10
-            while self.srv.alive() and time.monotonic() < deadline and \
-                    not all(listening(self.srv.pid, p) for p in ports):
-                time.sleep(0.01)
-            if self.srv.alive() and all(listening(self.srv.pid, p) for p in ports):
-                self.stopped_sig = False
-                self._admin = None
-                return self
-            last = self.srv.stderr_text()[-500:]
-            self.srv.stop()
-        fail("node %s did not start with its memcache/metrics ports: %s"
-             % (self.name, last))
+        super().start(extra)
+        return self
 
     restart = start
 
-    @property
-    def pid(self):
-        return self.srv.pid
-
-    def alive(self):
-        return self.srv is not None and self.srv.alive()
+    def started(self):
+        self.stopped_sig = False
+        self._admin = None
 
     def signal(self, sig):
         self.srv.signal(sig)
@@ -221,45 +144,19 @@ class Node:
         self.signal(signal.SIGCONT)
 
     def _retire(self):
-        s, self.srv = self.srv, None
-        self.old.append(s)
         self._admin = None
-        return s
+        return super()._retire()
 
     def kill9(self):
-        s = self.srv
-        check(s.alive(), "node %s died before the test killed it (%s): %s"
-              % (self.name, harness._describe_rc(s.proc.poll()),
-                 s.stderr_text()[-800:]))
-        s.signal(signal.SIGKILL)
-        s.proc.wait(10)
-        self.stopped_sig = False
-        problems = s.stop()
-        check(not problems, "node %s: %s" % (self.name, "; ".join(problems)))
-        self._retire()
+        self.stopped_sig = False    # SIGKILL ends a stopped process too
+        return super().kill9()
 
     def sigterm(self, timeout=15):
-        """SIGTERM; the server must exit 0; returns its stderr."""
-        s = self.srv
+        """SIGTERM (SIGCONT first if stopped); the server must exit 0;
+        returns its stderr."""
         if self.stopped_sig:
             self.sigcont()
-        check(s.alive(), "node %s died before SIGTERM (%s): %s"
-              % (self.name, harness._describe_rc(s.proc.poll()),
-                 s.stderr_text()[-800:]))
-        s.signal(signal.SIGTERM)
-        try:
-            rc = s.proc.wait(timeout)
-        except Exception:
-            rc = None
-        text = s.stderr_text()
-        problems = [p for p in s.stop() if "exited on its own" not in p]
-        check(rc is not None, "node %s still running %ds after SIGTERM"
-              % (self.name, timeout))
-        eq(rc, 0, "node %s: exit status after SIGTERM (stderr: %s)"
-           % (self.name, text[-500:].strip()))
-        check(not problems, "node %s: %s" % (self.name, "; ".join(problems)))
-        self._retire()
-        return text
+        return super().sigterm(timeout)
 
     def stop(self):
         """Stop by pid (SIGCONT first if stopped); returns the problems."""
@@ -270,16 +167,7 @@ class Node:
                 self.sigcont()
             except ProcessLookupError:
                 pass
-        died = not self.srv.alive()
-        text = self.srv.stderr_text() if died else ""
-        s = self._retire()
-        problems = ["node %s: %s" % (self.name, p) for p in s.stop()]
-        if problems and died:
-            problems.append("its output: %r" % text[-1500:])
-        return problems
-
-    def stderr(self):
-        return self.srv.stderr_text() if self.srv else self.old[-1].stderr_text()
+        return ["node %s: %s" % (self.name, p) for p in super().stop()]
 
     def rss(self):
         """VmRSS of the server process in bytes."""
@@ -289,47 +177,11 @@ class Node:
                     return int(line.split()[1]) * 1024
         fail("no VmRSS for pid %d" % self.pid)
 
-    # -- reload --------------------------------------------------------------
-    def reload_lines(self):
-        return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$",
-                          self.srv.stderr_text(), re.M)
-
-    def reload(self, conf=None):
-        """Rewrite the config (if given), SIGHUP, wait for the log line."""
-        if conf is not None:
-            self.write_conf(conf)
-        before = len(self.reload_lines())
-        self.srv.signal(signal.SIGHUP)
-        lines = wait_for(lambda: (lambda l: l if len(l) > before else None)(
-            self.reload_lines()), "node %s to log its reload" % self.name)
-        line = lines[before]
-        check(line.startswith("tubed: info: reloaded %s" % self.conf_path),
-              "node %s reload: expected 'reloaded %s', got %r"
-              % (self.name, self.conf_path, line))
-        return line
-
-    # -- clients -------------------------------------------------------------
-    def bs(self, timeout=harness.DEFAULT_TIMEOUT):
-        return self.srv.client(timeout)
-
-    def mc(self, timeout=harness.DEFAULT_TIMEOUT):
-        sock = socket.create_connection((harness.HOST, self.mport), timeout=timeout)
-        c = Mc(None, None, timeout=timeout, sock=sock)
-        self.srv.clients.append(c)
-        return c
-
-    def http(self, timeout=5.0):
-        return HttpConn(self.hport, timeout)
-
+    # -- clients (bs, mc, http, metrics, reload: server.Tubed) ----------------
     def get(self, path):
         with self.http() as h:
             h.request("GET", path, {"Connection": "close"})
             return h.read_response()
-
-    def metrics(self):
-        r = self.get("/metrics")
-        eq(r.status, 200, "node %s: GET /metrics status" % self.name)
-        return Metrics(r.text())
 
     def admin(self):
         """A cached beanstalk connection for polling."""

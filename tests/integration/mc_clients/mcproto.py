@@ -11,64 +11,25 @@ test_memcache*.py files import it.
         m.get("q")                 # b'a' (or None for END)
         s.kill9(); s.restart()     # with bdir: the same binlog directory
 
-Servers listen on free 127.0.0.1 ports (the memcache one is picked per
-start attempt, so a collision just retries), and are stopped by pid.
+McServer is a server.Tubed: free 127.0.0.1 ports (the memcache one is
+picked per start attempt, so a collision just retries), stopped by pid.
 """
 
 import os
 import re
-import shutil
-import signal
-import socket
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import harness  # noqa: E402
-from harness import TestFailure, check, eq, fail  # noqa: E402
-
-# A ceiling for anything that polls; never a speed assertion.
-DEADLINE = 30.0
+from harness import DEADLINE, TestFailure, check, eq, fail, wait_for  # noqa: E402,F401
+from server import Tubed  # noqa: E402
 
 
 def free_port():
     """A port nobody listens on right now (127.0.0.1)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((harness.HOST, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
-def wait_for(pred, what, timeout=DEADLINE, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            fail("timed out after %.0fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
-
-
-def _listening(port):
-    """True if /proc shows a socket listening on 127.0.0.1:port (no probe
-    connection: the connection counters stay as they are)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
-                        return True
-        except OSError:
-            continue
-    return False
+    return harness._free_port()
 
 
 class Mc(harness.Client):
@@ -153,118 +114,13 @@ class Mc(harness.Client):
         self.expect_closed()
 
 
-class McServer:
+class McServer(Tubed):
     """A tubed with --memcache-port, optionally --config FILE and -b DIR."""
 
     def __init__(self, binary, *args, conf=None, bdir=False, env=None,
                  memcache=True):
-        self.binary = binary
-        self.args = [str(a) for a in args]
-        self.tmp = tempfile.mkdtemp(prefix="tubed-mc-")
-        self.conf_path = None
-        if conf is not None:
-            self.conf_path = os.path.join(self.tmp, "tubed.conf")
-            self.write_conf(conf)
-        self.bdir = None
-        if bdir:
-            self.bdir = os.path.join(self.tmp, "binlog")
-            os.mkdir(self.bdir)
-        self.env = env
-        self.memcache = memcache
-        self.srv = None
-        self.mport = None
-        self.old = []
-
-    def write_conf(self, text):
-        tmp = self.conf_path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(harness._b(text))
-        os.rename(tmp, self.conf_path)
-
-    def _argv(self, port):
-        self.mport = free_port()
-        a = [self.binary, "-l", harness.HOST, "-p", str(port)]
-        if self.memcache:
-            a += ["--memcache-port", str(self.mport)]
-        if self.conf_path:
-            a += ["--config", self.conf_path]
-        if self.bdir:
-            a += ["-b", self.bdir]
-        return harness.VALGRIND + a + self.args
-
-    def start(self):
-        for _ in range(8):
-            self.srv = harness.Server(self.binary, env=self.env, argv=self._argv)
-            self.srv.start()
-            if not self.memcache:
-                return self.srv
-            # The beanstalk listener is up; the memcache one is made right
-            # after it. A memcache port taken meanwhile: start again.
-            deadline = time.monotonic() + 10
-            while self.srv.alive() and not _listening(self.mport) and \
-                    time.monotonic() < deadline:
-                time.sleep(0.01)
-            if self.srv.alive() and _listening(self.mport):
-                return self.srv
-            self.srv.stop()
-        fail("tubed with --memcache-port did not start: %s" % self.srv.stderr_text()[-500:])
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-        return self
-
-    def mc(self, timeout=harness.DEFAULT_TIMEOUT):
-        sock = socket.create_connection((harness.HOST, self.mport), timeout=timeout)
-        c = Mc(None, None, timeout=timeout, sock=sock)
-        self.srv.clients.append(c)
-        return c
-
-    def bs(self, timeout=harness.DEFAULT_TIMEOUT):
-        return self.srv.client(timeout)
-
-    def signal(self, sig):
-        self.srv.signal(sig)
-
-    def kill9(self):
-        s = self.srv
-        check(s.alive(), "server died before the test killed it: %s"
-              % s.stderr_text()[-800:])
-        s.signal(signal.SIGKILL)
-        s.proc.wait(10)
-        problems = s.stop()
-        check(not problems, "; ".join(problems))
-        self.old.append(s)
-        self.srv = None
-
-    def restart(self):
-        return self.start()
-
-    def stop(self):
-        if self.srv is None:
-            return []
-        s, self.srv = self.srv, None
-        self.old.append(s)
-        return s.stop()
-
-    def __exit__(self, et, ev, tb):
-        problems = []
-        if self.srv is not None:
-            died = not self.srv.alive()
-            text = self.srv.stderr_text() if died else ""
-            problems = self.stop()
-            if problems and died:
-                problems.append("its output: %r" % text[-1500:])
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        if problems:
-            if et is None:
-                raise TestFailure("; ".join(problems))
-            if issubclass(et, (TestFailure, OSError)):
-                raise TestFailure("%s | %s" % (ev, "; ".join(problems))) from ev
-        return False
+        super().__init__(binary, *args, conf=conf, bdir=bdir, env=env,
+                         memcache=memcache, prefix="tubed-mc-")
 
 
 def bs_stats_tube(b, tube):

@@ -3,6 +3,7 @@
  * and a wake may call the engine again (as a memcache get deletes the job
  * it took). No sockets: an Engine, its loop, and workers whose wake
  * records what it saw. */
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -10,6 +11,7 @@
 #include "engine.h"
 #include "event.h"
 #include "unit.h"
+#include "watch.h"
 
 typedef struct Seen {
     Worker w;
@@ -233,6 +235,79 @@ START_TEST(engine_free_with_deliveries_pending)
 }
 END_TEST
 
+/* A wide worker (past WATCH_WIDE tubes, waiting engine-wide) and a narrow
+ * one on the same tube: served in the order they began to wait; a wide
+ * worker hears of a job in any of its tubes. */
+START_TEST(wide_and_narrow_share_first_come)
+{
+    World x;
+    Seen wide, narrow;
+    Tube *other = NULL;
+    uint64_t id1, id2, id3;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &wide);
+    seen_init(&x, &narrow);
+    for (int i = 0; i < WATCH_WIDE + 4; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof name, "w%d", i);
+        Tube *t = engine_tube(&x.e, name, (size_t)n);
+
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(watch_add(&wide.w, t), 0);
+        other = t;
+    }
+    ck_assert(watch_is_wide(&wide.w));
+    ck_assert(!watch_is_wide(&narrow.w));
+    park(&x, &wide, INT64_MAX);
+    park(&x, &narrow, INT64_MAX);
+    id1 = put(&x, 0);
+    id2 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(wide.id, id1);
+    ck_assert_uint_eq(narrow.id, id2);
+    /* Waiting again, the wide worker gets a job of another of its tubes. */
+    park(&x, &wide, INT64_MAX);
+    j = engine_job_new(&x.e, other, 1, 0, 0, 60);
+    ck_assert_ptr_nonnull(j);
+    id3 = j->id;
+    job_body_mut(j)[0] = 'y';
+    ck_assert_int_eq(engine_put(&x.e, j, other), ENG_OK);
+    ck_assert_int_eq(wide.n, 1);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(wide.n, 2);
+    ck_assert_uint_eq(wide.id, id3);
+    worker_fini(&x.e, &wide.w);
+    worker_fini(&x.e, &narrow.w);
+    world_free(&x);
+}
+END_TEST
+
+/* A cancelled wait (the client hung up) is never woken, and the job
+ * stays ready for whoever comes next. */
+START_TEST(cancelled_waiter_not_woken)
+{
+    World x;
+    Seen a;
+    uint64_t id;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    park(&x, &a, INT64_MAX);
+    ck_assert_uint_eq(engine_tube_waiting(&x.e, x.t), 1);
+    worker_cancel(&x.e, &a.w);
+    ck_assert(!a.w.waiting);
+    ck_assert_uint_eq(engine_tube_waiting(&x.e, x.t), 0);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 0);
+    ck_assert_int_eq(engine_find(&x.e, id)->state, JOB_READY);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
 static Suite *waiter_suite(void)
 {
     Suite *s = suite_create("waiter");
@@ -244,6 +319,8 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, no_waiter_no_posting);
     tcase_add_test(tc, timeouts_are_delivered_after_the_tick);
     tcase_add_test(tc, engine_free_with_deliveries_pending);
+    tcase_add_test(tc, wide_and_narrow_share_first_come);
+    tcase_add_test(tc, cancelled_waiter_not_woken);
     suite_add_tcase(s, tc);
     return s;
 }

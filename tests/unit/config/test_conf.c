@@ -942,7 +942,7 @@ END_TEST
 static char *example_path(void)
 {
     static char path[512];
-    const char *me = __FILE__, *tail = strstr(me, "tests/unit/test_conf.c");
+    const char *me = __FILE__, *tail = strstr(me, "tests/unit/");
 
     ck_assert_ptr_nonnull(tail);
     snprintf(path, sizeof path, "%.*spkg/tubed.conf", (int)(tail - me), me);
