@@ -136,6 +136,10 @@ size_t conn_out_pending(const Conn *c);
 
 /* Queue c for the next write of replies. */
 void conn_mark_pending(Conn *c);
+/* The same, ahead of every connection queued so far: for bytes others
+ * wait on (a replica's stream, whose acknowledgement releases the
+ * replies of the rest). */
+void conn_mark_first(Conn *c);
 
 /* Write queued replies of every connection that has some. */
 void conn_flush_all(Server *s);

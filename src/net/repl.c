@@ -245,6 +245,10 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
             continue; /* (a catching-up link reads this from the backlog) */
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
+        /* Sent before the replies this iteration releases: the clients'
+         * next replies wait on this batch's round trip to the replica,
+         * and writing fifty replies first delays it by their sends. */
+        conn_mark_first(x->c);
         x->sent_at = s->eng.now;
         if (conn_out_pending(x->c) > LIVE_MAX) {
             log_warn("replication: replica %s is %zu bytes behind (not reading); "
