@@ -359,6 +359,12 @@ static void conn_read(Conn *c)
         conn_close(c);
 }
 
+void conn_read_now(Conn *c)
+{
+    if (!(c->flags & (CONN_DEAD | CONN_EOF)) && conn_takes_input(c))
+        conn_read(c);
+}
+
 void conn_resume(Conn *c)
 {
     size_t used;

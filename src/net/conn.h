@@ -141,6 +141,12 @@ void conn_mark_pending(Conn *c);
  * replies of the rest). */
 void conn_mark_first(Conn *c);
 
+/* Read what c's socket holds now, as an epoll wake-up would (nothing when
+ * it holds nothing): for input others wait on (a replica's
+ * acknowledgements), which may arrive while an iteration runs. c may be
+ * closed by it (check CONN_DEAD). */
+void conn_read_now(Conn *c);
+
 /* Write queued replies of every connection that has some. */
 void conn_flush_all(Server *s);
 

@@ -550,6 +550,24 @@ static void primary_tick(Server *s)
     }
 }
 
+/* Acknowledgements that arrived while this iteration ran, read before its
+ * flush: the replies they release go out now, not one epoll round and
+ * one iteration later (one read per replica, only while replies wait). */
+static void read_acks(Server *s)
+{
+    Repl *r = R(s);
+    List *n = r->links.next;
+
+    if (!s->cfg.sync_replicas || !r->map_len)
+        return;
+    while (n != &r->links) {
+        ReplLink *l = container_of(n, ReplLink, node);
+        n = n->next; /* (reading may close l, never another link) */
+        if (!l->drop && !l->snapshot)
+            conn_read_now(l->c);
+    }
+}
+
 int repl_busy(const Server *s)
 {
     const Repl *r = R(s);
@@ -608,6 +626,7 @@ void repl_tick(Server *s)
         return;
     if (r->role == ROLE_PRIMARY) {
         primary_tick(s);
+        read_acks(s);
         if (r->nlinks)
             heartbeat(s);
         release(s);
