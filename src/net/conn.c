@@ -150,6 +150,16 @@ void conn_mark_pending(Conn *c)
         mark_pending(c);
 }
 
+void conn_mark_first(Conn *c)
+{
+    if (c->flags & CONN_DEAD)
+        return;
+    if (list_linked(&c->out_link))
+        list_remove(&c->out_link);
+    /* (inserted before the first: at the head) */
+    list_insert_tail(c->srv->pending_out.next, &c->out_link);
+}
+
 /* Out of memory for a reply: the last resort the protocol allows is to
  * close the connection; the rest of the server goes on. */
 static void reply_failed(Conn *c)
@@ -347,6 +357,12 @@ static void conn_read(Conn *c)
         read_eof(c);
     else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         conn_close(c);
+}
+
+void conn_read_now(Conn *c)
+{
+    if (!(c->flags & (CONN_DEAD | CONN_EOF)) && conn_takes_input(c))
+        conn_read(c);
 }
 
 void conn_resume(Conn *c)

@@ -136,6 +136,16 @@ size_t conn_out_pending(const Conn *c);
 
 /* Queue c for the next write of replies. */
 void conn_mark_pending(Conn *c);
+/* The same, ahead of every connection queued so far: for bytes others
+ * wait on (a replica's stream, whose acknowledgement releases the
+ * replies of the rest). */
+void conn_mark_first(Conn *c);
+
+/* Read what c's socket holds now, as an epoll wake-up would (nothing when
+ * it holds nothing): for input others wait on (a replica's
+ * acknowledgements), which may arrive while an iteration runs. c may be
+ * closed by it (check CONN_DEAD). */
+void conn_read_now(Conn *c);
 
 /* Write queued replies of every connection that has some. */
 void conn_flush_all(Server *s);

@@ -245,6 +245,10 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
             continue; /* (a catching-up link reads this from the backlog) */
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
+        /* Sent before the replies this iteration releases: the clients'
+         * next replies wait on this batch's round trip to the replica,
+         * and writing fifty replies first delays it by their sends. */
+        conn_mark_first(x->c);
         x->sent_at = s->eng.now;
         if (conn_out_pending(x->c) > LIVE_MAX) {
             log_warn("replication: replica %s is %zu bytes behind (not reading); "
@@ -546,6 +550,24 @@ static void primary_tick(Server *s)
     }
 }
 
+/* Acknowledgements that arrived while this iteration ran, read before its
+ * flush: the replies they release go out now, not one epoll round and
+ * one iteration later (one read per replica, only while replies wait). */
+static void read_acks(Server *s)
+{
+    Repl *r = R(s);
+    List *n = r->links.next;
+
+    if (!s->cfg.sync_replicas || !r->map_len)
+        return;
+    while (n != &r->links) {
+        ReplLink *l = container_of(n, ReplLink, node);
+        n = n->next; /* (reading may close l, never another link) */
+        if (!l->drop && !l->snapshot)
+            conn_read_now(l->c);
+    }
+}
+
 int repl_busy(const Server *s)
 {
     const Repl *r = R(s);
@@ -604,6 +626,7 @@ void repl_tick(Server *s)
         return;
     if (r->role == ROLE_PRIMARY) {
         primary_tick(s);
+        read_acks(s);
         if (r->nlinks)
             heartbeat(s);
         release(s);

@@ -7,9 +7,13 @@
    against the same server alone, both with -f 0 and both with the default
    -f. The servers take turns within each round (alone, replicated, alone,
    ...), every run on freshly started servers with empty binlog
-   directories; the table gives the median rate of each and the ratio
-   replicated / alone (targets: >= 0.7 with -f 0, >= 0.5 with the default
-   -f).
+   directories; the table gives the median rate of each, the ratio
+   replicated / alone as the median of each round's ratio (the two runs of
+   a round share the load of the moment; targets: >= 0.7 with -f 0, >= 0.5
+   with the default -f), every round's ratio, and the CPU seconds the
+   servers used for the puts (alone; primary + replica): where the
+   machine's cores are fewer than the client and both servers need, the
+   ratio follows those.
 2. Catch-up: a primary holding N jobs (put by tubed-bench), then a new
    replica from an empty directory; the time until its lag-records is 0
    gives its rate in jobs/s, against the primary's own put rate.
@@ -109,20 +113,36 @@ def wait_caught_up(port, primary_port, timeout=600):
     raise SystemExit("replica did not catch up")
 
 
+def cpu_seconds(p):
+    """User + system CPU time of a running process (every thread)."""
+    f = open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def price(args, base, fsync):
+    """Median rates, the median of each round's ratio (the two runs of a
+    round share the machine's load of the moment), and the median CPU
+    seconds the servers used: alone, and primary + replica."""
     rates = {"alone": [], "replicated": []}
+    ratios, cpu_alone, cpu_pair = [], [], []
     for _ in range(args.rounds):
         p, port = start(args.tubed, base, "alone", *fsync)
+        c0 = cpu_seconds(p)
         rates["alone"].append(bench_put(args.bench, port, args.puts))
+        cpu_alone.append(cpu_seconds(p) - c0)
         stop(p)
         p, port = start(args.tubed, base, "primary", "--sync-replicas", "1", *fsync)
-        r, _ = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port, *fsync)
-        wait_caught_up(_, port)
+        r, rport = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port, *fsync)
+        wait_caught_up(rport, port)
+        c0 = cpu_seconds(p) + cpu_seconds(r)
         rates["replicated"].append(bench_put(args.bench, port, args.puts))
+        cpu_pair.append(cpu_seconds(p) + cpu_seconds(r) - c0)
         stop(r)
         stop(p)
-    a, b = statistics.median(rates["alone"]), statistics.median(rates["replicated"])
-    return a, b
+        ratios.append(rates["replicated"][-1] / rates["alone"][-1])
+    return (statistics.median(rates["alone"]), statistics.median(rates["replicated"]),
+            statistics.median(ratios), ratios, statistics.median(cpu_alone),
+            statistics.median(cpu_pair))
 
 
 def catchup(args, base):
@@ -160,13 +180,15 @@ def main():
         args.rounds, args.puts, args.catchup = 1, 20000, 20000
     base = tempfile.mkdtemp(prefix="tubed-bench-repl-")
     lines = ["# Replication bench (tests/bench/replication.py)", "",
-             "| workload | alone ops/s | sync_replicas=1 ops/s | ratio | target |",
-             "| --- | --- | --- | --- | --- |"]
+             "| workload | alone ops/s | sync_replicas=1 ops/s | ratio | target | "
+             "ratio per round | CPU s alone / primary+replica |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     try:
         for name, fsync, target in (("-f 0", ["-f", "0"], 0.7), ("default -f", [], 0.5)):
-            a, b = price(args, base, fsync)
-            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | >= %.1f |"
-                         % (name, a, b, b / a, target))
+            a, b, ratio, ratios, ca, cp = price(args, base, fsync)
+            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | >= %.1f | %s | %.2f / %.2f |"
+                         % (name, a, b, ratio, target, " ".join("%.2f" % x for x in ratios),
+                            ca, cp))
             print(lines[-1], flush=True)
         put_rate, rate, promote_ms, put_ms = catchup(args, base)
         lines += ["", "| catch-up of %d jobs | jobs/s | vs the primary's put rate |" % args.catchup,

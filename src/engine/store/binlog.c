@@ -751,13 +751,24 @@ static void settle_inflight(Engine *e)
 }
 
 /* With -f 0 a sync runs whenever records are written and not yet synced:
- * one fsync covers everything written meanwhile (group commit). */
+ * one fsync covers everything written meanwhile (group commit). A sync
+ * that has ended while the loop was busy (its eventfd not read yet) is
+ * taken here, so the records just written start the next one now rather
+ * than after another epoll round: on a replica, that round is on the
+ * path of every acknowledgement. */
 static void sync_if_needed(Engine *e)
 {
     Binlog *b = bl(e);
+    int err;
 
-    if (strict(e) && b->written_lsn > b->durable_lsn)
-        start_sync(e);
+    if (!strict(e) || b->written_lsn <= b->durable_lsn)
+        return;
+    if (b->syncer.busy && (err = syncer_poll(&b->syncer)) >= 0) {
+        sync_ended(e, err);
+        if (!b->healthy || b->written_lsn <= b->durable_lsn)
+            return;
+    }
+    start_sync(e);
 }
 
 static void on_synced(EvSource *src, uint32_t events)

@@ -6,6 +6,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* The lock is never held across a wake-up (a signal, the eventfd): on
+ * two cores the woken side runs at once, and finding the lock still
+ * taken it would sleep on it again, a futex round trip that every fsync
+ * of a -f 0 server (and every acknowledgement of its replicas) waits
+ * through. */
 static void *run(void *arg)
 {
     Syncer *y = arg;
@@ -18,21 +23,22 @@ static void *run(void *arg)
             break;
         {
             int fd = y->fd, err;
+            uint64_t one = 1;
             pthread_mutex_unlock(&y->mu);
             err = y->sync_fn(fd) < 0 ? errno : 0;
             pthread_mutex_lock(&y->mu);
             y->err = err;
             y->fd = -1;
             y->done = 1;
-            pthread_cond_broadcast(&y->cv);
-        }
-        {
-            uint64_t one = 1;
+            pthread_mutex_unlock(&y->mu);
+            pthread_cond_broadcast(&y->cv); /* syncer_wait() */
             /* A full counter cannot happen (the loop reads after each
              * sync); the loop also re-checks done, so a lost wake-up is
-             * harmless. */
+             * harmless. (syncer_stop() joins this thread before it
+             * closes the eventfd or destroys the condition.) */
             if (write(y->efd, &one, sizeof one) < 0)
                 (void)0;
+            pthread_mutex_lock(&y->mu);
         }
     }
     pthread_mutex_unlock(&y->mu);
@@ -91,8 +97,8 @@ int syncer_start(Syncer *y, int fd)
     pthread_mutex_lock(&y->mu);
     y->fd = fd;
     y->done = 0;
-    pthread_cond_broadcast(&y->cv);
     pthread_mutex_unlock(&y->mu);
+    pthread_cond_signal(&y->cv); /* (after the unlock: see run()) */
     y->busy = 1;
     return 0;
 }
@@ -112,6 +118,18 @@ int syncer_finish(Syncer *y)
     }
     pthread_mutex_unlock(&y->mu);
     return err; /* -1: nothing had finished */
+}
+
+int syncer_poll(Syncer *y)
+{
+    int done;
+
+    if (!y->busy)
+        return -1;
+    pthread_mutex_lock(&y->mu);
+    done = y->done;
+    pthread_mutex_unlock(&y->mu);
+    return done ? syncer_finish(y) : -1;
 }
 
 int syncer_wait(Syncer *y)

@@ -34,6 +34,11 @@ void syncer_stop(Syncer *y);
 int syncer_start(Syncer *y, int fd);
 /* After syncer_fd() was readable: 0 or the errno of the sync. */
 int syncer_finish(Syncer *y);
+/* syncer_finish() without waiting for the eventfd to be seen: 0 or the
+ * errno of a sync that has ended, -1 (and no system call) while it runs
+ * or when none was asked for. The eventfd may still wake the loop after
+ * it; syncer_finish() then answers -1. */
+int syncer_poll(Syncer *y);
 /* Block until the in-flight sync (if any) ends; returns its result. */
 int syncer_wait(Syncer *y);
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1604,6 +1605,69 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
 }
 END_TEST
 
+/* ---- -f 0: a sync that ended while the loop was busy ------------------ */
+
+/* Until the sync thread's eventfd is readable: the sync has ended, and
+ * the loop has not looked. */
+static void wait_sync_ended(Server *s)
+{
+    struct pollfd p = {.fd = s->eng.binlog.syncer.efd, .events = POLLIN};
+
+    ck_assert_int_eq(poll(&p, 1, 10000), 1);
+}
+
+/* The next commit takes the ended sync (its records are durable at once)
+ * and starts one for what it just wrote, without waiting for the loop to
+ * read the eventfd first. */
+START_TEST(strict_commit_takes_an_ended_sync)
+{
+    Server *a = open_srv();
+    uint64_t first, second;
+
+    put_filled(a, "s", 40);
+    first = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* starts the sync on the thread */
+    ck_assert(a->eng.binlog.syncer.busy);
+    wait_sync_ended(a);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first); /* nobody looked yet */
+    put_filled(a, "s", 40);
+    second = a->eng.binlog.lsn;
+    binlog_commit(&a->eng);
+    ck_assert_uint_ge(a->eng.binlog.durable_lsn, first);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, second);
+    ck_assert(a->eng.binlog.syncer.busy); /* the next one runs */
+    ck_assert_uint_eq(a->eng.binlog.sync_target, second);
+    binlog_settle(&a->eng);
+    ck_assert_uint_eq(a->eng.binlog.durable_lsn, second);
+    close_srv(a);
+}
+END_TEST
+
+/* The same with a failed fsync: the commit finds the failure, the binlog
+ * turns unhealthy and starts no sync on the failed file. */
+START_TEST(strict_commit_takes_a_failed_sync)
+{
+    Server *a = open_srv();
+    uint64_t first;
+
+    bl_disk.fdatasync = fail_fdatasync;
+    put_filled(a, "s", 40);
+    first = a->eng.binlog.lsn;
+    binlog_commit(&a->eng);
+    wait_sync_ended(a);
+    restore_disk();
+    put_filled(a, "s", 40);
+    capture_begin();
+    binlog_commit(&a->eng);
+    capture_end();
+    ck_assert(!a->eng.binlog.healthy);
+    ck_assert_msg(strstr(captured, "fsync"), "the failure was not logged: %s", captured);
+    ck_assert(!a->eng.binlog.syncer.busy);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    close_srv(a);
+}
+END_TEST
+
 /* ---- fanout children: C records that outlive their files -------------- */
 
 static Tube *register_child(Server *s, const char *name)
@@ -1902,6 +1966,8 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, full_disk_refuses_then_recovers);
     tcase_add_test(fa, failed_write_unhealthy_then_recovers);
     tcase_add_test(fa, failed_fsync_unhealthy_then_recovers);
+    tcase_add_test(fa, strict_commit_takes_an_ended_sync);
+    tcase_add_test(fa, strict_commit_takes_a_failed_sync);
     suite_add_tcase(s, fa);
 
     tcase_add_test(sm, stream_two_subscribers_and_reset);

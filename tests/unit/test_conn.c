@@ -1,0 +1,128 @@
+/*
+ * test_conn.c — the order in which queued replies are written.
+ *
+ * conn_mark_first() puts a connection ahead of every one queued before it
+ * (a primary's batch for its replicas goes out before the replies that
+ * wait on that batch's round trip, doc/replication.md); everything queued
+ * is still written, once, by the next conn_flush_all().
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bsconn.h"
+#include "serve.h"
+#include "unit.h"
+
+#define NCONN 4
+
+typedef struct Rig {
+    Server s;
+    Beanstalk bs;
+    int peer[NCONN]; /* our ends */
+    Conn *c[NCONN];
+} Rig;
+
+static Rig *rig_new(void)
+{
+    Rig *r = calloc(1, sizeof *r);
+    Config cfg;
+
+    ck_assert_ptr_nonnull(r);
+    opts_defaults(&cfg);
+    ck_assert_int_eq(server_init(&r->s, &cfg), 0);
+    beanstalk_init(&r->bs, &r->s);
+    for (int i = 0; i < NCONN; i++) {
+        int sv[2];
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv),
+                         0);
+        r->peer[i] = sv[1];
+        r->c[i] = conn_new(&r->s, sv[0], &r->bs.proto);
+        ck_assert_ptr_nonnull(r->c[i]);
+    }
+    return r;
+}
+
+static void rig_free(Rig *r)
+{
+    for (int i = 0; i < NCONN; i++)
+        close(r->peer[i]);
+    server_free(&r->s);
+    opts_free(&r->s.cfg);
+    free(r);
+}
+
+/* The connections queued for writing, in the order they will be written;
+ * their count. */
+static int queued(Rig *r, Conn **out)
+{
+    int n = 0;
+
+    for (List *l = r->s.pending_out.next; l != &r->s.pending_out; l = l->next) {
+        ck_assert_int_lt(n, NCONN);
+        out[n++] = container_of(l, Conn, out_link);
+    }
+    return n;
+}
+
+static void heard(Rig *r, int i, const char *want)
+{
+    char got[64];
+    ssize_t n = read(r->peer[i], got, sizeof got);
+
+    ck_assert_int_eq(n, (ssize_t)strlen(want));
+    ck_assert(memcmp(got, want, (size_t)n) == 0);
+    n = read(r->peer[i], got, sizeof got);
+    ck_assert(n < 0 && errno == EAGAIN); /* nothing more: written once */
+}
+
+START_TEST(mark_first_goes_ahead)
+{
+    Rig *r = rig_new();
+    Conn *q[NCONN];
+
+    conn_reply(r->c[0], "a\r\n", 3);
+    conn_reply(r->c[1], "b\r\n", 3);
+    conn_reply(r->c[2], "c\r\n", 3);
+    /* already queued (behind 0 and 1): moved ahead, queued once */
+    conn_mark_first(r->c[2]);
+    ck_assert_int_eq(queued(r, q), 3);
+    ck_assert_ptr_eq(q[0], r->c[2]);
+    ck_assert_ptr_eq(q[1], r->c[0]);
+    ck_assert_ptr_eq(q[2], r->c[1]);
+    /* not queued yet: ahead of all, and a later reply keeps it there */
+    conn_mark_first(r->c[3]);
+    conn_reply(r->c[3], "d\r\n", 3);
+    ck_assert_int_eq(queued(r, q), 4);
+    ck_assert_ptr_eq(q[0], r->c[3]);
+    ck_assert_ptr_eq(q[1], r->c[2]);
+    /* the same again changes nothing */
+    conn_mark_first(r->c[3]);
+    ck_assert_int_eq(queued(r, q), 4);
+    ck_assert_ptr_eq(q[0], r->c[3]);
+    ck_assert_ptr_eq(q[3], r->c[1]);
+    conn_flush_all(&r->s);
+    ck_assert_int_eq(queued(r, q), 0);
+    heard(r, 0, "a\r\n");
+    heard(r, 1, "b\r\n");
+    heard(r, 2, "c\r\n");
+    heard(r, 3, "d\r\n");
+    rig_free(r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("conn");
+    TCase *t = unit_tcase("core");
+
+    signal(SIGPIPE, SIG_IGN);
+    tcase_add_test(t, mark_first_goes_ahead);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+UNIT_MAIN(suite)
