@@ -519,7 +519,6 @@ static void note_position(Server *s)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start;
-    ReplAck a;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (r->snapshot || r->pending_pos == pos)
@@ -528,23 +527,8 @@ static void note_position(Server *s)
         fail(s, "no disk room to journal the position");
         return;
     }
-    a = (ReplAck){engine_lsn(&s->eng), r->pending_pos, s->eng.now};
-    if (r->acks_len == r->acks_cap) {
-        size_t cap = r->acks_cap ? r->acks_cap * 2 : 16;
-        ReplAck *v = tb_malloc(cap * sizeof *v);
-        if (!v) {
-            fail(s, "out of memory");
-            return;
-        }
-        for (size_t i = 0; i < r->acks_len; i++)
-            v[i] = r->acks[(r->acks_head + i) % r->acks_cap];
-        tb_free(r->acks);
-        r->acks = v;
-        r->acks_head = 0;
-        r->acks_cap = cap;
-    }
-    r->acks[(r->acks_head + r->acks_len) % r->acks_cap] = a;
-    r->acks_len++;
+    if (ack_later(s, r->pending_pos) < 0)
+        fail(s, "out of memory");
 }
 
 int replica_feed(Server *s, const char *p, size_t len)
