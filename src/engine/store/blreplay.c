@@ -528,10 +528,11 @@ static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t er
             v = nv;
         }
         if (idx > JOB_FILE_MAX) {
-            closedir(d);
-            tb_free(v);
+            /* (the message before closedir: de lives in d's buffer) */
             snprintf(err, errlen, "%s/%s: file numbers end at %u (a job names its "
                      "file in 28 bits); refusing to start", b->dir, de->d_name, JOB_FILE_MAX);
+            closedir(d);
+            tb_free(v);
             return -1;
         }
         v[len++] = (uint32_t)idx;
