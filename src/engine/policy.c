@@ -245,6 +245,36 @@ static void expire_now(Engine *e, Job *j)
     queue_delete(e, j);
 }
 
+uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget);
+
+/* Expire j found past its time, and before it every job of its tube that
+ * was due earlier, in the sweep's order: a lookup of a later job (a peek,
+ * stats-job) must not let it pass an earlier one that the sweep has not
+ * reached yet (the earlier one moved to a full dead-letter tube would then
+ * discard it). These are due now, so the sweep would take them next. */
+static void expire_in_order(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+    uint64_t id = j->id;
+
+    tube_ref(t);
+    for (;;) {
+        Job *k = job_table_find(&e->jobs, id);
+        if (!k || job_dead(k) || k->tube != t)
+            break; /* j expired: deleted or moved */
+        if (policy_expire_due(e, t, 1) == 0) {
+            /* Nothing of t is due by the sweep's order: k's move failed
+             * and waits for its retry, or (should not be) k is in neither
+             * order, so it expires at once as before. */
+            if (!(queue_age_member(k) && t->age_retry_at > e->now) &&
+                !(job_ext(k) && job_ext(k)->expires > e->now))
+                expire_now(e, k);
+            break;
+        }
+    }
+    tube_unref(&e->tubes, t);
+}
+
 int policy_check(Engine *e, Job *j)
 {
     int64_t exp;
@@ -258,7 +288,7 @@ int policy_check(Engine *e, Job *j)
         return 0; /* a move that failed waits for its retry */
     if (queue_age_member(j) && j->tube->age_retry_at > e->now)
         return 0; /* the same, for the jobs of the age ring */
-    expire_now(e, j);
+    expire_in_order(e, j);
     return 1;
 }
 

@@ -234,6 +234,37 @@ START_TEST(max_age_moves_to_dead_letters)
 }
 END_TEST
 
+/* A lookup of a later job past its time (a peek, stats-job) before the
+ * sweep came: the earlier one expires first, as the sweep would have done
+ * it, so in a full dead-letter tube the later one stays, not the earlier. */
+START_TEST(lookup_keeps_expiry_order)
+{
+    EWorld x;
+    Tube *t, *dead;
+    Job *j;
+    uint64_t a, b;
+    int64_t t0;
+
+    ew_init(&x, "[tube q]\nmax_age = 3s\nmove_expired_to = dead\n"
+                "[tube dead]\nmax_items = 1\ndiscard_old_when_full = true\n");
+    t = ew_tube(&x, "q");
+    dead = ew_tube(&x, "dead");
+    t0 = x.e.now;
+    a = ew_put(&x, t, "a", 0, 0, 60);
+    x.e.now = t0 + 1;
+    b = ew_put(&x, t, "b", 0, 0, 60);
+    x.e.now = t0 + 3 * SEC + 1;            /* both due; no sweep yet */
+    j = engine_find(&x.e, b);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_ptr_eq(j->tube, dead);
+    ck_assert_ptr_null(engine_find(&x.e, a)); /* moved, then discarded */
+    ck_assert_uint_eq(live(&x, t), 0);
+    ck_assert_uint_eq(live(&x, dead), 1);
+    ck_assert_uint_eq(t->total_expired, 2);
+    ew_free(&x);
+}
+END_TEST
+
 /* max_timeouts: the job whose TTR ran out that many times is buried. */
 START_TEST(max_timeouts_buries)
 {
@@ -430,6 +461,7 @@ static Suite *policy_suite(void)
     TCase *tc = unit_tcase("limits");
 
     tcase_add_test(tc, max_items_refuses_when_full);
+    tcase_add_test(tc, lookup_keeps_expiry_order);
     tcase_add_test(tc, discard_order_ready_delayed_buried);
     tcase_add_test(tc, max_size_counts_body_bytes);
     tcase_add_test(tc, discard_never_for_an_impossible_job);
