@@ -245,8 +245,6 @@ static void expire_now(Engine *e, Job *j)
     queue_delete(e, j);
 }
 
-uint64_t policy_expire_due(Engine *e, Tube *t, uint64_t budget);
-
 /* Expire j found past its time, and before it every job of its tube that
  * was due earlier, in the sweep's order: a lookup of a later job (a peek,
  * stats-job) must not let it pass an earlier one that the sweep has not
