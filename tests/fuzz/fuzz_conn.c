@@ -71,7 +71,7 @@ static const char *const plain[] = {
     "DELETED", "RELEASED", "TOUCHED", "NOT_FOUND", "NOT_IGNORED", "PAUSED",
     "TIMED_OUT", "DEADLINE_SOON", "UNKNOWN_COMMAND", "BAD_FORMAT",
     "EXPECTED_CRLF", "JOB_TOO_BIG", "DRAINING", "OUT_OF_MEMORY",
-    "INTERNAL_ERROR", "BURIED", "KICKED", "MOVED", "NOT_ALLOWED",
+    "INTERNAL_ERROR", "BURIED", "KICKED", "MOVED", "NOT_ALLOWED", "FOLLOWING",
 };
 
 static int all_digits(const char *p, size_t n)
@@ -110,7 +110,7 @@ static size_t check_reply(const char *p, size_t n)
     {
         const char *a = sp + 1, *end = p + ll, *sp2 = memchr(a, ' ', (size_t)(end - a));
         if (!strcmp(w, "INSERTED") || !strcmp(w, "BURIED") || !strcmp(w, "WATCHING") ||
-            !strcmp(w, "KICKED") || !strcmp(w, "FLUSHED")) {
+            !strcmp(w, "KICKED") || !strcmp(w, "FLUSHED") || !strcmp(w, "PROMOTED")) {
             FZ_CHECK(all_digits(a, (size_t)(end - a)), "bad number in '%.*s'", (int)ll, p);
             return ll + 2;
         }
