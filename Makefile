@@ -16,6 +16,11 @@ PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
 BUILD    ?= build
+# A BUILD given as an absolute path inside the tree (the install test does)
+# is made relative: the .d files name their objects as $@, and a rule for
+# /x/build/obj/a.o does not match build/obj/a.o, so header changes would
+# stop rebuilding objects.
+override BUILD := $(patsubst $(CURDIR)/%,%,$(BUILD))
 VERSION  := 0.1.0
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

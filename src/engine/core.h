@@ -42,6 +42,7 @@ struct Engine {
     EvLoop *loop;           /* the binlog's eventfds, posted deliveries */
     int64_t now;            /* monotonic ns, refreshed after each wake-up */
     int64_t started;        /* monotonic ns */
+    int64_t stamp;          /* last deadline base given out (queue.c) */
     uint64_t next_id;
     Hash jobs;              /* Job by id */
     TubeSet tubes;

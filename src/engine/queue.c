@@ -88,13 +88,24 @@ static int place_delayed(Engine *e, Job *j)
     return 0;
 }
 
+/* The time a new delay or TTR deadline counts from.  Every command of one
+ * wake-up sees the same e->now, while beanstalkd reads the clock per
+ * command: there a job released with delay 5 after one put with delay 5
+ * comes due after it, whatever their ids.  Bases that strictly increase
+ * keep that order; equal deadlines would fall back to the job id. */
+static int64_t deadline_base(Engine *e)
+{
+    e->stamp = e->now > e->stamp ? e->now : e->stamp + 1;
+    return e->stamp;
+}
+
 static int enqueue_delayed(Engine *e, Job *j, uint32_t delay)
 {
     JobExt *x = job_ext_get(j);
 
     if (!x)
         return -1;
-    x->deadline = e->now + (int64_t)delay * NS_PER_SEC;
+    x->deadline = deadline_base(e) + (int64_t)delay * NS_PER_SEC;
     return place_delayed(e, j);
 }
 
@@ -382,7 +393,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
         return -1;
     }
     queue_detach(e, j);
-    x->deadline = w->no_ttr ? INT64_MAX : e->now + (int64_t)j->ttr * NS_PER_SEC;
+    x->deadline = w->no_ttr ? INT64_MAX : deadline_base(e) + (int64_t)j->ttr * NS_PER_SEC;
     heap_insert(&e->ttr, j); /* cannot fail now */
     j->state = JOB_RESERVED;
     x->owner = w;
@@ -396,7 +407,7 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
 
 void queue_touch(Engine *e, Job *j)
 {
-    job_ext(j)->deadline = e->now + (int64_t)j->ttr * NS_PER_SEC;
+    job_ext(j)->deadline = deadline_base(e) + (int64_t)j->ttr * NS_PER_SEC;
     heap_fix(&e->ttr, j->heap_pos);
 }
 

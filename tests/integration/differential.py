@@ -1104,6 +1104,21 @@ def kick_other_tube():
 
 
 @scenario
+def equal_delays_in_command_order():
+    # Pipelined in one write: a put and a release with the same delay.  The
+    # release comes due second although its job is older (CI's random
+    # stream found tubed ordering such ties by id).
+    return [
+        cmd("c", put(b"old")),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", put(b"new", delay=1000) + b"release {j0} 0 1000\r\npeek-delayed\r\n", n=3),
+        cmd("c", b"put 0 2000 60 1\r\na\r\nput 0 2000 60 1\r\nb\r\n", n=2),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("c", b"kick 1\r\npeek-ready\r\n", n=2),
+    ]
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",

@@ -956,15 +956,16 @@ def test_make_install_destdir_prefix(binary):
         raise Skip("make not installed")
     bdir = os.path.dirname(binary)
     bench = os.path.join(bdir, "tubed-bench")
-    if not os.path.exists(bench):
-        raise Skip("no tubed-bench next to %s" % binary)
+    cli = os.path.join(bdir, "tubed-cli")
+    if not os.path.exists(bench) or not os.path.exists(cli):
+        raise Skip("no tubed-bench or tubed-cli next to %s" % binary)
     version = makefile_version()
     with TempDir() as d:
         for prefix, dest in (("/usr", "a"), (None, "b")):
             root = os.path.join(d, dest)
             # BUILD= the tree under test; -o: use its binaries as they are.
             cmd = ["make", "-s", "install", "DESTDIR=" + root, "BUILD=" + bdir,
-                   "-o", binary, "-o", bench]
+                   "-o", binary, "-o", bench, "-o", cli]
             if prefix:
                 cmd.append("PREFIX=" + prefix)
             r = run(cmd, timeout=120, env=make_env())

@@ -84,6 +84,8 @@ START_TEST(release_with_delay)
     id = ew_put(&x, x.e.default_tube, "j", 10, 0, 60);
     rec_init(&x, &r, NULL);
     ck_assert_uint_eq(ew_reserve(&x, &r), id);
+    ew_later(&x, 1000); /* the release, in a later wake-up than the reserve */
+    t0 = x.e.now;
     ck_assert_int_eq(engine_release(&x.e, &r.w, id, 3, 5), ENG_OK);
     ck_assert_int_eq(ew_state(&x, id), JOB_DELAYED);
     ck_assert_uint_eq(engine_find(&x.e, id)->pri, 3);
@@ -112,20 +114,59 @@ START_TEST(delays_end_in_deadline_order)
 {
     EWorld x;
     uint64_t late, soon;
-    int64_t t0;
+    int64_t t0, t1;
 
     ew_init(&x, NULL);
     t0 = x.e.now;
     late = ew_put(&x, x.e.default_tube, "late", 0, 5, 60);
+    ew_later(&x, 1000);
+    t1 = x.e.now;
     soon = ew_put(&x, x.e.default_tube, "soon", 0, 2, 60);
-    ck_assert_int_eq(queue_next_due(&x.e), t0 + 2 * SEC);
-    ew_at(&x, t0 + 2 * SEC);
+    ck_assert_int_eq(queue_next_due(&x.e), t1 + 2 * SEC);
+    ew_at(&x, t1 + 2 * SEC);
     ck_assert_int_eq(ew_state(&x, soon), JOB_READY);
     ck_assert_int_eq(ew_state(&x, late), JOB_DELAYED);
     ck_assert_int_eq(queue_next_due(&x.e), t0 + 5 * SEC);
     ew_at(&x, t0 + 5 * SEC);
     ck_assert_int_eq(ew_state(&x, late), JOB_READY);
     counts_are(&x, x.e.default_tube, 2, 0, 0, 0);
+    ew_free(&x);
+}
+END_TEST
+
+/* Equal delays given in one wake-up (one e->now) come due in the order the
+ * commands gave them, as beanstalkd's per-command clock has it, not by id:
+ * a put then a release of an older job, and two reserves' TTRs. */
+START_TEST(equal_deadlines_keep_command_order)
+{
+    EWorld x;
+    Rec r;
+    uint64_t older, newer, a, b;
+
+    ew_init(&x, NULL);
+    older = ew_put(&x, x.e.default_tube, "older", 0, 0, 60);
+    rec_init(&x, &r, NULL);
+    ck_assert_uint_eq(ew_reserve(&x, &r), older);
+    ew_later(&x, 1000);
+    newer = ew_put(&x, x.e.default_tube, "newer", 0, 5, 60);
+    ck_assert_int_eq(engine_release(&x.e, &r.w, older, 0, 5), ENG_OK);
+    ck_assert_uint_eq(engine_peek(&x.e, x.e.default_tube, JOB_DELAYED)->id, newer);
+    ck_assert_uint_eq(engine_kick(&x.e, x.e.default_tube, 1), 1);
+    ck_assert_int_eq(ew_state(&x, newer), JOB_READY);
+    ck_assert_int_eq(ew_state(&x, older), JOB_DELAYED);
+    ck_assert_int_eq(engine_kick_job(&x.e, older), ENG_OK);
+
+    /* Reserved in the order b, a (b has the higher priority): b's TTR ends
+     * first although a has the lower id. */
+    a = ew_put(&x, x.e.default_tube, "a", 9, 0, 60);
+    b = ew_put(&x, x.e.default_tube, "b", 1, 0, 60);
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, older), ENG_OK);
+    ck_assert_int_eq(engine_delete(&x.e, &r.w, newer), ENG_OK);
+    ew_later(&x, 1000);
+    ck_assert_uint_eq(ew_reserve(&x, &r), b);
+    ck_assert_uint_eq(ew_reserve(&x, &r), a);
+    ck_assert_ptr_eq(heap_top(&x.e.ttr), engine_find(&x.e, b));
+    worker_fini(&x.e, &r.w);
     ew_free(&x);
 }
 END_TEST
@@ -618,6 +659,7 @@ static Suite *queue_suite(void)
     tcase_add_test(tc, reserve_by_priority_then_id);
     tcase_add_test(tc, release_with_delay);
     tcase_add_test(tc, delays_end_in_deadline_order);
+    tcase_add_test(tc, equal_deadlines_keep_command_order);
     tcase_add_test(tc, bury_and_kick);
     tcase_add_test(tc, kick_job_only_buried_or_delayed);
     tcase_add_test(tc, delete_in_every_state);
