@@ -452,8 +452,6 @@ int policy_reload_prepare(Engine *e, const ConfFile *next)
 
 void policy_reload(Engine *e)
 {
-    int children_changed = 0;
-
     /* Tubes whose jobs gain or change an expiry first, then those whose
      * jobs lose it: a heap that empties may give its array back, and the
      * room policy_reload_prepare() took must still be there for the rest. */
@@ -493,11 +491,9 @@ void policy_reload(Engine *e)
         conf_policy(e->cfg->conf, t->name, t->parent_len, e->cfg->max_job_size, &pp);
         if (!pp.fanout) {
             policy_unregister(e, t);
-            children_changed = 1;
             i = (size_t)-1; /* the tube may be gone: start again */
         }
     }
-    (void)children_changed;
 }
 
 /* ---- fanout ------------------------------------------------------------- */
@@ -594,6 +590,11 @@ static int migrate_children(Engine *e, char *err, size_t errlen)
     FILE *f;
     size_t n = 0;
 
+    /* An older version wrote DIR/fanout.tmp then renamed it; a crash in
+     * between left the temporary, which nothing reads any more. */
+    snprintf(path, sizeof path, "%s/fanout.tmp", e->binlog.dir);
+    if (unlink(path) < 0 && errno != ENOENT)
+        log_warn("fanout: cannot remove %s: %s", path, strerror(errno));
     snprintf(path, sizeof path, "%s/fanout", e->binlog.dir);
     f = fopen(path, "r");
     if (!f)

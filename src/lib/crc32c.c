@@ -1,11 +1,12 @@
 #include "crc32c.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 
 static uint32_t table[8][256];
-static int table_ready;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void make_table(void)
 {
@@ -18,14 +19,15 @@ static void make_table(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
-    table_ready = 1;
 }
 
 /* Slicing-by-8: eight table look-ups per 8 bytes. */
 static uint32_t crc_soft(uint32_t c, const unsigned char *p, size_t n)
 {
-    if (!table_ready)
-        make_table();
+    /* Once, whichever thread comes first: the library may be called off
+     * the loop (a test, a future reader thread), and a flag set after the
+     * fill would be a data race. */
+    pthread_once(&table_once, make_table);
     while (n >= 8) {
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
@@ -62,16 +64,19 @@ static uint32_t crc_hw(uint32_t c, const unsigned char *p, size_t n)
     return c;
 }
 
+static int hw;
+static pthread_once_t hw_once = PTHREAD_ONCE_INIT;
+
+static void detect_hw(void)
+{
+    __builtin_cpu_init();
+    hw = __builtin_cpu_supports("sse4.2");
+}
+
 static int have_hw(void)
 {
-    static int known, has;
-
-    if (!known) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("sse4.2");
-        known = 1;
-    }
-    return has;
+    pthread_once(&hw_once, detect_hw);
+    return hw;
 }
 #else
 static uint32_t crc_hw(uint32_t c, const unsigned char *p, size_t n)

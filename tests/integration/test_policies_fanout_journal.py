@@ -175,12 +175,17 @@ def test_old_fanout_file_migrated(binary):
     p = Policy(binary, CONF, bdir=True)
     with open(os.path.join(p.bdir, "fanout"), "w") as f:
         f.write("P+old\nP+two\nno plus here\n")
+    # The temporary an interrupted rewrite of the old version left: removed.
+    with open(os.path.join(p.bdir, "fanout.tmp"), "w") as f:
+        f.write("P+half\n")
     with open(os.path.join(p.bdir, "binlog.1"), "wb") as f:
         f.write(_v1_header() + _v1_job(1, b"P", b"kept", time.time_ns()) + b"\0" * 64)
     with p:
         c = p.srv.client()
         _no_fanout_file(p.bdir, "after the start")
         eq(_registered(p.bdir), {"P+old", "P+two"}, "children journaled from DIR/fanout")
+        check(not os.path.exists(os.path.join(p.bdir, "fanout.tmp")),
+              "the old version's fanout.tmp is still there")
         tubes = c.list_tubes()
         for t in ("P+old", "P+two"):
             check(t in tubes, "migrated child %s: list-tubes %r" % (t, tubes))
