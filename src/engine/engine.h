@@ -185,6 +185,8 @@ int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
 /* The binlog's sequence numbers: last placed, durable. */
 uint64_t engine_lsn(const Engine *e);
 uint64_t engine_durable_lsn(const Engine *e);
+/* A sync that has ended is reported now (binlog_poll_sync). */
+void engine_poll_durable(Engine *e);
 
 /* ---- workers ------------------------------------------------------------- */
 

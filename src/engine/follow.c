@@ -404,6 +404,11 @@ uint64_t engine_durable_lsn(const Engine *e)
     return e->binlog.durable_lsn;
 }
 
+void engine_poll_durable(Engine *e)
+{
+    binlog_poll_sync(e);
+}
+
 uint64_t engine_lsn(const Engine *e)
 {
     return e->binlog.lsn;

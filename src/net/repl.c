@@ -153,6 +153,8 @@ void repl_durable(Server *s, uint64_t upto)
     if (upto > r->local_durable)
         r->local_durable = upto;
     release(s);
+    if (r->role == ROLE_REPLICA)
+        replica_durable(s); /* the primary waits for this, not the next tick */
 }
 
 void repl_reloaded(Server *s)

@@ -158,6 +158,8 @@ void repl_each_replica(Server *s, void (*fn)(void *arg, const char *addr, uint64
 void replica_begin(Server *s);
 void replica_stop(Server *s);
 void replica_tick(Server *s);
+/* The binlog reported more records durable: acknowledge at once. */
+void replica_durable(Server *s);
 int replica_connected(const Server *s);
 /* Bytes from the primary, as if read from the socket (the fuzz harness
  * and unit tests drive the decoder with it; read events do too): 0, or

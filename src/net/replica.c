@@ -24,6 +24,7 @@
 #define READ_CHUNK (256 * 1024)
 #define HANDSHAKE_MAX 128
 #define ACK_OUT_MAX 4096
+#define POLL_EVERY 32 /* records applied between looks at the sync */
 
 static Repl *R(const Server *s)
 {
@@ -463,11 +464,15 @@ static int take_input(Server *s)
     return r->rstate == RS_STREAM ? 0 : -1;
 }
 
-/* Decode and apply every whole record in the input. -1 after fail(). */
+/* Decode and apply every whole record in the input. -1 after fail().
+ * A read holds hundreds of records (some 0.2 ms of applying): every
+ * POLL_EVERY the sync of the previous batch is looked at, so its
+ * acknowledgement leaves as soon as it ended, not after this apply. */
 static int take_stream(Server *s)
 {
     Repl *r = R(s);
     size_t off = 0;
+    unsigned taken = 0;
 
     while (off < r->in.len) {
         BlRecord rec;
@@ -508,6 +513,8 @@ static int take_stream(Server *s)
                 bk_mark(&r->bk, rec.pos);
         }
         off += (size_t)n;
+        if (++taken % POLL_EVERY == 0)
+            engine_poll_durable(&s->eng); /* may ACK: never fails the link */
     }
     buf_consume(&r->in, off);
     return 0;
@@ -593,14 +600,64 @@ static void on_event(EvSource *src, uint32_t events)
         read_some(s);
 }
 
-/* Once per loop iteration: reconnect when due; acknowledge what is
- * durable here (one line covers every batch since the last). */
-void replica_tick(Server *s)
+/* Send what is queued as far as the socket takes it, without failing
+ * the link: an error shows again at the next read or flush_out(). */
+static void send_queued(Server *s)
+{
+    Repl *r = R(s);
+
+    while (r->out.len) {
+        ssize_t n = send(r->ev.fd, r->out.data, r->out.len, MSG_NOSIGNAL);
+        if (n > 0) {
+            buf_consume(&r->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            want(s, EPOLLIN | EPOLLOUT);
+        return;
+    }
+}
+
+/* Acknowledge what is durable here: one line covers every batch since the
+ * last. Called from the binlog's durable report, the moment a sync's end
+ * is seen (possibly in the middle of take_stream(), when a long apply
+ * polls for it): an acknowledgement must not wait behind the apply of the
+ * next read. So it never fails the link (that would empty the input under
+ * take_stream()): what cannot be queued now is acknowledged by a later
+ * call, the acks it covers still being in the ring. */
+void replica_durable(Server *s)
 {
     Repl *r = R(s);
     uint64_t durable = engine_durable_lsn(&s->eng), upto = 0;
+    size_t k = 0;
     char line[48];
     int n;
+
+    if (r->rstate != RS_STREAM || r->ev.fd < 0)
+        return;
+    while (k < r->acks_len && r->acks[(r->acks_head + k) % r->acks_cap].lsn <= durable)
+        upto = r->acks[(r->acks_head + k++) % r->acks_cap].pos;
+    if (!k)
+        return;
+    if (upto > r->acked) {
+        n = snprintf(line, sizeof line, "ACK %llu\r\n", (unsigned long long)upto);
+        if (buf_append(&r->out, line, (size_t)n) < 0)
+            return;
+        r->acked = upto;
+    }
+    r->acks_head = (r->acks_head + k) % r->acks_cap;
+    r->acks_len -= k;
+    send_queued(s);
+}
+
+/* Once per loop iteration: reconnect when due; acknowledge what is
+ * durable here; whatever could not be sent is tried again (and a link
+ * whose acknowledgements back up fails here). */
+void replica_tick(Server *s)
+{
+    Repl *r = R(s);
 
     if (r->rstate == RS_IDLE && r->primary[0] && s->eng.now >= r->next_try) {
         try_connect(s);
@@ -618,20 +675,9 @@ void replica_tick(Server *s)
     }
     if (r->rstate != RS_STREAM)
         return;
-    while (r->acks_len && r->acks[r->acks_head].lsn <= durable) {
-        upto = r->acks[r->acks_head].pos;
-        r->acks_head = (r->acks_head + 1) % r->acks_cap;
-        r->acks_len--;
-    }
-    if (!upto || upto <= r->acked)
-        return;
-    n = snprintf(line, sizeof line, "ACK %llu\r\n", (unsigned long long)upto);
-    if (buf_append(&r->out, line, (size_t)n) < 0) {
-        fail(s, "out of memory");
-        return;
-    }
-    r->acked = upto;
-    flush_out(s);
+    replica_durable(s);
+    if (r->out.len)
+        flush_out(s);
 }
 
 int64_t repl_next_due(const Server *s)

@@ -21,7 +21,9 @@
 
 Environment / flags: --rounds (3), --puts (200000), --catchup (200000),
 --quick (small sizes), --out (build/bench-replication.md), --tubed,
---bench. Every server is stopped by its pid on exit.
+--bench, --f0-only (only the -f 0 comparison: quicker when comparing
+builds), --reference (also -f 0 with a replica that never syncs, -F: what
+the replica's fsync costs; not a target). Every server is stopped by its pid on exit.
 """
 
 import argparse
@@ -119,10 +121,11 @@ def cpu_seconds(p):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def price(args, base, fsync):
+def price(args, base, fsync, replica_fsync=None):
     """Median rates, the median of each round's ratio (the two runs of a
     round share the machine's load of the moment), and the median CPU
-    seconds the servers used: alone, and primary + replica."""
+    seconds the servers used: alone, and primary + replica. replica_fsync:
+    the replica's own -f/-F flags when they differ from fsync."""
     rates = {"alone": [], "replicated": []}
     ratios, cpu_alone, cpu_pair = [], [], []
     for _ in range(args.rounds):
@@ -132,7 +135,8 @@ def price(args, base, fsync):
         cpu_alone.append(cpu_seconds(p) - c0)
         stop(p)
         p, port = start(args.tubed, base, "primary", "--sync-replicas", "1", *fsync)
-        r, rport = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port, *fsync)
+        r, rport = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port,
+                         *(fsync if replica_fsync is None else replica_fsync))
         wait_caught_up(rport, port)
         c0 = cpu_seconds(p) + cpu_seconds(r)
         rates["replicated"].append(bench_put(args.bench, port, args.puts))
@@ -175,6 +179,11 @@ def main():
     ap.add_argument("--catchup", type=int, default=200000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="build/bench-replication.md")
+    ap.add_argument("--f0-only", action="store_true",
+                    help="only the -f 0 comparison (no default -f, catch-up, promotion)")
+    ap.add_argument("--reference", action="store_true",
+                    help="also -f 0 with a replica that never syncs (-F): what the "
+                         "replica's fsync costs; not a target")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.puts, args.catchup = 1, 20000, 20000
@@ -184,20 +193,26 @@ def main():
              "ratio per round | CPU s alone / primary+replica |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     try:
-        for name, fsync, target in (("-f 0", ["-f", "0"], 0.7), ("default -f", [], 0.5)):
-            a, b, ratio, ratios, ca, cp = price(args, base, fsync)
-            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | >= %.1f | %s | %.2f / %.2f |"
+        runs = [("-f 0", ["-f", "0"], None, ">= 0.7")]
+        if args.reference:
+            runs.append(("-f 0, replica -F", ["-f", "0"], ["-F"], "(reference)"))
+        if not args.f0_only:
+            runs.append(("default -f", [], None, ">= 0.5"))
+        for name, fsync, rfsync, target in runs:
+            a, b, ratio, ratios, ca, cp = price(args, base, fsync, rfsync)
+            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | %s | %s | %.2f / %.2f |"
                          % (name, a, b, ratio, target, " ".join("%.2f" % x for x in ratios),
                             ca, cp))
             print(lines[-1], flush=True)
-        put_rate, rate, promote_ms, put_ms = catchup(args, base)
-        lines += ["", "| catch-up of %d jobs | jobs/s | vs the primary's put rate |" % args.catchup,
-                  "| --- | --- | --- |",
-                  "| new replica, empty directory | %.0f | %.2f (put: %.0f ops/s) |"
-                  % (rate, rate / put_rate, put_rate),
-                  "", "promote to first answered put: %.1f ms (the put itself %.1f ms)"
-                  % (promote_ms, put_ms)]
-        print("\n".join(lines[-6:]))
+        if not args.f0_only:
+            put_rate, rate, promote_ms, put_ms = catchup(args, base)
+            lines += ["", "| catch-up of %d jobs | jobs/s | vs the primary's put rate |" % args.catchup,
+                      "| --- | --- | --- |",
+                      "| new replica, empty directory | %.0f | %.2f (put: %.0f ops/s) |"
+                      % (rate, rate / put_rate, put_rate),
+                      "", "promote to first answered put: %.1f ms (the put itself %.1f ms)"
+                      % (promote_ms, put_ms)]
+            print("\n".join(lines[-6:]))
     finally:
         for p in list(procs):
             stop(p)

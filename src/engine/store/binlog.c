@@ -786,6 +786,14 @@ static void on_synced(EvSource *src, uint32_t events)
         start_sync(e);
 }
 
+void binlog_poll_sync(Engine *e)
+{
+    Binlog *b = bl(e);
+
+    if (b->enabled && b->healthy && b->syncer.busy)
+        sync_if_needed(e);
+}
+
 void binlog_commit(Engine *e)
 {
     Binlog *b = bl(e);

@@ -106,6 +106,13 @@ uint64_t binlog_ticket(const Engine *e);
  * syncs them (one fsync for everything written meanwhile) and the report
  * follows when it ends; the loop goes on meanwhile. */
 void binlog_commit(Engine *e);
+/* With -f 0: a sync that has ended is taken now (its records reported
+ * durable through the hooks, the next sync started for what was written
+ * since) instead of when the loop sees its eventfd or at the next commit.
+ * For a caller that holds the loop long in one iteration (a replica
+ * applying a large read): an acknowledgement waiting for that sync leaves
+ * at once. Places no record. */
+void binlog_poll_sync(Engine *e);
 /* Shutdown: wait for every sync and release every held reply. */
 void binlog_settle(Engine *e);
 /* Timer work: the -f sync deadline, compaction. */

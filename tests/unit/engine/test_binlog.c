@@ -1668,6 +1668,85 @@ START_TEST(strict_commit_takes_a_failed_sync)
 }
 END_TEST
 
+/* A sync thread held at a gate: each sync waits for one byte. */
+static int gate[2];
+
+static int gated_fdatasync(int fd)
+{
+    char c;
+
+    if (read(gate[0], &c, 1) != 1)
+        return -1;
+    return fdatasync(fd);
+}
+
+static void open_gate(void)
+{
+    ck_assert_int_eq(write(gate[1], "g", 1), 1);
+}
+
+/* Until the running sync has ended (its eventfd may lag behind). */
+static void wait_sync_done(Server *s)
+{
+    Syncer *y = &s->eng.binlog.syncer;
+
+    for (int i = 0; i < 10000; i++) {
+        int done;
+        pthread_mutex_lock(&y->mu);
+        done = y->done;
+        pthread_mutex_unlock(&y->mu);
+        if (done)
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("the sync did not end");
+}
+
+/* binlog_poll_sync() takes an ended sync in the middle of an iteration
+ * (a replica's long apply): what it covered is durable at once, records
+ * written after it started get the next sync; records only placed (not
+ * written) are not synced and not durable; with no sync running it does
+ * nothing. */
+START_TEST(poll_sync_takes_an_ended_sync)
+{
+    Server *a = open_srv();
+    uint64_t first, second, third;
+
+    ck_assert_int_eq(pipe(gate), 0);
+    binlog_poll_sync(&a->eng); /* none runs: nothing happens */
+    ck_assert(!a->eng.binlog.syncer.busy);
+    bl_disk.fdatasync = gated_fdatasync;
+    put_filled(a, "s", 40);
+    first = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* starts the sync on the thread: held */
+    ck_assert(a->eng.binlog.syncer.busy);
+    put_filled(a, "s", 40);
+    second = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* written; its sync waits for the running one */
+    ck_assert_uint_eq(a->eng.binlog.sync_target, first);
+    binlog_poll_sync(&a->eng); /* still running: nothing */
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    open_gate();
+    wait_sync_done(a);
+    put_filled(a, "s", 40); /* placed only, as an apply goes on */
+    third = a->eng.binlog.lsn;
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first); /* nobody looked yet */
+    binlog_poll_sync(&a->eng);
+    ck_assert_uint_ge(a->eng.binlog.durable_lsn, first);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, second);
+    ck_assert(a->eng.binlog.syncer.busy); /* the written ones' sync runs */
+    ck_assert_uint_eq(a->eng.binlog.sync_target, second);
+    open_gate();
+    wait_sync_done(a);
+    restore_disk();
+    binlog_settle(&a->eng);
+    ck_assert_uint_eq(a->eng.binlog.durable_lsn, third);
+    close_srv(a);
+    close(gate[0]);
+    close(gate[1]);
+}
+END_TEST
+
 /* ---- fanout children: C records that outlive their files -------------- */
 
 static Tube *register_child(Server *s, const char *name)
@@ -1968,6 +2047,7 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, failed_fsync_unhealthy_then_recovers);
     tcase_add_test(fa, strict_commit_takes_an_ended_sync);
     tcase_add_test(fa, strict_commit_takes_a_failed_sync);
+    tcase_add_test(fa, poll_sync_takes_an_ended_sync);
     suite_add_tcase(s, fa);
 
     tcase_add_test(sm, stream_two_subscribers_and_reset);

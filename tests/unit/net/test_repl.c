@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,6 +227,101 @@ START_TEST(replica_applies_a_stream)
     ck_assert_uint_eq(epoch, 4);
     ck_assert_uint_eq(start, 13);
     server_free(&srv);
+}
+END_TEST
+
+/* ---- acknowledgements leave as soon as the sync ends ------------------- */
+
+/* What the primary's end of the link has received so far ("" if none). */
+static const char *received(int fd)
+{
+    static char got[256];
+    ssize_t n = recv(fd, got, sizeof got - 1, MSG_DONTWAIT);
+
+    got[n > 0 ? n : 0] = '\0';
+    return got;
+}
+
+/* Until the running sync has ended (its eventfd may lag behind the end
+ * a poll already took: the descriptor is no guide). */
+static void wait_synced(Server *s)
+{
+    Syncer *y = &s->eng.binlog.syncer;
+
+    for (int i = 0; i < 10000; i++) {
+        int done;
+        pthread_mutex_lock(&y->mu);
+        done = y->done;
+        pthread_mutex_unlock(&y->mu);
+        if (done)
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("the sync did not end");
+}
+
+/* A batch of n live puts from id, then the P record of position pos. */
+static void live_batch(Stream *st, uint64_t id, int n, uint64_t pos)
+{
+    st->len = 0;
+    for (int i = 0; i < n; i++)
+        add_job(st, id + (uint64_t)i, "default", "body", 0);
+    add_simple(st, BL_POS, 1, pos);
+}
+
+/* With -f 0, a batch's ACK leaves the moment the binlog reports the sync
+ * that holds it, not at the next replica_tick(): (1) a sync that ended
+ * while a later read is applied is looked at during that apply, and the
+ * ACK is on the socket when replica_feed() returns; (2) the loop seeing
+ * the sync's eventfd sends it from the durable report. Nothing is
+ * acknowledged before its sync ended. */
+START_TEST(ack_leaves_when_the_sync_ends)
+{
+    Config cfg;
+    char err[256], want[32];
+    int sv[2];
+    Server *s = &srv;
+    Repl *r;
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 1 0 0\r\n";
+
+    opts_defaults(&cfg);
+    cfg.listen_addr = "127.0.0.1";
+    cfg.binlog_dir = dir;
+    cfg.fsync_ms = 0; /* -f 0 */
+    cfg.replica_of = "127.0.0.1:1";
+    ck_assert_int_eq(server_init(&srv, &cfg), 0);
+    ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
+    repl_start(&srv);
+    r = s->repl;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(ev_add(&s->loop, &r->ev, sv[0], EPOLLIN), 0);
+    replica_expect_answer(s);
+    add_simple(&st, BL_SNAP_END, 1, 0);
+    feed(s, answer, strlen(answer));
+    feed(s, st.data, st.len);
+    ck_assert_int_eq(r->rstate, RS_STREAM);
+    ck_assert(!r->snapshot);
+    engine_settle(&s->eng);
+    ck_assert_str_eq(received(sv[1]), ""); /* (the snapshot's end is not acknowledged) */
+
+    live_batch(&st, 1, 3, 3);
+    feed(s, st.data, st.len); /* applied, written, its sync started */
+    ck_assert(s->eng.binlog.syncer.busy);
+    ck_assert_str_eq(received(sv[1]), ""); /* not synced: no ACK */
+    wait_synced(s);
+    live_batch(&st, 4, 40, 43); /* more records than a look's interval */
+    ck_assert_int_eq(replica_feed(s, st.data, st.len), 0);
+    ck_assert_str_eq(received(sv[1]), "ACK 3\r\n");
+
+    engine_commit(&s->eng); /* the second batch: written, synced */
+    ck_assert(s->eng.binlog.syncer.busy);
+    wait_synced(s);
+    s->eng.binlog.sync_ev.handler(&s->eng.binlog.sync_ev, EPOLLIN);
+    snprintf(want, sizeof want, "ACK %d\r\n", 43);
+    ck_assert_str_eq(received(sv[1]), want);
+    server_free(&srv);
+    close(sv[1]);
 }
 END_TEST
 
@@ -582,6 +678,7 @@ static Suite *repl_suite(void)
     tcase_add_test(tc, backlog_wraps_and_forgets);
     tcase_add_test(tc, replica_continues_on_its_history);
     tcase_add_test(tc, replication_id_file_and_record);
+    tcase_add_test(tc, ack_leaves_when_the_sync_ends);
     suite_add_tcase(s, tc);
     return s;
 }
