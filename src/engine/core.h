@@ -83,6 +83,8 @@ struct Engine {
     /* Replication (follow.c): a replica's timers stay idle and nothing
      * expires on lookup; the ids a snapshot has not sent yet. */
     int passive;
+    int exptimes_seen;      /* a job had a client's expiry while passive,
+                             * or was in an expiry heap when it began */
     uint64_t *sweep_ids;    /* sorted; 0 where the primary sent the job */
     size_t sweep_n;
 };

@@ -436,3 +436,96 @@ def test_ping_pong_failovers(binary):
             assert_converged(primary, other, "swap %d: after" % k)
             eq(other.repl()["epoch"], "%d" % (k + 2), "swap %d: the follower's "
                "epoch" % k)
+
+
+# --------------------------------------------------- expiry after promotion
+
+AGED_CONF = """\
+[tube aged]
+max_age = 2s
+"""
+
+
+def _ready(c, tube):
+    """Ready jobs of a tube; 0 once it is gone (emptied and unused)."""
+    if tube not in c.list_tubes():
+        return 0
+    try:
+        return rint(c.stats_tube(tube), "current-jobs-ready")
+    except Exception:               # NOT_FOUND: gone since list-tubes
+        if tube in c.list_tubes():
+            raise
+        return 0
+
+
+@no_server
+@tubed_only(EXT)
+def test_promoted_replica_expires_max_age(binary):
+    """A replica expires nothing while it follows (its primary's records
+    do that); promoted, its own timers expire what max_age makes due,
+    with no client looking the jobs up."""
+    with Cluster(binary, conf=AGED_CONF) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("aged")
+        put_many(c, [body("aged", i) for i in range(5)])
+        wait_caught_up(p, r)
+        p.sigstop()                 # its expiry records would reach r
+        time.sleep(2.5)
+        rc = r.bs()
+        eq(_ready(rc, "aged"), 5, "jobs past max_age on a replica")
+        _promoted(rc, 2, "replica")
+        wait_for(lambda: _ready(rc, "aged") == 0,
+                 "the promoted server's timers to expire the aged jobs")
+        p.sigcont()
+
+
+@no_server
+@tubed_only(EXT)
+def test_promoted_replica_expires_items(binary):
+    """The same for a memcache item's own expiry, with no max_age anywhere:
+    promoted, the replica's timers drop the item when it is due."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        m = p.mc()
+        m.store("q", b"expires", exptime=2)
+        m.store("q", b"stays")
+        wait_caught_up(p, r)
+        p.sigstop()
+        time.sleep(2.5)
+        rc = r.bs()
+        eq(_ready(rc, "q"), 2, "items past their expiry on a replica")
+        _promoted(rc, 2, "replica")
+        wait_for(lambda: _ready(rc, "q") == 1,
+                 "the promoted server's timers to expire the item")
+        eq(r.mc().get("q"), b"stays", "the item left")
+        p.sigcont()
+
+
+@no_server
+@tubed_only(EXT)
+def test_former_primary_promoted_again_expires_items(binary):
+    """An item stored with an expiry on a primary that then follows (and
+    resumes from the new primary's backlog, keeping its jobs) expires on
+    its timers once it is promoted again."""
+    with Cluster(binary) as cl:
+        a = cl.node("a", "-f", "0")
+        b = cl.node("b", "-f", "0", replica_of=a)
+        a.mc().store("q", b"expires", exptime=3)
+        a.mc().store("q", b"stays")
+        wait_caught_up(a, b)
+        bc = b.bs()
+        _promoted(bc, 2, "b")
+        ac = a.bs()
+        eq(ac.cmd("follow %s" % b.addr, timeout=10), b"FOLLOWING", "a follows b")
+        wait_caught_up(b, a)
+        eq(_ready(ac, "q"), 2, "a's items while it follows")
+        b.sigstop()
+        time.sleep(3.5)
+        eq(_ready(ac, "q"), 2, "a's items past their expiry while it follows")
+        _promoted(ac, 3, "a again")
+        wait_for(lambda: _ready(ac, "q") == 1,
+                 "a's timers to expire the item once promoted again")
+        b.sigcont()

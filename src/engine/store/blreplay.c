@@ -180,6 +180,8 @@ static int apply_times(Replay *rp, Job *j, const BlRecord *r)
         return -1;
     x->entered = bl_mono_of(r->entered_wall, rp->wall_now, rp->e->now);
     x->exptime = r->exptime_wall ? bl_mono_of(r->exptime_wall, rp->wall_now, rp->e->now) : 0;
+    if (x->exptime)
+        rp->e->exptimes_seen = 1; /* (follow.c: a promotion walks for it) */
     return 0;
 }
 
