@@ -1,14 +1,14 @@
 #include "crc32c.h"
 
-#include <pthread.h>
 #include <string.h>
 
 #define POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 
 static uint32_t table[8][256];
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
-static void make_table(void)
+/* Filled before main() (and before any thread can call in): no flag to
+ * test on every call, no race between two first callers. */
+__attribute__((constructor)) static void make_table(void)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -24,10 +24,6 @@ static void make_table(void)
 /* Slicing-by-8: eight table look-ups per 8 bytes. */
 static uint32_t crc_soft(uint32_t c, const unsigned char *p, size_t n)
 {
-    /* Once, whichever thread comes first: the library may be called off
-     * the loop (a test, a future reader thread), and a flag set after the
-     * fill would be a data race. */
-    pthread_once(&table_once, make_table);
     while (n >= 8) {
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
@@ -65,9 +61,8 @@ static uint32_t crc_hw(uint32_t c, const unsigned char *p, size_t n)
 }
 
 static int hw;
-static pthread_once_t hw_once = PTHREAD_ONCE_INIT;
 
-static void detect_hw(void)
+__attribute__((constructor)) static void detect_hw(void)
 {
     __builtin_cpu_init();
     hw = __builtin_cpu_supports("sse4.2");
@@ -75,7 +70,6 @@ static void detect_hw(void)
 
 static int have_hw(void)
 {
-    pthread_once(&hw_once, detect_hw);
     return hw;
 }
 #else
