@@ -118,8 +118,9 @@ static void want(Server *s, uint32_t mask)
         log_warn("epoll_ctl: %s", strerror(errno));
 }
 
-/* Write what is queued (handshake, acks); -1 after fail(). */
-static int flush_out(Server *s)
+/* Send what is queued as far as the socket takes it: 0 all sent, 1 the
+ * socket is full (writability now watched), -1 an error. */
+static int send_some(Server *s)
 {
     Repl *r = R(s);
 
@@ -132,17 +133,29 @@ static int flush_out(Server *s)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (r->out.len > ACK_OUT_MAX) {
-                fail(s, "the primary does not read our acknowledgements");
-                return -1;
-            }
             want(s, EPOLLIN | EPOLLOUT);
-            return 0;
+            return 1;
         }
+        return -1;
+    }
+    return 0;
+}
+
+/* Write what is queued (handshake, acks); -1 after fail(). */
+static int flush_out(Server *s)
+{
+    int rc = send_some(s);
+
+    if (rc < 0) {
         fail(s, "connection lost");
         return -1;
     }
-    want(s, EPOLLIN);
+    if (rc > 0 && R(s)->out.len > ACK_OUT_MAX) {
+        fail(s, "the primary does not read our acknowledgements");
+        return -1;
+    }
+    if (!rc)
+        want(s, EPOLLIN);
     return 0;
 }
 
@@ -600,26 +613,6 @@ static void on_event(EvSource *src, uint32_t events)
         read_some(s);
 }
 
-/* Send what is queued as far as the socket takes it, without failing
- * the link: an error shows again at the next read or flush_out(). */
-static void send_queued(Server *s)
-{
-    Repl *r = R(s);
-
-    while (r->out.len) {
-        ssize_t n = send(r->ev.fd, r->out.data, r->out.len, MSG_NOSIGNAL);
-        if (n > 0) {
-            buf_consume(&r->out, (size_t)n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            want(s, EPOLLIN | EPOLLOUT);
-        return;
-    }
-}
-
 /* Acknowledge what is durable here: one line covers every batch since the
  * last. Called from the binlog's durable report, the moment a sync's end
  * is seen (possibly in the middle of take_stream(), when a long apply
@@ -649,7 +642,7 @@ void replica_durable(Server *s)
     }
     r->acks_head = (r->acks_head + k) % r->acks_cap;
     r->acks_len -= k;
-    send_queued(s);
+    send_some(s); /* an error shows at the next read or flush_out() */
 }
 
 /* Once per loop iteration: reconnect when due; acknowledge what is

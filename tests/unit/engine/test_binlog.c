@@ -35,6 +35,7 @@
 #include "stats.h"
 #include "store.h"
 #include "tube.h"
+#include "syncwait.h"
 #include "unit.h"
 
 #define FILE_SIZE 8192
@@ -1685,23 +1686,6 @@ static void open_gate(void)
     ck_assert_int_eq(write(gate[1], "g", 1), 1);
 }
 
-/* Until the running sync has ended (its eventfd may lag behind). */
-static void wait_sync_done(Server *s)
-{
-    Syncer *y = &s->eng.binlog.syncer;
-
-    for (int i = 0; i < 10000; i++) {
-        int done;
-        pthread_mutex_lock(&y->mu);
-        done = y->done;
-        pthread_mutex_unlock(&y->mu);
-        if (done)
-            return;
-        usleep(1000);
-    }
-    ck_abort_msg("the sync did not end");
-}
-
 /* binlog_poll_sync() takes an ended sync in the middle of an iteration
  * (a replica's long apply): what it covered is durable at once, records
  * written after it started get the next sync; records only placed (not
@@ -1727,7 +1711,7 @@ START_TEST(poll_sync_takes_an_ended_sync)
     binlog_poll_sync(&a->eng); /* still running: nothing */
     ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
     open_gate();
-    wait_sync_done(a);
+    wait_syncer_done(&a->eng.binlog.syncer);
     put_filled(a, "s", 40); /* placed only, as an apply goes on */
     third = a->eng.binlog.lsn;
     ck_assert_uint_lt(a->eng.binlog.durable_lsn, first); /* nobody looked yet */
@@ -1737,7 +1721,7 @@ START_TEST(poll_sync_takes_an_ended_sync)
     ck_assert(a->eng.binlog.syncer.busy); /* the written ones' sync runs */
     ck_assert_uint_eq(a->eng.binlog.sync_target, second);
     open_gate();
-    wait_sync_done(a);
+    wait_syncer_done(&a->eng.binlog.syncer);
     restore_disk();
     binlog_settle(&a->eng);
     ck_assert_uint_eq(a->eng.binlog.durable_lsn, third);

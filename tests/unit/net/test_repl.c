@@ -20,6 +20,7 @@
 #include "repl.h"
 #include "replid.h"
 #include "serve.h"
+#include "syncwait.h"
 #include "unit.h"
 
 static char dir[128];
@@ -242,24 +243,6 @@ static const char *received(int fd)
     return got;
 }
 
-/* Until the running sync has ended (its eventfd may lag behind the end
- * a poll already took: the descriptor is no guide). */
-static void wait_synced(Server *s)
-{
-    Syncer *y = &s->eng.binlog.syncer;
-
-    for (int i = 0; i < 10000; i++) {
-        int done;
-        pthread_mutex_lock(&y->mu);
-        done = y->done;
-        pthread_mutex_unlock(&y->mu);
-        if (done)
-            return;
-        usleep(1000);
-    }
-    ck_abort_msg("the sync did not end");
-}
-
 /* A batch of n live puts from id, then the P record of position pos. */
 static void live_batch(Stream *st, uint64_t id, int n, uint64_t pos)
 {
@@ -309,14 +292,14 @@ START_TEST(ack_leaves_when_the_sync_ends)
     feed(s, st.data, st.len); /* applied, written, its sync started */
     ck_assert(s->eng.binlog.syncer.busy);
     ck_assert_str_eq(received(sv[1]), ""); /* not synced: no ACK */
-    wait_synced(s);
+    wait_syncer_done(&s->eng.binlog.syncer);
     live_batch(&st, 4, 40, 43); /* more records than a look's interval */
     ck_assert_int_eq(replica_feed(s, st.data, st.len), 0);
     ck_assert_str_eq(received(sv[1]), "ACK 3\r\n");
 
     engine_commit(&s->eng); /* the second batch: written, synced */
     ck_assert(s->eng.binlog.syncer.busy);
-    wait_synced(s);
+    wait_syncer_done(&s->eng.binlog.syncer);
     s->eng.binlog.sync_ev.handler(&s->eng.binlog.sync_ev, EPOLLIN);
     snprintf(want, sizeof want, "ACK %d\r\n", 43);
     ck_assert_str_eq(received(sv[1]), want);
