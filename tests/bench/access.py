@@ -23,42 +23,12 @@ ratio of the costs, main / prod (1.0: the checks cost nothing).
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(ports, proc, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    for port in ports:
-        while True:
-            if proc.poll() is not None:
-                sys.exit("tubed exited early (status %s)" % proc.returncode)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    sys.exit("tubed did not listen on %d" % port)
-                time.sleep(0.02)
-
-
-def cpu_seconds(pid):
-    """utime + stime of the process, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from benchlib import cpu_seconds, free_port, wait_listening
 
 
 def run_bench(bench, port, requests):

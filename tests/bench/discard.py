@@ -18,25 +18,7 @@ import sys
 import tempfile
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port, proc):
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit("discard: tubed exited with %d" % proc.returncode)
-        try:
-            return socket.create_connection(("127.0.0.1", port), timeout=5)
-        except OSError:
-            time.sleep(0.02)
-    sys.exit("discard: tubed did not start listening")
+from benchlib import free_port, wait_listening
 
 
 def put_all(s, tube, n):
@@ -72,7 +54,8 @@ def main():
         proc = subprocess.Popen([a.tubed, "-l", "127.0.0.1", "-p", str(port), "--config", conf],
                                 stderr=subprocess.DEVNULL)
         try:
-            s = wait_listening(port, proc)
+            wait_listening(port, proc, what="discard: tubed")
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
             plain = put_all(s, b"p", a.jobs)
             full = put_all(s, b"d", a.jobs)
         finally:

@@ -25,57 +25,16 @@ Figures are reported, never asserted: machines are noisy.
 
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
+from benchlib import Tubed, rss_mib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-class Tubed:
-    def __init__(self, binary):
-        self.port = free_port()
-        # -z: bodies past the default 65,535 bytes may be measured too.
-        self.proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(self.port),
-                                      "-z", str(16 << 20)],
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        self.stop()
-        sys.exit("drainrss.py: tubed did not start")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def bench(a, port, *args):
@@ -118,7 +77,8 @@ class Probe(threading.Thread):
 
 def one_size(a, size):
     n = max(1, a.bytes // size)
-    t = Tubed(a.tubed)
+    # -z: bodies past the default 65,535 bytes may be measured too.
+    t = Tubed(a.tubed, args=["-z", str(16 << 20)])
     try:
         idle = Probe(t.port)
         idle.start()

@@ -25,53 +25,16 @@ Timing is reported, never asserted: machines are noisy.
 
 import argparse
 import os
-import signal
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from benchlib import Tubed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Tubed:
-    def __init__(self, binary, config=None, args=()):
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="tubed-bench-pol-")
-        cmd = [binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
-        if config is not None:
-            path = os.path.join(self.dir, "tubed.conf")
-            with open(path, "w") as f:
-                f.write(config)
-            cmd += ["--config", path]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        self.stop()
-        sys.exit("policies.py: tubed did not start")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def bench_put(bench, port, n):

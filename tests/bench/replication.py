@@ -29,23 +29,16 @@ the replica's fsync costs; not a target). Every server is stopped by its pid on 
 import argparse
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
+import benchlib
+from benchlib import cpu_seconds, free_port
+
 procs = []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(tubed, base, name, *flags):
@@ -67,13 +60,7 @@ def start(tubed, base, name, *flags):
 
 
 def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    benchlib.stop(p, 20)
     if p in procs:
         procs.remove(p)
 
@@ -115,12 +102,6 @@ def wait_caught_up(port, primary_port, timeout=600):
     raise SystemExit("replica did not catch up")
 
 
-def cpu_seconds(p):
-    """User + system CPU time of a running process (every thread)."""
-    f = open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def price(args, base, fsync, replica_fsync=None):
     """Median rates, the median of each round's ratio (the two runs of a
     round share the machine's load of the moment), and the median CPU
@@ -130,17 +111,17 @@ def price(args, base, fsync, replica_fsync=None):
     ratios, cpu_alone, cpu_pair = [], [], []
     for _ in range(args.rounds):
         p, port = start(args.tubed, base, "alone", *fsync)
-        c0 = cpu_seconds(p)
+        c0 = cpu_seconds(p.pid)
         rates["alone"].append(bench_put(args.bench, port, args.puts))
-        cpu_alone.append(cpu_seconds(p) - c0)
+        cpu_alone.append(cpu_seconds(p.pid) - c0)
         stop(p)
         p, port = start(args.tubed, base, "primary", "--sync-replicas", "1", *fsync)
         r, rport = start(args.tubed, base, "replica", "--replica-of", "127.0.0.1:%d" % port,
                          *(fsync if replica_fsync is None else replica_fsync))
         wait_caught_up(rport, port)
-        c0 = cpu_seconds(p) + cpu_seconds(r)
+        c0 = cpu_seconds(p.pid) + cpu_seconds(r.pid)
         rates["replicated"].append(bench_put(args.bench, port, args.puts))
-        cpu_pair.append(cpu_seconds(p) + cpu_seconds(r) - c0)
+        cpu_pair.append(cpu_seconds(p.pid) + cpu_seconds(r.pid) - c0)
         stop(r)
         stop(p)
         ratios.append(rates["replicated"][-1] / rates["alone"][-1])
