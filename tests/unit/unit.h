@@ -14,6 +14,7 @@
 #include <check.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "alloc.h"
@@ -36,6 +37,24 @@ static inline uint64_t rng_next(Rng *r)
     r->s ^= r->s << 25;
     r->s ^= r->s >> 27;
     return r->s * 0x2545f4914f6cdd1dULL;
+}
+
+/* Bytes as printable text for a failure message (others as \xNN), in a
+ * static buffer: the next call overwrites it. */
+static inline const char *unit_show(const char *p, size_t len)
+{
+    static char out[1024];
+    size_t o = 0;
+
+    for (size_t i = 0; i < len && o + 8 < sizeof out; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", c);
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* Uniform enough in [0, n) for tests; n > 0. */

@@ -10,22 +10,6 @@
 
 #define S(lit) lit, sizeof(lit) - 1
 
-static const char *show(const char *s, size_t n)
-{
-    static char out[512];
-    size_t o = 0;
-
-    for (size_t i = 0; i < n && o + 5 < sizeof out; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f)
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* Field by field (the struct's padding is not compared). */
 static int same(const HttpRequest *a, const HttpRequest *b)
 {
@@ -54,9 +38,9 @@ static HttpResult parse(const char *in, size_t n, HttpRequest *req)
         a = http_parse(&inc, in, l, &r1);
     http_parser_init(&whole);
     b = http_parse(&whole, in, n, &r2);
-    ck_assert_msg(a == b, "'%s': byte by byte %d, whole %d", show(in, n), a, b);
+    ck_assert_msg(a == b, "'%s': byte by byte %d, whole %d", unit_show(in, n), a, b);
     if (a == HTTP_DONE) {
-        ck_assert_msg(same(&r1, &r2), "'%s': fields differ", show(in, n));
+        ck_assert_msg(same(&r1, &r2), "'%s': fields differ", unit_show(in, n));
         ck_assert(r1.head_len <= n && r1.head_len <= HTTP_MAX_HEAD);
     } else if (a != HTTP_NEED_MORE) {
         ck_assert_str_eq(r1.error, r2.error);
@@ -73,7 +57,7 @@ static HttpRequest done(const char *in, size_t n)
     HttpRequest r;
     HttpResult res = parse(in, n, &r);
 
-    ck_assert_msg(res == HTTP_DONE, "'%s': result %d (%s), want DONE", show(in, n), res,
+    ck_assert_msg(res == HTTP_DONE, "'%s': result %d (%s), want DONE", unit_show(in, n), res,
                   res == HTTP_BAD || res == HTTP_TOO_LARGE ? r.error : "-");
     return r;
 }
@@ -83,7 +67,7 @@ static void bad(const char *in, size_t n)
     HttpRequest r;
     HttpResult res = parse(in, n, &r);
 
-    ck_assert_msg(res == HTTP_BAD, "'%s': result %d, want BAD", show(in, n), res);
+    ck_assert_msg(res == HTTP_BAD, "'%s': result %d, want BAD", unit_show(in, n), res);
     ck_assert(r.error != NULL);
 }
 
@@ -92,14 +76,14 @@ static void need_more(const char *in, size_t n)
     HttpRequest r;
     HttpResult res = parse(in, n, &r);
 
-    ck_assert_msg(res == HTTP_NEED_MORE, "'%s': result %d, want NEED_MORE", show(in, n),
+    ck_assert_msg(res == HTTP_NEED_MORE, "'%s': result %d, want NEED_MORE", unit_show(in, n),
                   res);
 }
 
 static void eq(const char *p, size_t n, const char *want)
 {
     ck_assert_msg(p && n == strlen(want) && !memcmp(p, want, n), "'%s', want '%s'",
-                  p ? show(p, n) : "(null)", want);
+                  p ? unit_show(p, n) : "(null)", want);
 }
 
 START_TEST(simple_get)

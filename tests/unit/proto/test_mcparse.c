@@ -9,22 +9,6 @@
 #include "mcparse.h"
 #include "unit.h"
 
-static const char *show(const char *line, size_t len)
-{
-    static char out[1024];
-    size_t o = 0;
-
-    for (size_t i = 0; i < len && o + 8 < sizeof out; i++) {
-        unsigned char c = (unsigned char)line[i];
-        if (c >= 0x20 && c < 0x7f)
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* What a line must parse to. Fields left out are expected zero, except
  * max, where 0 stands for "not given" (UINT32_MAX); max_zero asks for 0. */
 typedef struct Want {
@@ -43,16 +27,16 @@ static void expect_str(const char *what, const char *line, size_t len,
                        const char *got, size_t got_len, const char *want)
 {
     if (!want) {
-        ck_assert_msg(got_len == 0, "'%s': %s '%s', want none", show(line, len),
-                      what, show(got, got_len));
+        ck_assert_msg(got_len == 0, "'%s': %s '%s', want none", unit_show(line, len),
+                      what, unit_show(got, got_len));
         return;
     }
     ck_assert_msg(got && got_len == strlen(want) && memcmp(got, want, got_len) == 0,
-                  "'%s': %s '%s', want '%s'", show(line, len), what,
-                  got ? show(got, got_len) : "(null)", want);
+                  "'%s': %s '%s', want '%s'", unit_show(line, len), what,
+                  got ? unit_show(got, got_len) : "(null)", want);
     /* Pointers into the line, never a copy. */
     ck_assert_msg(got >= line && got + got_len <= line + len,
-                  "'%s': %s outside the line", show(line, len), what);
+                  "'%s': %s outside the line", unit_show(line, len), what);
 }
 
 static void expect_names(const char *line, size_t len, McNames it, const char *want)
@@ -69,14 +53,14 @@ static void expect_names(const char *line, size_t len, McNames it, const char *w
                               (int)n, p);
     }
     ck_assert_msg(strcmp(got, want ? want : "") == 0, "'%s': names '%s', want '%s'",
-                  show(line, len), got, want ? want : "");
+                  unit_show(line, len), got, want ? want : "");
 }
 
 static void expect(const char *line, size_t len, Want w)
 {
     McCmd c;
     McErr r;
-    const char *l = show(line, len);
+    const char *l = unit_show(line, len);
     uint32_t max = w.max_zero ? 0 : w.max ? w.max : UINT32_MAX;
 
     memset(&c, 0xa5, sizeof c); /* mc_parse must fill every field */
@@ -113,14 +97,14 @@ static void frame(const char *buf, size_t len, McLine want, size_t want_len,
     size_t line_len = 777, used = 888;
     McLine r = mc_find_line(buf, len, &line_len, &used);
 
-    ck_assert_msg(r == want, "'%s': frame %d, want %d", show(buf, len), r, want);
+    ck_assert_msg(r == want, "'%s': frame %d, want %d", unit_show(buf, len), r, want);
     if (want == MC_LINE_OK) {
         ck_assert_msg(line_len == want_len && used == want_used,
-                      "'%s': line %zu used %zu, want %zu %zu", show(buf, len),
+                      "'%s': line %zu used %zu, want %zu %zu", unit_show(buf, len),
                       line_len, used, want_len, want_used);
     } else {
         ck_assert_msg(line_len == 777 && used == 888, "'%s': outputs touched",
-                      show(buf, len));
+                      unit_show(buf, len));
     }
 }
 
@@ -764,9 +748,9 @@ START_TEST(unknown_commands)
         if (i == sizeof lines / sizeof lines[0] - 2)
             n = 6; /* "\0get q" */
         ck_assert_msg(mc_parse(lines[i], n, &c) == MC_ERR_UNKNOWN_COMMAND, "'%s'",
-                      show(lines[i], n));
+                      unit_show(lines[i], n));
         ck_assert_msg(c.type == MC_CMD_UNKNOWN && !c.has_body && !c.key && !c.name,
-                      "'%s'", show(lines[i], n));
+                      "'%s'", unit_show(lines[i], n));
     }
     P("get\0 q", .err = MC_ERR_UNKNOWN_COMMAND);
     P("set\0 q 0 0 1", .err = MC_ERR_UNKNOWN_COMMAND);

@@ -14,22 +14,6 @@ typedef struct Want {
     const char *name; /* NULL: no name */
 } Want;
 
-static const char *show(const char *line, size_t len)
-{
-    static char out[1024];
-    size_t o = 0;
-
-    for (size_t i = 0; i < len && o + 5 < sizeof out; i++) {
-        unsigned char c = (unsigned char)line[i];
-        if (c >= 0x20 && c < 0x7f)
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static void expect_ok(const char *line, size_t len, Want w)
 {
     Cmd c;
@@ -38,31 +22,31 @@ static void expect_ok(const char *line, size_t len, Want w)
     memset(&c, 0xa5, sizeof c); /* parse_command must fill every field */
     r = parse_command(line, len, &c);
     ck_assert_msg(r == PARSE_OK, "'%s': result %d, want PARSE_OK",
-                  show(line, len), r);
-    ck_assert_msg(c.type == w.type, "'%s': type %d, want %d", show(line, len),
+                  unit_show(line, len), r);
+    ck_assert_msg(c.type == w.type, "'%s': type %d, want %d", unit_show(line, len),
                   c.type, w.type);
-    ck_assert_msg(c.id == w.id, "'%s': id %llu, want %llu", show(line, len),
+    ck_assert_msg(c.id == w.id, "'%s': id %llu, want %llu", unit_show(line, len),
                   (unsigned long long)c.id, (unsigned long long)w.id);
-    ck_assert_msg(c.pri == w.pri, "'%s': pri %u", show(line, len), c.pri);
-    ck_assert_msg(c.delay == w.delay, "'%s': delay %u", show(line, len),
+    ck_assert_msg(c.pri == w.pri, "'%s': pri %u", unit_show(line, len), c.pri);
+    ck_assert_msg(c.delay == w.delay, "'%s': delay %u", unit_show(line, len),
                   c.delay);
-    ck_assert_msg(c.ttr == w.ttr, "'%s': ttr %u", show(line, len), c.ttr);
-    ck_assert_msg(c.bytes == w.bytes, "'%s': bytes %u", show(line, len),
+    ck_assert_msg(c.ttr == w.ttr, "'%s': ttr %u", unit_show(line, len), c.ttr);
+    ck_assert_msg(c.bytes == w.bytes, "'%s': bytes %u", unit_show(line, len),
                   c.bytes);
-    ck_assert_msg(c.count == w.count, "'%s': count %u", show(line, len),
+    ck_assert_msg(c.count == w.count, "'%s': count %u", unit_show(line, len),
                   c.count);
-    ck_assert_msg(c.counted == 0, "'%s': counted set", show(line, len));
+    ck_assert_msg(c.counted == 0, "'%s': counted set", unit_show(line, len));
     if (!w.name) {
         ck_assert_msg(c.name == NULL && c.name_len == 0, "'%s': has a name",
-                      show(line, len));
+                      unit_show(line, len));
     } else {
         size_t n = strlen(w.name);
         ck_assert_msg(c.name_len == n, "'%s': name_len %zu, want %zu",
-                      show(line, len), c.name_len, n);
+                      unit_show(line, len), c.name_len, n);
         /* The name points into the line, not a copy. */
         ck_assert(c.name >= line && c.name + c.name_len <= line + len);
         ck_assert_msg(memcmp(c.name, w.name, n) == 0, "'%s': name '%s'",
-                      show(line, len), show(c.name, c.name_len));
+                      unit_show(line, len), unit_show(c.name, c.name_len));
     }
 }
 
@@ -73,11 +57,11 @@ static void expect_bad(const char *line, size_t len, CmdType type,
     ParseResult r = parse_command(line, len, &c);
 
     ck_assert_msg(r == PARSE_BAD_FORMAT, "'%s': result %d, want BAD_FORMAT",
-                  show(line, len), r);
-    ck_assert_msg(c.type == type, "'%s': type %d, want %d", show(line, len),
+                  unit_show(line, len), r);
+    ck_assert_msg(c.type == type, "'%s': type %d, want %d", unit_show(line, len),
                   c.type, type);
     ck_assert_msg(c.counted == counted, "'%s': counted %d, want %d",
-                  show(line, len), c.counted, counted);
+                  unit_show(line, len), c.counted, counted);
 }
 
 static void expect_unknown(const char *line, size_t len)
@@ -86,7 +70,7 @@ static void expect_unknown(const char *line, size_t len)
     ParseResult r = parse_command(line, len, &c);
 
     ck_assert_msg(r == PARSE_UNKNOWN, "'%s': result %d, want UNKNOWN",
-                  show(line, len), r);
+                  unit_show(line, len), r);
     ck_assert_int_eq(c.counted, 0);
 }
 
