@@ -609,7 +609,10 @@ def _header(screen):
 
 
 def _restored(tm, what):
-    s = tm.wait_screen(lambda s: "EXIT=" in s, "top to exit after " + what, 10)
+    # TERMIOS= is echoed after EXIT=: waiting for EXIT= alone could read
+    # the screen between the two lines (CI saw it once).
+    s = tm.wait_screen(lambda s: "EXIT=" in s and "TERMIOS=" in s,
+                       "top to exit after " + what, 10)
     check("EXIT=0" in s, "top's exit status after %s:\n%s" % (what, s))
     check("TERMIOS=same" in s, "terminal mode restored after %s:\n%s" % (what, s))
     eq(tm.fmt("#{alternate_on}"), "0", "alternate screen left after " + what)
