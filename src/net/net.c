@@ -234,12 +234,14 @@ static int connect_fd(int family, const struct sockaddr *sa, socklen_t len, char
     return fd;
 }
 
-int net_connect(const char *addr, char *err, size_t errlen)
+int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size_t errlen)
 {
     char host[256], portstr[16];
-    struct addrinfo hints = {0}, *res;
+    struct addrinfo hints = {0}, *res, *ai;
     int port, rc, fd;
+    unsigned n = 0;
 
+    *count = 1;
     if (net_split_addr(addr, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "bad address '%s' (want host:port, [v6]:port or unix:/path)",
                  addr);
@@ -263,7 +265,12 @@ int net_connect(const char *addr, char *err, size_t errlen)
         snprintf(err, errlen, "address %s: %s", host, gai_strerror(rc));
         return -1;
     }
-    fd = connect_fd(res->ai_family, res->ai_addr, res->ai_addrlen, err, errlen);
+    for (ai = res; ai; ai = ai->ai_next)
+        n++;
+    *count = n;
+    for (ai = res, nth %= n; nth; nth--)
+        ai = ai->ai_next;
+    fd = connect_fd(ai->ai_family, ai->ai_addr, ai->ai_addrlen, err, errlen);
     freeaddrinfo(res);
     return fd;
 }

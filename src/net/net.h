@@ -27,7 +27,11 @@ int net_peer_local(int fd);
  * 0, or -1 when malformed. host gets the host (or path). */
 int net_split_addr(const char *addr, char *host, size_t hostlen, int *port);
 /* Start a non-blocking connect to such an address: the fd (connected or
- * connecting: wait for EPOLLOUT and read SO_ERROR), or -1 with err. */
-int net_connect(const char *addr, char *err, size_t errlen);
+ * connecting: wait for EPOLLOUT and read SO_ERROR), or -1 with err. A name
+ * may resolve to several addresses (IPv6 and IPv4, say, where the server
+ * listens on one family only): this tries the nth of them, counting
+ * modulo how many there are, and sets *count to that number (1 for a
+ * Unix socket or on failure), so a caller tries each in turn. */
+int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size_t errlen);
 
 #endif

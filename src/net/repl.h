@@ -78,6 +78,8 @@ typedef struct Repl {
     EvSource ev;
     Buf in, out;
     int64_t next_try;
+    unsigned addr_nth;     /* which of the primary's addresses to try next */
+    unsigned addr_count;   /* how many its name resolved to, last time */
     int64_t heard;         /* monotonic ns: connect started, or last bytes */
     int snapshot;          /* the snapshot is still coming */
     uint64_t known_pos;    /* the primary's position, as last heard */

@@ -159,14 +159,29 @@ static int flush_out(Server *s)
     return 0;
 }
 
+/* A connect failed: the next try takes the primary's next address, at
+ * once while this round has addresses left, a second later when all of
+ * them failed. */
+static void connect_failed(Server *s, const char *why)
+{
+    Repl *r = R(s);
+
+    fail(s, why);
+    if (++r->addr_nth % r->addr_count) {
+        r->next_try = s->eng.now;
+    } else {
+        r->addr_nth = 0;
+    }
+}
+
 static void try_connect(Server *s)
 {
     Repl *r = R(s);
     char err[256];
-    int fd = net_connect(r->primary, err, sizeof err);
+    int fd = net_connect(r->primary, r->addr_nth, &r->addr_count, err, sizeof err);
 
     if (fd < 0) {
-        fail(s, err);
+        connect_failed(s, err);
         return;
     }
     r->ev.handler = on_event;
@@ -599,7 +614,7 @@ static void on_event(EvSource *src, uint32_t events)
         if (getsockopt(src->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
         if (err) {
-            fail(s, strerror(err));
+            connect_failed(s, strerror(err));
             return;
         }
         if (!(events & (EPOLLOUT | EPOLLIN)))
@@ -662,8 +677,11 @@ void replica_tick(Server *s)
     if (r->rstate != RS_IDLE && r->ev.fd >= 0 && s->eng.now - r->heard > REPL_SILENCE_NS) {
         /* A primary that sends nothing (not even its heartbeat) is gone,
          * or was never one. */
-        fail(s, r->rstate == RS_STREAM ? "no word from the primary for 10 s"
-                                       : "no answer to the handshake for 10 s");
+        if (r->rstate == RS_CONNECTING)
+            connect_failed(s, "connect: no answer for 10 s");
+        else
+            fail(s, r->rstate == RS_STREAM ? "no word from the primary for 10 s"
+                                           : "no answer to the handshake for 10 s");
         return;
     }
     if (r->rstate != RS_STREAM)

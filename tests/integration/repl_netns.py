@@ -1,6 +1,9 @@
 """Run inside a fresh network namespace (`unshare -n python3 repl_netns.py
 BINARY DIR`) by test_replication_roles.py: promote and follow from a
-non-loopback source address (replication.md §4).
+non-loopback source address (replication.md §4). With a third argument,
+`names`, under `unshare -m -n`: a replica of a name that resolves to two
+addresses while its primary listens on one (the namespace's own
+/etc/hosts, bind-mounted from DIR, gives the name both).
 
 The namespace has only its loopback device, given two more addresses,
 10.9.0.1 and 10.9.0.2: a client bound to 10.9.0.2 that connects to
@@ -25,13 +28,13 @@ def sh(*cmd):
     subprocess.run(cmd, check=True, capture_output=True, timeout=20)
 
 
-def ask(src, dst, line):
+def ask(src, dst, line, port=PORT):
     """One command on a fresh connection from src to dst; the reply line."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(5)
     try:
         s.bind((src, 0))
-        s.connect((dst, PORT))
+        s.connect((dst, port))
         s.sendall(line.encode() + b"\r\n")
         buf = b""
         while b"\r\n" not in buf:
@@ -53,20 +56,21 @@ def _die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
-def start(binary, d, conf):
+def start(binary, d, conf, listen="0.0.0.0", port=PORT, name="b", *flags):
     path = os.path.join(d, "tubed.conf")
     with open(path, "w") as f:
         f.write(conf)
     log = open(os.path.join(d, "log"), "ab")
-    p = subprocess.Popen([binary, "-l", "0.0.0.0", "-p", str(PORT), "-b",
-                          os.path.join(d, "b"), "--config", path],
+    p = subprocess.Popen([binary, "-l", listen, "-p", str(port), "-b",
+                          os.path.join(d, name), "--config", path] + list(flags),
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                          preexec_fn=_die_with_parent)
     for _ in range(500):
         if p.poll() is not None:
             break
         try:
-            socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+            socket.create_connection(("127.0.0.1" if listen == "0.0.0.0" else listen, port),
+                                     timeout=1).close()
             return p
         except OSError:
             time.sleep(0.02)
@@ -109,5 +113,44 @@ def main():
     print(json.dumps(out))
 
 
+def main_names():
+    """A replica of "twohomed", which /etc/hosts here gives 127.0.0.1 and
+    127.0.0.2, whose primary listens only on the one the resolver puts
+    second: the replica must go on to it after the first refuses."""
+    binary, d = sys.argv[1], sys.argv[2]
+    sh("ip", "link", "set", "lo", "up")
+    hosts = os.path.join(d, "hosts")
+    with open(hosts, "w") as f:
+        f.write("127.0.0.1 twohomed\n127.0.0.2 twohomed\n")
+    sh("mount", "--bind", hosts, "/etc/hosts")
+    order = [ai[4][0] for ai in socket.getaddrinfo("twohomed", PORT, socket.AF_INET,
+                                                   socket.SOCK_STREAM)]
+    out = {"order": order}
+    if len(order) < 2:
+        print(json.dumps(out))
+        return
+    second = order[1]
+    p = start(binary, d, "", second, PORT, "p", "-f", "0")
+    r = start(binary, d, "", "127.0.0.1", PORT + 1, "r", "--replica-of",
+              "twohomed:%d" % PORT)
+    try:
+        out["put"] = ask(second, second, "put 0 0 60 5\r\nhello", PORT)
+        t0 = time.monotonic()
+        out["peek"] = ""
+        while time.monotonic() - t0 < 20 and not out["peek"].startswith("FOUND"):
+            out["peek"] = ask("127.0.0.1", "127.0.0.1", "peek 1", PORT + 1)
+            time.sleep(0.05)
+        out["seconds"] = time.monotonic() - t0
+    finally:
+        stop(r)
+        stop(p)
+    with open(os.path.join(d, "log"), "rb") as f:
+        out["log"] = f.read().decode("utf-8", "replace")[-4000:]
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[3:] == ["names"]:
+        main_names()
+    else:
+        main()

@@ -251,6 +251,39 @@ def test_admin_from_a_remote_address(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_replica_of_a_name_tries_each_address(binary):
+    """A primary's name may resolve to several addresses (IPv6 and IPv4,
+    say) while the primary listens on one: the replica tries the next
+    address when one refuses, as clients do, instead of the first for
+    ever. In a namespace whose /etc/hosts gives the name two addresses."""
+    unshare = shutil.which("unshare")
+    ip = shutil.which("ip")
+    if not unshare or not ip or os.geteuid() != 0:
+        raise harness.Skip("needs root, unshare and ip for a namespace with its "
+                           "own /etc/hosts")
+    d = tempfile.mkdtemp(prefix="tubed-repl-names-")
+    try:
+        r = subprocess.run([unshare, "-m", "-n", sys.executable,
+                            os.path.join(HERE, "repl_netns.py"), binary, d, "names"],
+                           capture_output=True, timeout=90)
+        if r.returncode != 0 and b"unshare" in r.stderr[:200]:
+            raise harness.Skip("unshare -m -n failed: %r" % r.stderr[:200])
+        check(r.returncode == 0, "repl_netns.py names: %r %r" % (r.stdout[-500:],
+                                                                 r.stderr[-800:]))
+        out = json.loads(r.stdout.decode())
+        if len(out["order"]) < 2:
+            raise harness.Skip("the resolver gave one address for two hosts "
+                               "lines: %r" % out["order"])
+        eq(out["put"], "INSERTED 1", "the put on the primary at %s" % out["order"][1])
+        check(out["peek"].startswith("FOUND 1"), "the replica of twohomed has the "
+              "job (it tried %s, refused, then %s): %r; log %s"
+              % (out["order"][0], out["order"][1], out["peek"], out["log"][-1500:]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
 def test_cli_replication_promote_follow(binary):
     """tubed-cli replication (text and --json), promote, follow."""
     from cli_util import cli_path, run_cli

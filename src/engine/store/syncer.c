@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "log.h"
 
 /* The lock is never held across a wake-up (a signal, the eventfd): on
  * two cores the woken side runs at once, and finding the lock still
@@ -108,8 +111,11 @@ int syncer_finish(Syncer *y)
     uint64_t n;
     int err = -1;
 
+    /* The eventfd only wakes the loop; whether a sync ended, and how, is
+     * y->done and y->err. A failed read (none is expected but EAGAIN) must
+     * not pass for a failed fsync: that would mark the binlog unhealthy. */
     if (read(y->efd, &n, sizeof n) < 0 && errno != EAGAIN)
-        return errno;
+        log_warn("binlog: reading the syncer's eventfd: %s", strerror(errno));
     pthread_mutex_lock(&y->mu);
     if (y->busy && y->done) {
         err = y->err;
