@@ -216,37 +216,44 @@ def test_epoch_fencing(binary):
         assert_same(before, snapshot(r2.admin()), "r2's jobs", "before", "after")
 
 
-@no_server
-@tubed_only(EXT)
-def test_admin_from_a_remote_address(binary):
+def _in_namespace(binary, flags, why, *args):
+    """repl_netns.py run under `unshare FLAGS` (a namespace of its own that
+    vanishes with it): its JSON output. Skips where namespaces cannot be
+    made."""
     unshare = shutil.which("unshare")
     ip = shutil.which("ip")
     if not unshare or not ip or os.geteuid() != 0:
-        raise harness.Skip("needs root, unshare and ip to make a network "
-                           "namespace where a client has a non-loopback address")
+        raise harness.Skip("needs root, unshare and ip " + why)
     d = tempfile.mkdtemp(prefix="tubed-repl-ns-")
     try:
-        r = subprocess.run([unshare, "-n", sys.executable,
-                            os.path.join(HERE, "repl_netns.py"), binary, d],
-                           capture_output=True, timeout=60)
+        r = subprocess.run([unshare] + flags + [sys.executable,
+                            os.path.join(HERE, "repl_netns.py"), binary, d] + list(args),
+                           capture_output=True, timeout=90)
         if r.returncode != 0 and b"unshare" in r.stderr[:200]:
-            raise harness.Skip("unshare -n failed: %r" % r.stderr[:200])
-        check(r.returncode == 0, "repl_netns.py: %r %r" % (r.stdout[-500:],
-                                                           r.stderr[-800:]))
-        out = json.loads(r.stdout.decode())
-        eq(out["remote_plain"], "USING default", "a plain command from "
-           "10.9.0.2 (the namespace works)")
-        eq(out["remote_promote"], "NOT_ALLOWED", "promote from 10.9.0.2")
-        eq(out["remote_follow"], "NOT_ALLOWED", "follow from 10.9.0.2")
-        check(out["role_after"].startswith("INSERTED"), "a put after the "
-              "refused follow (still a primary): %r" % out["role_after"])
-        eq(out["local_promote"], "PROMOTED 1", "promote from 127.0.0.1")
-        eq(out["open_promote"], "PROMOTED 1", "promote from 10.9.0.2 with "
-           "allow_remote_admin = true")
-        check("10.9.0.2" in out["log"], "the refused attempt is logged with "
-              "its address: %r" % out["log"][-800:])
+            raise harness.Skip("unshare %s failed: %r" % (" ".join(flags), r.stderr[:200]))
+        check(r.returncode == 0, "repl_netns.py %s: %r %r" % (" ".join(args), r.stdout[-500:],
+                                                              r.stderr[-800:]))
+        return json.loads(r.stdout.decode())
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_admin_from_a_remote_address(binary):
+    out = _in_namespace(binary, ["-n"], "to make a network namespace where a "
+                        "client has a non-loopback address")
+    eq(out["remote_plain"], "USING default", "a plain command from "
+       "10.9.0.2 (the namespace works)")
+    eq(out["remote_promote"], "NOT_ALLOWED", "promote from 10.9.0.2")
+    eq(out["remote_follow"], "NOT_ALLOWED", "follow from 10.9.0.2")
+    check(out["role_after"].startswith("INSERTED"), "a put after the "
+          "refused follow (still a primary): %r" % out["role_after"])
+    eq(out["local_promote"], "PROMOTED 1", "promote from 127.0.0.1")
+    eq(out["open_promote"], "PROMOTED 1", "promote from 10.9.0.2 with "
+       "allow_remote_admin = true")
+    check("10.9.0.2" in out["log"], "the refused attempt is logged with "
+          "its address: %r" % out["log"][-800:])
 
 
 @no_server
@@ -256,30 +263,15 @@ def test_replica_of_a_name_tries_each_address(binary):
     say) while the primary listens on one: the replica tries the next
     address when one refuses, as clients do, instead of the first for
     ever. In a namespace whose /etc/hosts gives the name two addresses."""
-    unshare = shutil.which("unshare")
-    ip = shutil.which("ip")
-    if not unshare or not ip or os.geteuid() != 0:
-        raise harness.Skip("needs root, unshare and ip for a namespace with its "
-                           "own /etc/hosts")
-    d = tempfile.mkdtemp(prefix="tubed-repl-names-")
-    try:
-        r = subprocess.run([unshare, "-m", "-n", sys.executable,
-                            os.path.join(HERE, "repl_netns.py"), binary, d, "names"],
-                           capture_output=True, timeout=90)
-        if r.returncode != 0 and b"unshare" in r.stderr[:200]:
-            raise harness.Skip("unshare -m -n failed: %r" % r.stderr[:200])
-        check(r.returncode == 0, "repl_netns.py names: %r %r" % (r.stdout[-500:],
-                                                                 r.stderr[-800:]))
-        out = json.loads(r.stdout.decode())
-        if len(out["order"]) < 2:
-            raise harness.Skip("the resolver gave one address for two hosts "
-                               "lines: %r" % out["order"])
-        eq(out["put"], "INSERTED 1", "the put on the primary at %s" % out["order"][1])
-        check(out["peek"].startswith("FOUND 1"), "the replica of twohomed has the "
-              "job (it tried %s, refused, then %s): %r; log %s"
-              % (out["order"][0], out["order"][1], out["peek"], out["log"][-1500:]))
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    out = _in_namespace(binary, ["-m", "-n"], "for a namespace with its own "
+                        "/etc/hosts", "names")
+    if len(out["order"]) < 2:
+        raise harness.Skip("the resolver gave one address for two hosts "
+                           "lines: %r" % out["order"])
+    eq(out["put"], "INSERTED 1", "the put on the primary at %s" % out["order"][1])
+    check(out["peek"].startswith("FOUND 1"), "the replica of twohomed has the "
+          "job (it tried %s, refused, then %s): %r; log %s"
+          % (out["order"][0], out["order"][1], out["peek"], out["log"][-1500:]))
 
 
 @no_server
