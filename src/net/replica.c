@@ -36,7 +36,9 @@ static void read_some(Server *s);
 
 /* Give up the connection; try again in a second. why goes to last-error
  * and, when it is news, to the log. */
-static void fail(Server *s, const char *why)
+/* The link ended (why: for the log, once per distinct reason, and for
+ * last-error); the next try is a second away. */
+static void fail_quietly(Server *s, const char *why, int quiet)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start;
@@ -63,10 +65,15 @@ static void fail(Server *s, const char *why)
         engine_sweep_abort(&s->eng);
     r->snapshot = 0;
     snprintf(r->last_error, sizeof r->last_error, "%s", why);
-    if (strcmp(r->logged_error, why)) {
+    if (!quiet && strcmp(r->logged_error, why)) {
         log_warn("replication: primary %s: %s; retrying every second", r->primary, why);
         snprintf(r->logged_error, sizeof r->logged_error, "%s", why);
     }
+}
+
+static void fail(Server *s, const char *why)
+{
+    fail_quietly(s, why, 0);
 }
 
 void replica_stop(Server *s)
@@ -161,13 +168,16 @@ static int flush_out(Server *s)
 
 /* A connect failed: the next try takes the primary's next address, at
  * once while this round has addresses left, a second later when all of
- * them failed. */
+ * them failed. Only a round's last failure is logged: addresses failing
+ * each their own way would otherwise alternate in the log every second. */
 static void connect_failed(Server *s, const char *why)
 {
     Repl *r = R(s);
+    int more = (r->addr_nth + 1) % r->addr_count != 0;
 
-    fail(s, why);
-    if (++r->addr_nth % r->addr_count) {
+    fail_quietly(s, why, more);
+    if (more) {
+        r->addr_nth++;
         r->next_try = s->eng.now;
     } else {
         r->addr_nth = 0;
