@@ -10,9 +10,9 @@ jobs than its primary (replication.md §6.1-6.3).
 """
 
 import harness
-from harness import check, eq, no_server, tubed_only
-from repl_util import (EXT, Cluster, assert_converged, assert_same, body,
-                       put_many, snapshot, wait_caught_up)
+from harness import check, eq, no_server, tubed_only, unq, wait_for
+from repl_util import (EXT, Cluster, Proxy, assert_converged, assert_same, body, reserve_job, rint,
+                       list_jobs, put_many, snapshot, wait_caught_up)
 
 SERVER = "none"
 
@@ -68,3 +68,252 @@ def test_move_of_an_old_job_into_an_unjournaled_tube(binary):
         got = snapshot(p.admin())
         assert_same(want, got, "the primary restarted from its binlog",
                     "before", "after", replica_side=False)
+
+
+def _promote(c, epoch, what):
+    eq(c.cmd("promote", timeout=10), b"PROMOTED %d" % epoch, "%s: promote" % what)
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_itself(binary):
+    """A primary told to follow its own address becomes a replica that
+    refuses itself (a replica is not a primary): no deadlock, no job
+    lost, and promote makes it a primary again with every job; a replica
+    told the same keeps its jobs too."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        ids = put_many(c, [body("self", i) for i in range(50)],
+                       delay=[0, 0, 0, 900, 0] * 10)
+        c.expect("delete %d" % ids[1], "DELETED")
+        wait_caught_up(p, r)
+        want = snapshot(p.admin())
+        eq(c.cmd("follow %s" % p.addr, timeout=10), b"FOLLOWING", "follow itself")
+        wait_for(lambda: "not a primary" in unq(p.repl()["last-error"]),
+                 "the server to refuse itself as its primary")
+        eq(p.repl()["connected"], "false", "connected to itself")
+        c.send(b"put 0 0 60 1\r\nx\r\n")
+        eq(c.read_line(), b"DRAINING", "a put while following itself")
+        assert_same(want, snapshot(p.admin()), "following itself", "before", "after")
+        rc = r.bs()
+        eq(rc.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "replica follows itself")
+        wait_for(lambda: "not a primary" in unq(r.repl()["last-error"]),
+                 "the replica to refuse itself")
+        assert_same(want, snapshot(r.admin()), "the replica following itself")
+        _promote(p.bs(), 2, "p")
+        assert_same(want, snapshot(p.admin()), "promoted again", "before", "after",
+                    replica_side=False)
+        eq(rc.cmd("follow %s" % p.addr, timeout=10), b"FOLLOWING", "r follows p again")
+        jid = p.bs().put(b"after")
+        check(jid > ids[-1], "a new id above the old ones")
+        wait_caught_up(p, r)
+        assert_converged(p, r, "r back on p")
+
+
+MIXED_CONF = """\
+[tube fan]
+fanout = true
+
+[tube cap]
+max_items = 20
+discard_old_when_full = true
+
+[tube rb]
+max_memory_size = 16K
+"""
+
+
+def _mixed(p, tag, old=()):
+    """Every kind of journaled change on p, some of them to the jobs
+    `old` (ids it already had): puts in every state, deletes, buries,
+    kicks, releases, moves, a flush, fanout children, a discarding tube,
+    spilled bodies, memcache sets and gets.  Returns the connection
+    holding reservations (keep it open)."""
+    c = p.bs()
+    c.use("t-" + tag)
+    ids = put_many(c, [body(tag, i, 50 + i * 7) for i in range(40)],
+                   pri=[i % 9 for i in range(40)],
+                   delay=[0, 0, 1800, 0, 0] * 8)
+    w = p.bs()
+    w.watch("t-" + tag)
+    ready = [j for i, j in enumerate(ids) if i % 5 != 2]
+    for j in ready[:4]:
+        reserve_job(w, j)
+        w.expect("bury %d 3" % j, "BURIED")
+    for j in ready[4:7]:
+        reserve_job(w, j)
+        w.expect("release %d 2 900" % j, "RELEASED")
+    for j in ready[7:10]:
+        c.expect("delete %d" % j, "DELETED")
+    c.expect("kick-job %d" % ready[0], "KICKED")
+    for j in ready[10:14]:
+        c.expect("move-job %d mv-%s" % (j, tag), "MOVED")
+    for j in list(old)[:30]:
+        # the older jobs: half deleted, half moved (either may be gone)
+        line = c.cmd(("delete %d" if j % 2 else "move-job %d mv-" + tag) % j)
+        check(line in (b"DELETED", b"MOVED", b"NOT_FOUND"), "%r" % line)
+    c.use("fan+" + tag)
+    c.use("fan")
+    put_many(c, [body("fan" + tag, i) for i in range(5)])
+    c.use("cap")
+    put_many(c, [body("cap" + tag, i) for i in range(25)])
+    c.use("rb")
+    put_many(c, [body("rb" + tag, i, 2000) for i in range(30)])
+    c.use("fl-" + tag)
+    put_many(c, [body("fl" + tag, i) for i in range(10)])
+    eq(c.cmd("flush-tube fl-%s" % tag), b"FLUSHED 10", "flush-tube")
+    m = p.mc()
+    for i in range(10):
+        m.store("mq", body("mc" + tag, i))
+    for i in range(3):
+        check(m.get("mq") is not None, "get mq")
+    held = p.bs()
+    held.watch("t-" + tag)
+    reserve_job(held, ready[15])
+    return held, ids
+
+
+def _all_ids(n):
+    return sorted(snapshot(n.admin(), bodies=False))
+
+
+@no_server
+@tubed_only(EXT)
+def test_former_primary_with_a_mixed_tail_follows(binary):
+    """The old primary, still running after the promotion of its replica,
+    makes a tail of every kind of change (deletes and moves of jobs both
+    have, a flush, fanout children, memcache takes, spills); told to
+    follow, it ends with exactly the new primary's jobs, the tail counted
+    in discarded-records."""
+    with Cluster(binary, MIXED_CONF) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        keep1, base = _mixed(p, "a")
+        wait_caught_up(p, r)
+        _promote(r.bs(), 2, "r")
+        keep2, _ = _mixed(p, "tail", old=base)        # the unreplicated tail
+        keep3, _ = _mixed(r, "new", old=base[10:])    # the new primary's own
+        before = rint(p.repl(), "discarded-records")
+        eq(p.bs().cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the former primary after follow")
+        check(rint(p.repl(), "discarded-records") > before,
+              "discarded-records did not count the tail")
+        keep4, _ = _mixed(r, "after", old=base[20:])
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the former primary, following")
+        p.kill9()
+        p.restart(replica_of=r)
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the former primary after kill -9")
+        del keep1, keep2, keep3, keep4
+
+
+EXPIRY_CONF = MIXED_CONF + """
+[tube exp]
+max_age = 1s
+move_expired_to = exp-dead
+
+[tube gone]
+max_age = 1s
+
+[tube fanx]
+fanout = true
+max_age = 1s
+"""
+
+
+@no_server
+@tubed_only(EXT)
+def test_expiry_while_the_replica_is_down_then_partial_resync(binary):
+    """Jobs of max_age tubes (moved, dropped, fanout copies) and memcache
+    items with an exptime expire on the primary while its replica is
+    down; the replica restarted goes on from its position (a partial
+    resync) and ends with the primary's jobs."""
+    with Cluster(binary, EXPIRY_CONF) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        keep, _ = _mixed(p, "a")
+        for t in ("exp", "gone"):
+            c.use(t)
+            put_many(c, [body(t, i) for i in range(12)], delay=[0, 0, 3600] * 4)
+        c.use("fanx+k")
+        c.use("fanx")
+        put_many(c, [body("fanx", i) for i in range(6)])
+        m = p.mc()
+        for i in range(8):
+            m.store("mx", body("mx", i), exptime=1 if i % 2 else 0)
+        wait_caught_up(p, r)
+        r.kill9()
+        m2 = p.mc()
+
+        def expired():
+            tubes = c.list_tubes()
+            left = sum(len(list_jobs(c, t)) for t in ("exp", "gone", "fanx")
+                       if t in tubes)
+            return left == 0 and p.bs().stats_tube("mx")["current-jobs-ready"] == "4"
+        wait_for(expired, "the jobs of exp, gone, fanx and the items to expire")
+        eq(m2.get("mx"), body("mx", 0), "get mx")
+        before = rint(p.repl(), "partial-resyncs")
+        r.restart()
+        wait_caught_up(p, r)
+        assert_converged(p, r, "the replica after the expiries it missed")
+        eq(rint(p.repl(), "partial-resyncs"), before + 1, "partial-resyncs on the primary")
+        del keep
+
+
+def _mid_snapshot(r, least):
+    wait_for(lambda: int(r.admin().stats()["current-jobs-ready"]) >= least,
+             "part of the snapshot to arrive on %s" % r.name, interval=0.01)
+    d = r.repl()
+    check(d["connected"] == "true" and rint(d, "position") == 0
+          and rint(d, "lag-records") > 0, "%s is not mid-snapshot: %r" % (r.name, d))
+
+
+@no_server
+@tubed_only(EXT)
+def test_spilled_snapshot_cut_by_kill9_then_follow_mid_snapshot(binary):
+    """A replica with a read-behind budget receives a snapshot of spilled
+    bodies through a slowed link, with changes on the primary meanwhile
+    (deletes, moves and a flush of jobs sent and not yet sent); it is
+    killed with kill -9 mid-snapshot, restarted, and mid-way through the
+    second snapshot told to `follow` the primary directly: it ends with
+    exactly the primary's jobs, bodies byte for byte."""
+    n = 3000
+    conf = "[tube rb]\nmax_memory_size = 32K\n"
+    with Cluster(binary, conf) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs(timeout=30)
+        c.use("rb")
+        ids = put_many(c, [body("sp", i, 1500) for i in range(n)], batch=500,
+                       delay=([0] * 9 + [3600]) * (n // 10))
+        proxy = Proxy(p.port, rate=1 * 10 ** 6)
+        try:
+            r = cl.node("r", "-f", "0", replica_of=proxy.addr)
+            _mid_snapshot(r, 200)
+            for j in ids[:50] + ids[-50:]:
+                c.expect("delete %d" % j, "DELETED")
+            for j in ids[100:110] + ids[-100:-90]:
+                c.expect("move-job %d other" % j, "MOVED")
+            r.kill9()
+            r.restart()
+            _mid_snapshot(r, 300)
+            c.use("fl")
+            put_many(c, [body("fl", i, 800) for i in range(20)])
+            eq(c.cmd("flush-tube fl"), b"FLUSHED 20", "flush-tube")
+            c.use("rb")
+            late = put_many(c, [body("late", i, 3000) for i in range(30)])
+            eq(r.bs().cmd("follow %s" % p.addr, timeout=10), b"FOLLOWING",
+               "follow mid-snapshot")
+            wait_caught_up(p, r, timeout=120)
+            assert_converged(p, r, "after the cut snapshots")
+            check(late[-1] in snapshot(r.admin(), ids=[late[-1]]), "a late job")
+            r.kill9()
+            r.restart()
+            wait_caught_up(p, r, timeout=120)
+            assert_converged(p, r, "after a kill -9 of the caught-up replica")
+        finally:
+            proxy.close()
