@@ -317,3 +317,33 @@ def test_spilled_snapshot_cut_by_kill9_then_follow_mid_snapshot(binary):
             assert_converged(p, r, "after a kill -9 of the caught-up replica")
         finally:
             proxy.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_restarted_as_a_primary_counts_its_records(binary):
+    """A replica restarted without --replica-of is a primary: its own
+    records advance its position (its binlog's last position record was
+    written as a follower's), so a new replica of it streams without
+    resyncing again and again, and with sync_replicas = 1 its puts are
+    acknowledged."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        put_many(p.bs(), [body("a", i) for i in range(20)])
+        wait_caught_up(p, r)
+        r.sigterm()
+        p.sigterm()
+        r.write_conf("sync_replicas = 1\n")
+        r.restart(replica_of=None)
+        eq(unq(r.repl()["role"]), "primary", "role of the replica started alone")
+        pos = rint(r.repl(), "position")
+        r2 = cl.node("r2", "-f", "0", replica_of=r)
+        c = r.bs()
+        ids = put_many(c, [body("b", i) for i in range(20)])
+        c.expect("delete %d" % ids[0], "DELETED", timeout=10)
+        eq(rint(r.repl(), "position"), pos + 21, "position after 20 puts and a delete")
+        wait_caught_up(r, r2)
+        assert_converged(r, r2, "a replica of the restarted one")
+        eq(rint(r2.repl(), "full-resyncs"), 1, "full resyncs of the new replica")
+        eq(rint(r2.repl(), "discarded-records"), 0, "discarded-records")

@@ -1216,8 +1216,13 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     b->last_sync = e->now;
     if (!b->epoch)
         b->epoch = 1; /* a server never promoted */
-    if (e->cfg->replica_of)
-        b->follower = 1;
+    /* The role is the command line's, not the last position record's: a
+     * former replica (or a primary that once followed) started without
+     * replica_of is a primary, and its own records must count, or its
+     * position would stand still while it takes writes (its replicas
+     * would see a stream that skips, and acknowledge positions it says it
+     * never made). */
+    b->follower = e->cfg->replica_of ? 1 : 0;
     if (e->cfg->replica_of || e->cfg->sync_replicas)
         b->pos_persist = 1;
     if (b->pos_persist)
