@@ -1,0 +1,274 @@
+"""Randomized replication: every kind of journaled change, and faults
+between them, then job-by-job convergence (replication.md §6.1, §6.3).
+
+A trio (a primary and two replicas, 64 KiB binlog files so that all of
+them roll over and compact, a read-behind budget, a journal = false tube,
+fanout, a discarding tube, a max_age tube).  Each round runs a batch of
+random operations on the primary (puts in every state, reserve-job then
+delete / release / bury, deletes, kicks, moves, flushes, new fanout
+children, memcache sets, gets, open / close / abort), with one fault in
+the middle of the batch:
+
+- kill9-replica   a replica is killed with kill -9 and restarted later;
+- stop-replica    a replica is stopped (SIGSTOP) and continued later;
+- kill9-primary   the primary (-f 0) is killed with kill -9 once every
+                  reply is in and restarted: it must have every job it
+                  had (reserved ones ready; the journal = false tube's
+                  jobs gone), and its replicas resync;
+- switch          a replica is promoted once caught up, the primary and
+                  the other replica follow it;
+- switch-tail     the same, but the old primary takes writes after the
+                  promotion (its tail is discarded when it follows).
+
+After each round every replica must hold exactly the primary's jobs (but
+for the journal = false tube, never replicated).
+
+TUBED_REPL_FUZZ_ROUNDS (default 5) sets the rounds, TUBED_REPL_FUZZ_SEED
+the seed (printed in a failure).
+"""
+
+import os
+import random
+
+from harness import TestFailure, check, eq, no_server, tubed_only, unq
+from repl_util import (EXT, Cluster, assert_same, snapshot,
+                       wait_caught_up, wait_for)
+
+SERVER = "none"
+
+ROUNDS = int(os.environ.get("TUBED_REPL_FUZZ_ROUNDS", "5"))
+OPS = 300
+
+CONF = """\
+[tube fan]
+fanout = true
+
+[tube cap]
+max_items = 15
+discard_old_when_full = true
+
+[tube rb]
+max_memory_size = 16K
+
+[tube mem]
+journal = false
+
+[tube exp]
+max_age = 1s
+move_expired_to = exp-dead
+"""
+
+TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp"]
+FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail")
+
+
+def _journaled(snap):
+    return {j: v for j, v in snap.items() if v.tube != "mem"}
+
+
+class Fuzz:
+    def __init__(self, cl, rnd):
+        self.cl = cl
+        self.rnd = rnd
+        self.p = cl.node("a", "-f", "0", "-s", 65536)
+        self.replicas = [cl.node("b", "-f", "0", "-s", 65536, replica_of=self.p),
+                         cl.node("c", "-s", 65536, replica_of=self.p)]
+        self.ids = []
+        self.children = ["fan+x"]
+        self.seq = 0
+        self.connect()
+
+    def connect(self):
+        self.c = self.p.bs(timeout=30)
+        self.w = self.p.bs(timeout=30)       # reserves, keeps some
+        self.m = self.p.mc(timeout=30)
+        self.opened = False
+        for t in TUBES + self.children:
+            self.w.watch(t)
+        self.c.use(self.children[0])
+
+    # -- operations ----------------------------------------------------------
+    def body(self, tube):
+        self.seq += 1
+        size = self.rnd.choice([0, 10, 100, 700, 2500 if tube == "rb" else 300])
+        head = b"<%s-%d>" % (tube.encode(), self.seq)
+        return (head + self.rnd.randbytes(size)).replace(b"\r\n", b"..")
+
+    def put(self):
+        t = self.rnd.choice(TUBES + self.children)
+        self.c.use(t)
+        delay = self.rnd.choice([0, 0, 0, 3600])
+        b = self.body(t)
+        self.c.send(b"put %d %d %d %d\r\n%s\r\n" % (self.rnd.randrange(5000), delay,
+                                                    self.rnd.choice([600, 900]), len(b), b))
+        line = self.c.read_line()
+        check(line.startswith(b"INSERTED "), "put into %s: %r" % (t, line))
+        self.ids.append(int(line.split()[1]))
+
+    def pick(self):
+        return self.rnd.choice(self.ids) if self.ids else 1
+
+    def handle(self):
+        j = self.pick()
+        line, _ = self.w.cmd_body("reserve-job %d" % j)
+        if not line.startswith(b"RESERVED"):
+            return
+        how = self.rnd.choice(["delete", "release", "release-delay", "bury", "keep"])
+        if how == "delete":
+            self.w.expect("delete %d" % j, "DELETED")
+        elif how == "release":
+            self.w.expect("release %d %d 0" % (j, self.rnd.randrange(9)), "RELEASED")
+        elif how == "release-delay":
+            self.w.expect("release %d 1 3600" % j, "RELEASED")
+        elif how == "bury":
+            self.w.expect("bury %d %d" % (j, self.rnd.randrange(9)), "BURIED")
+        # keep: stays reserved by w (ready on the replicas)
+
+    def other(self):
+        r = self.rnd.random()
+        j = self.pick()
+        if r < 0.3:
+            line = self.c.cmd("delete %d" % j)
+            check(line in (b"DELETED", b"NOT_FOUND"), "delete: %r" % line)
+        elif r < 0.45:
+            line = self.c.cmd("kick-job %d" % j)
+            check(line in (b"KICKED", b"NOT_FOUND"), "kick-job: %r" % line)
+        elif r < 0.55:
+            self.c.use(self.rnd.choice(TUBES))
+            line = self.c.cmd("kick %d" % self.rnd.randrange(1, 5))
+            check(line.startswith(b"KICKED"), "kick: %r" % line)
+        elif r < 0.8:
+            t = self.rnd.choice(TUBES + self.children + ["mv"])
+            line = self.c.cmd("move-job %d %s" % (j, t))
+            check(line in (b"MOVED", b"NOT_FOUND", b"OUT_OF_MEMORY"), "move-job: %r" % line)
+        elif r < 0.83:
+            t = self.rnd.choice(TUBES + self.children + ["mv"])
+            line = self.c.cmd("flush-tube %s" % t)
+            check(line.startswith(b"FLUSHED") or line == b"NOT_FOUND",
+                  "flush-tube: %r" % line)
+        elif r < 0.86:
+            name = "fan+n%d" % self.seq
+            self.c.use(name)
+            self.children.append(name)
+            self.w.watch(name)
+        else:
+            self.memcache()
+
+    def memcache(self):
+        r = self.rnd.random()
+        if self.opened:   # (with an open item, only close or abort: kestrel.md)
+            self.m.get(self.rnd.choice(["mq/close", "mq/abort"]))
+            self.opened = False
+        elif r < 0.5:
+            self.m.store("mq", self.body("mq"))
+        elif r < 0.8:
+            self.m.get("mq")
+        else:
+            self.opened = self.m.get("mq/open") is not None
+
+    def ops(self, n):
+        for _ in range(n):
+            r = self.rnd.random()
+            if r < 0.45:
+                self.put()
+            elif r < 0.65:
+                self.handle()
+            else:
+                self.other()
+
+    # -- checks ---------------------------------------------------------------
+    def expired(self):
+        """Every job of the max_age tube has expired but the reserved ones
+        (they expire when released: TTRs are long enough never to run
+        out during a test)."""
+        c = self.p.bs()
+
+        def done():
+            if "exp" not in c.list_tubes():
+                return True
+            st = c.stats_tube("exp")
+            return sum(int(st["current-jobs-" + k])
+                       for k in ("ready", "delayed", "buried")) == 0
+        wait_for(done, "the max_age tube to empty")
+
+    def settle(self):
+        """No expiry pending on the primary (expired()), then every
+        replica caught up and converged."""
+        self.expired()
+        wait_caught_up(self.p, *self.replicas, timeout=120)
+        want = _journaled(snapshot(self.p.admin()))
+        for r in self.replicas:
+            assert_same(want, _journaled(snapshot(r.admin())), "replica %s" % r.name,
+                        "primary %s" % self.p.name, "replica %s" % r.name)
+        return want
+
+    # -- faults -----------------------------------------------------------------
+    def fault(self, kind):
+        rnd = self.rnd
+        if kind == "kill9-replica":
+            r = rnd.choice(self.replicas)
+            r.kill9()
+            self.ops(OPS // 3)
+            r.restart()
+        elif kind == "stop-replica":
+            r = rnd.choice(self.replicas)
+            r.sigstop()
+            self.ops(OPS // 3)
+            r.sigcont()
+        elif kind == "kill9-primary":
+            self.expired()
+            want = _journaled(snapshot(self.p.admin()))
+            self.p.kill9()
+            self.p.restart()
+            self.connect()
+            # A job reserved in the max_age tube is ready after the
+            # restart, so it expires then (moved, same id and body).
+            for j, v in want.items():
+                if v.tube == "exp" and v.state == "reserved":
+                    want[j] = v._replace(tube="exp-dead", state="ready")
+            self.expired()
+            got = snapshot(self.p.admin())
+            assert_same(want, got, "the primary after kill -9 and its replay",
+                        "before", "after", replica_side=False)
+        else:
+            new = rnd.choice(self.replicas)
+            if kind == "switch":
+                wait_caught_up(self.p, *self.replicas, timeout=120)
+            line = new.bs().cmd("promote", timeout=10)
+            check(line.startswith(b"PROMOTED "), "promote: %r" % line)
+            if kind == "switch-tail":
+                self.ops(OPS // 5)               # the old primary's tail
+            old = self.p
+            others = [old] + [r for r in self.replicas if r is not new]
+            for n in others:
+                eq(n.bs().cmd("follow %s" % new.addr, timeout=10), b"FOLLOWING",
+                   "follow on %s" % n.name)
+                n.replica_of = new              # for its restarts
+            new.replica_of = None
+            self.p = new
+            self.replicas = others
+            self.connect()
+
+
+@no_server
+@tubed_only(EXT)
+def test_replication_fuzz(binary):
+    seed = int(os.environ.get("TUBED_REPL_FUZZ_SEED", str(random.randrange(10 ** 6))))
+    rnd = random.Random(seed)
+    faults = [FAULTS[i % len(FAULTS)] for i in range(ROUNDS)]
+    rnd.shuffle(faults)
+    done = []
+    try:
+        with Cluster(binary, CONF) as cl:
+            f = Fuzz(cl, rnd)
+            for kind in faults:
+                f.ops(OPS // 2)
+                f.fault(kind)
+                f.ops(OPS // 2)
+                f.settle()
+                done.append(kind)
+            check(unq(f.p.repl()["role"]) == "primary", "the last primary's role")
+    except TestFailure as e:
+        raise TestFailure("seed %d, rounds done %r, in round %r: %s"
+                          % (seed, done, faults[len(done)] if len(done) < len(faults)
+                             else None, e)) from e
