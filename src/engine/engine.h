@@ -182,6 +182,9 @@ void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t
 /* Journal a new position/epoch (binlog_set_position); -1 no disk room. */
 int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
                         int follower);
+/* Ids jump n ahead (a promotion), journaled so that a restart keeps the
+ * jump: -1 when it could not be journaled (it holds until a restart). */
+int engine_skip_ids(Engine *e, uint64_t n);
 /* The binlog's sequence numbers: last placed, durable. */
 uint64_t engine_lsn(const Engine *e);
 uint64_t engine_durable_lsn(const Engine *e);

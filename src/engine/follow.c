@@ -417,6 +417,12 @@ int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
     return binlog_set_position(e, epoch, pos, start, follower);
 }
 
+int engine_skip_ids(Engine *e, uint64_t n)
+{
+    e->next_id += n;
+    return binlog_mark_ids(e, e->next_id - 1);
+}
+
 uint64_t engine_durable_lsn(const Engine *e)
 {
     return e->binlog.durable_lsn;

@@ -347,3 +347,31 @@ def test_replica_restarted_as_a_primary_counts_its_records(binary):
         assert_converged(r, r2, "a replica of the restarted one")
         eq(rint(r2.repl(), "full-resyncs"), 1, "full resyncs of the new replica")
         eq(rint(r2.repl(), "discarded-records"), 0, "discarded-records")
+
+
+@no_server
+@tubed_only(EXT)
+def test_promoted_id_jump_survives_a_restart(binary):
+    """A promoted server's ids jump 2^20 above every id it has seen
+    (doc/replication.md): the jump is journaled, so a kill -9 before its
+    first put does not give out ids its former primary may have given out
+    in an unreplicated tail; its own replica learns the jump too."""
+    gap = 1 << 20
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        ids = put_many(p.bs(), [body("a", i) for i in range(20)])
+        wait_caught_up(p, r)
+        _promote(r.bs(), 2, "r")
+        r.kill9()
+        r.restart(replica_of=None)
+        jid = r.bs().put(b"first after the restart")
+        check(jid > ids[-1] + gap, "id %d after a promotion and a restart: not above "
+              "%d + 2^20" % (jid, ids[-1]))
+        p.kill9()
+        p.restart(replica_of=r)
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the former primary")
+        _promote(p.bs(), 3, "p")
+        jid2 = p.bs().put(b"first on p")
+        check(jid2 > jid + gap, "id %d after the second promotion, %d before" % (jid2, jid))

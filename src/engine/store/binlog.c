@@ -461,6 +461,16 @@ static void mark_id(Engine *e, uint64_t id)
         b->id_mark = r.id;
 }
 
+int binlog_mark_ids(Engine *e, uint64_t upto)
+{
+    Binlog *b = bl(e);
+    BlRecord r = {.type = BL_DELETE, .id = upto};
+
+    if (!b->enabled || reserve(e, DEL, b->reserved) < 0 || append(e, &r) < 0)
+        return -1;
+    return 0;
+}
+
 void binlog_put(Engine *e, Job *j)
 {
     BlRecord r;
