@@ -331,14 +331,20 @@ static int cmp_u64(const void *a, const void *b)
 int engine_sweep_begin(Engine *e)
 {
     IdList l = {NULL, 0};
+    unsigned char *sent;
 
     engine_sweep_abort(e);
     l.ids = tb_malloc((e->jobs.len + 1) * sizeof *l.ids);
-    if (!l.ids)
+    sent = tb_calloc(e->jobs.len + 1, 1);
+    if (!l.ids || !sent) {
+        tb_free(l.ids);
+        tb_free(sent);
         return -1;
+    }
     hash_each(&e->jobs, collect, &l);
     qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
     e->sweep_ids = l.ids;
+    e->sweep_sent = sent;
     e->sweep_n = l.n;
     /* The children too: a C record from the primary keeps one. */
     for (size_t i = 0; i < e->tubes.len; i++)
@@ -359,7 +365,9 @@ static void sweep_children(Engine *e)
     }
 }
 
-/* The primary has job id: it stays at the sweep's end. */
+/* The primary has job id: it stays at the sweep's end. The records come
+ * in any order (live ones name jobs ahead of the snapshot's cursor), so
+ * the list stays sorted and a flag beside it says "sent". */
 static void sweep_mark(Engine *e, uint64_t id)
 {
     size_t lo = 0, hi = e->sweep_n;
@@ -372,7 +380,7 @@ static void sweep_mark(Engine *e, uint64_t id)
             hi = mid;
     }
     if (lo < e->sweep_n && e->sweep_ids[lo] == id)
-        e->sweep_ids[lo] = 0;
+        e->sweep_sent[lo] = 1;
 }
 
 uint64_t engine_sweep_end(Engine *e)
@@ -381,7 +389,7 @@ uint64_t engine_sweep_end(Engine *e)
 
     for (size_t i = 0; i < e->sweep_n; i++) {
         Job *j;
-        if (!e->sweep_ids[i] || !(j = job_table_find(&e->jobs, e->sweep_ids[i])) ||
+        if (e->sweep_sent[i] || !(j = job_table_find(&e->jobs, e->sweep_ids[i])) ||
             job_dead(j))
             continue;
         binlog_delete(e, j);
@@ -396,7 +404,9 @@ uint64_t engine_sweep_end(Engine *e)
 void engine_sweep_abort(Engine *e)
 {
     tb_free(e->sweep_ids);
+    tb_free(e->sweep_sent);
     e->sweep_ids = NULL;
+    e->sweep_sent = NULL;
     e->sweep_n = 0;
     for (size_t i = 0; i < e->tubes.len; i++)
         e->tubes.list[i]->child_sweep = 0;

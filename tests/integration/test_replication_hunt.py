@@ -375,3 +375,42 @@ def test_promoted_id_jump_survives_a_restart(binary):
         _promote(p.bs(), 3, "p")
         jid2 = p.bs().put(b"first on p")
         check(jid2 > jid + gap, "id %d after the second promotion, %d before" % (jid2, jid))
+
+
+@no_server
+@tubed_only(EXT)
+def test_full_resync_with_changes_ahead_of_the_snapshot(binary):
+    """A replica that already holds the jobs gets a snapshot again (its
+    primary restarted: a new history), slowed down; meanwhile jobs ahead
+    of the snapshot's cursor are moved and released (live records naming
+    them first). Every job the snapshot then sends again must stay: the
+    sweep at its end deletes only what the primary does not have."""
+    # 32 MB: the primary's snapshot cursor lags well behind, whatever the
+    # socket buffers between it and the slowed replica hold.
+    n = 8000
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs(timeout=30)
+        ids = put_many(c, [body("rs", i, 4000) for i in range(n)], batch=500)
+        proxy = Proxy(p.port)
+        try:
+            r = cl.node("r", "-f", "0", replica_of=proxy.addr)
+            wait_caught_up(p, r)
+            p.sigterm()
+            proxy.rate = 300 * 1000
+            p.restart()
+            c = p.bs(timeout=30)
+            wait_for(lambda: r.repl()["connected"] == "true" and
+                     rint(r.repl(), "position") == 0, "the replica's second snapshot",
+                     interval=0.01)
+            # The middle of the replica's sorted ids, then more above it.
+            for j in [ids[n // 2], ids[3 * n // 4], ids[n // 4 + n // 2], ids[-1]]:
+                c.expect("move-job %d elsewhere" % j, "MOVED")
+            c.use("new")
+            put_many(c, [body("new", i) for i in range(20)])
+            proxy.rate = None
+            wait_caught_up(p, r, timeout=120)
+            assert_converged(p, r, "after the second snapshot")
+            eq(rint(r.repl(), "discarded-records"), 0, "discarded-records")
+        finally:
+            proxy.close()
