@@ -282,7 +282,11 @@ static int expiry_walk_needed(const Engine *e)
  * ending is not journaled, on the primary either, and both read the same
  * absolute deadline); what would log a record (expiry, a TTR running out)
  * waits for the primary's records: no job is in an expiry heap while
- * passive, and a replica holds no reservation. */
+ * passive, and a replica holds no reservation. A primary that becomes a
+ * replica (follow) keeps its max_age tubes' age rings, frozen: their
+ * fronts wait for ever (the mark that a failed move uses to wait a
+ * second), or its tube timers would expire jobs here, as records of its
+ * own that its new primary never made. A promotion thaws them. */
 void engine_set_passive(Engine *e, int on)
 {
     if (e->passive == on)
@@ -298,11 +302,20 @@ void engine_set_passive(Engine *e, int on)
                 job_ext(j)->expires = 0;
             }
             t->expiry.len = 0;
+            t->age_retry_at = INT64_MAX;
             tube_timer_update(&e->tubes, t); /* a removal: cannot fail */
         }
-    } else if (expiry_walk_needed(e)) {
-        hash_each(&e->jobs, expiry_back, e);
+        return;
     }
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        t->age_retry_at = 0;
+        if (tube_timer_update(&e->tubes, t) < 0)
+            log_warn("tube %.*s: out of memory for its timer: its oldest jobs expire "
+                     "late", (int)t->name_len, t->name);
+    }
+    if (expiry_walk_needed(e))
+        hash_each(&e->jobs, expiry_back, e);
 }
 
 /* ---- the sweep of a snapshot -------------------------------------------- */

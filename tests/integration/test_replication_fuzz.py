@@ -15,6 +15,9 @@ the middle of the batch:
                   reply is in and restarted: it must have every job it
                   had (reserved ones ready; the journal = false tube's
                   jobs gone), and its replicas resync;
+- restart-primary the primary is stopped (SIGTERM) and started again: a
+                  new history, so its replicas, which hold its jobs,
+                  get a snapshot while the operations go on;
 - switch          a replica is promoted once caught up, the primary and
                   the other replica follow it;
 - switch-tail     the same, but the old primary takes writes after the
@@ -59,7 +62,8 @@ move_expired_to = exp-dead
 """
 
 TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp"]
-FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail")
+FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail",
+          "restart-primary")
 
 
 def _journaled(snap):
@@ -215,6 +219,10 @@ class Fuzz:
             r.sigstop()
             self.ops(OPS // 3)
             r.sigcont()
+        elif kind == "restart-primary":
+            self.p.sigterm()
+            self.p.restart()
+            self.connect()
         elif kind == "kill9-primary":
             self.expired()
             want = _journaled(snapshot(self.p.admin()))

@@ -9,6 +9,8 @@ jobs than its primary (replication.md §6.1-6.3).
   deleted that job at replay and, on a replica, at once.
 """
 
+import time
+
 import harness
 from harness import check, eq, no_server, tubed_only, unq, wait_for
 from repl_util import (EXT, Cluster, Proxy, assert_converged, assert_same, body, reserve_job, rint,
@@ -414,3 +416,40 @@ def test_full_resync_with_changes_ahead_of_the_snapshot(binary):
             eq(rint(r.repl(), "discarded-records"), 0, "discarded-records")
         finally:
             proxy.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_former_primary_expires_nothing_on_its_own(binary):
+    """A primary told to follow stops expiring jobs itself: the age ring of
+    its max_age tube (the jobs it took as a primary) waits, and the new
+    primary's records say what expires. Here the new primary holds the
+    jobs reserved past their max_age (a reserved job does not expire), so
+    they stay in their tube there, and must stay on the former primary."""
+    conf = "[tube exp]\nmax_age = 3s\nmove_expired_to = exp-dead\n"
+    with Cluster(binary, conf) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("exp")
+        ids = put_many(c, [body("ex", i) for i in range(10)])
+        wait_caught_up(p, r)
+        _promote(r.bs(), 2, "r")
+        w = r.bs()
+        for j in ids[:6]:
+            reserve_job(w, j)
+        eq(c.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        # Past max_age: the other four expire on r, moved to exp-dead.
+        wait_for(lambda: r.bs().stats_tube("exp")["current-jobs-ready"] == "0",
+                 "the unreserved jobs to expire on the new primary", timeout=60)
+        time.sleep(1)       # (and a second more for the former primary's ring)
+        wait_caught_up(r, p)
+        got = assert_converged(r, p, "the former primary past max_age")
+        eq(sorted(j.id for j in got.values() if j.tube == "exp"), ids[:6],
+           "jobs left in exp (reserved on the new primary)")
+        # Promoted again, its ring runs: the six expire there at once.
+        _promote(p.bs(), 3, "p")
+        wait_for(lambda: p.bs().stats_tube("exp")["current-jobs-ready"] == "0" and
+                 p.bs().stats_tube("exp-dead")["current-jobs-ready"] == "10",
+                 "the six to expire on p promoted again")
+        del w
