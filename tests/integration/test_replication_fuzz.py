@@ -26,6 +26,7 @@ the middle of the batch:
 After each round every replica must hold exactly the primary's jobs (but
 for the journal = false tube, never replicated).
 
+test_replication_fuzz_sync runs half as many rounds with sync_replicas = 1.
 TUBED_REPL_FUZZ_ROUNDS (default 5) sets the rounds, TUBED_REPL_FUZZ_SEED
 the seed (printed in a failure).
 """
@@ -258,16 +259,14 @@ class Fuzz:
             self.connect()
 
 
-@no_server
-@tubed_only(EXT)
-def test_replication_fuzz(binary):
+def _fuzz(binary, conf, rounds):
     seed = int(os.environ.get("TUBED_REPL_FUZZ_SEED", str(random.randrange(10 ** 6))))
     rnd = random.Random(seed)
-    faults = [FAULTS[i % len(FAULTS)] for i in range(ROUNDS)]
+    faults = [FAULTS[i % len(FAULTS)] for i in range(rounds)]
     rnd.shuffle(faults)
     done = []
     try:
-        with Cluster(binary, CONF) as cl:
+        with Cluster(binary, conf) as cl:
             f = Fuzz(cl, rnd)
             for kind in faults:
                 f.ops(OPS // 2)
@@ -280,3 +279,18 @@ def test_replication_fuzz(binary):
         raise TestFailure("seed %d, rounds done %r, in round %r: %s"
                           % (seed, done, faults[len(done)] if len(done) < len(faults)
                              else None, e)) from e
+
+
+@no_server
+@tubed_only(EXT)
+def test_replication_fuzz(binary):
+    _fuzz(binary, CONF, ROUNDS)
+
+
+@no_server
+@tubed_only(EXT)
+def test_replication_fuzz_sync(binary):
+    """The same with sync_replicas = 1: every reply waits for a replica
+    (there is always one running), so the acknowledgements' paths run
+    through every fault too."""
+    _fuzz(binary, "sync_replicas = 1\n" + CONF, max(1, ROUNDS // 2))
