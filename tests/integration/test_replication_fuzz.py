@@ -18,6 +18,13 @@ the middle of the batch:
 - restart-primary the primary is stopped (SIGTERM) and started again: a
                   new history, so its replicas, which hold its jobs,
                   get a snapshot while the operations go on;
+- resnapshot      a replica is killed, its replication-id removed (it asks
+                  for a snapshot, holding jobs), restarted, and told to
+                  follow its primary again at once (mid-snapshot, most
+                  likely);
+- reload          every node reloads a config with other budgets (the
+                  read-behind tube's lower or higher, the discarding
+                  tube's limit);
 - switch          a replica is promoted once caught up, the primary and
                   the other replica follow it;
 - switch-tail     the same, but the old primary takes writes after the
@@ -64,7 +71,7 @@ move_expired_to = exp-dead
 
 TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp"]
 FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail",
-          "restart-primary")
+          "restart-primary", "resnapshot", "reload")
 
 
 def _journaled(snap):
@@ -74,6 +81,7 @@ def _journaled(snap):
 class Fuzz:
     def __init__(self, cl, rnd):
         self.cl = cl
+        self.conf = cl.conf
         self.rnd = rnd
         self.p = cl.node("a", "-f", "0", "-s", 65536)
         self.replicas = [cl.node("b", "-f", "0", "-s", 65536, replica_of=self.p),
@@ -220,6 +228,22 @@ class Fuzz:
             r.sigstop()
             self.ops(OPS // 3)
             r.sigcont()
+        elif kind == "resnapshot":
+            r = rnd.choice(self.replicas)
+            r.kill9()
+            os.remove(os.path.join(r.bdir, "replication-id"))
+            r.restart()
+            self.ops(OPS // 10)
+            eq(r.bs().cmd("follow %s" % self.p.addr, timeout=10), b"FOLLOWING",
+               "follow again on %s" % r.name)
+        elif kind == "reload":
+            self.small = not getattr(self, "small", False)
+            conf = self.conf
+            if self.small:
+                conf = conf.replace("max_memory_size = 16K", "max_memory_size = 4K")
+                conf = conf.replace("max_items = 15", "max_items = 8")
+            for n in [self.p] + self.replicas:
+                n.reload(conf)
         elif kind == "restart-primary":
             self.p.sigterm()
             self.p.restart()
