@@ -170,6 +170,10 @@ int engine_apply(Engine *e, const BlRecord *r);
  * job the stream then sends is kept; engine_sweep_end() deletes (and
  * logs) the others and says how many; abort forgets the list. */
 int engine_sweep_begin(Engine *e);
+/* A primary that becomes a replica: delete the jobs that have no record
+ * (a journal = false tube's, never replicated), which its new primary
+ * cannot have; how many. None is reserved by then. */
+uint64_t engine_drop_unjournaled(Engine *e);
 uint64_t engine_sweep_end(Engine *e);
 void engine_sweep_abort(Engine *e);
 /* A snapshot's record of job id (as its binlog record, reserved as

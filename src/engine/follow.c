@@ -365,6 +365,31 @@ int engine_sweep_begin(Engine *e)
     return 0;
 }
 
+static void collect_unjournaled(HashNode *n, void *arg)
+{
+    IdList *l = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j) && !j->file && j->state != JOB_RESERVED)
+        l->ids[l->n++] = j->id;
+}
+
+uint64_t engine_drop_unjournaled(Engine *e)
+{
+    IdList l = {NULL, 0};
+
+    if (!e->jobs.len || !(l.ids = tb_malloc(e->jobs.len * sizeof *l.ids)))
+        return 0; /* (out of memory: a snapshot's sweep may take them) */
+    hash_each(&e->jobs, collect_unjournaled, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        Job *j = job_table_find(&e->jobs, l.ids[i]);
+        if (j)
+            queue_delete(e, j); /* no record: it never had one */
+    }
+    tb_free(l.ids);
+    return l.n;
+}
+
 /* Let go the registered children the snapshot did not send. */
 static void sweep_children(Engine *e)
 {

@@ -790,6 +790,9 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
             except->proto->demote(except);
         engine_set_position(&s->eng, epoch, pos, start, 1);
         engine_set_passive(&s->eng, 1);
+        /* Its unjournaled jobs were never replicated: gone, as a tail is
+         * (a partial resync has no snapshot to sweep them). */
+        r->discarded += engine_drop_unjournaled(&s->eng);
         r->role = ROLE_REPLICA;
         r->map_len = 0;
         r->prev_sid = 0; /* (its own id stays: the history it claims) */

@@ -453,3 +453,28 @@ def test_former_primary_expires_nothing_on_its_own(binary):
                  p.bs().stats_tube("exp-dead")["current-jobs-ready"] == "10",
                  "the six to expire on p promoted again")
         del w
+
+
+@no_server
+@tubed_only(EXT)
+def test_former_primary_drops_its_unjournaled_jobs(binary):
+    """A journal = false tube's jobs are never replicated: a primary that
+    follows a promoted replica with no tail (a partial resync, no
+    snapshot to sweep them) must still end with exactly the new primary's
+    jobs, so it drops them, counted in discarded-records."""
+    with Cluster(binary, MEM) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("mem")
+        put_many(c, [body("mem", i) for i in range(7)])
+        c.use("disk")
+        put_many(c, [body("disk", i) for i in range(5)])
+        wait_caught_up(p, r)
+        _promote(r.bs(), 2, "r")
+        eq(c.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the former primary")
+        d = p.repl()
+        eq(rint(d, "partial-resyncs"), 1, "a partial resync (no tail)")
+        eq(rint(d, "discarded-records"), 7, "discarded-records: the unjournaled jobs")
