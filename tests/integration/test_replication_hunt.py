@@ -268,11 +268,15 @@ def test_expiry_while_the_replica_is_down_then_partial_resync(binary):
 
 
 def _mid_snapshot(r, least):
-    wait_for(lambda: int(r.admin().stats()["current-jobs-ready"]) >= least,
-             "part of the snapshot to arrive on %s" % r.name, interval=0.01)
-    d = r.repl()
-    check(d["connected"] == "true" and rint(d, "position") == 0
-          and rint(d, "lag-records") > 0, "%s is not mid-snapshot: %r" % (r.name, d))
+    """Wait until r receives a snapshot (connected, position 0, lagging)
+    and holds at least `least` ready jobs (a restarted one may hold them
+    from its binlog already)."""
+    def mid():
+        d = r.repl()
+        return (d["connected"] == "true" and rint(d, "position") == 0
+                and rint(d, "lag-records") > 0
+                and int(r.admin().stats()["current-jobs-ready"]) >= least)
+    wait_for(mid, "%s to be in the middle of a snapshot" % r.name, interval=0.01)
 
 
 @no_server
