@@ -482,3 +482,29 @@ def test_former_primary_drops_its_unjournaled_jobs(binary):
         d = p.repl()
         eq(rint(d, "partial-resyncs"), 1, "a partial resync (no tail)")
         eq(rint(d, "discarded-records"), 7, "discarded-records: the unjournaled jobs")
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_restarted_in_other_fsync_modes(binary):
+    """A replica killed with kill -9 under load and restarted in another
+    -f mode each time (-f 0, -F, the default, -f 0), with sync_replicas
+    = 1 on the primary and a second replica: it goes on from its position
+    and converges every time; no reply is lost meanwhile."""
+    with Cluster(binary, "sync_replicas = 1\n") as cl:
+        p = cl.node("p", "-f", "0")
+        keep = cl.node("k", "-f", "0", replica_of=p)
+        r = cl.node("r", replica_of=p, start=False)
+        r.start(extra=["-f", "0"])
+        c = p.bs()
+        for n, mode in enumerate((["-F"], [], ["-f", "0"])):
+            ids = put_many(c, [body("m%d" % n, i, 200) for i in range(300)])
+            for j in ids[::3]:
+                c.expect("delete %d" % j, "DELETED")
+            r.kill9()
+            put_many(c, [body("gap%d" % n, i) for i in range(50)])
+            r.start(extra=mode)
+            put_many(c, [body("after%d" % n, i) for i in range(50)])
+            wait_caught_up(p, r, keep)
+            assert_converged(p, r, "replica restarted with %r" % (mode,))
+        check(rint(r.repl(), "partial-resyncs") >= 1, "no partial resync: %r" % r.repl())
