@@ -25,6 +25,10 @@ the middle of the batch:
 - reload          every node reloads a config with other budgets (the
                   read-behind tube's lower or higher, the discarding
                   tube's limit);
+- failover        the primary is killed with kill -9 at once, the replica
+                  with the highest position is promoted, the other follows
+                  it, and the old primary is restarted as it was (a
+                  primary, from its own directory) and told to follow;
 - switch          a replica is promoted once caught up, the primary and
                   the other replica follow it;
 - switch-tail     the same, but the old primary takes writes after the
@@ -42,7 +46,7 @@ import os
 import random
 
 from harness import TestFailure, check, eq, no_server, tubed_only, unq
-from repl_util import (EXT, Cluster, assert_same, snapshot,
+from repl_util import (EXT, Cluster, assert_same, rint, snapshot,
                        wait_caught_up, wait_for)
 
 SERVER = "none"
@@ -71,7 +75,7 @@ move_expired_to = exp-dead
 
 TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp"]
 FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail",
-          "restart-primary", "resnapshot", "reload")
+          "restart-primary", "resnapshot", "reload", "failover")
 
 
 def _journaled(snap):
@@ -263,6 +267,27 @@ class Fuzz:
             got = snapshot(self.p.admin())
             assert_same(want, got, "the primary after kill -9 and its replay",
                         "before", "after", replica_side=False)
+        elif kind == "failover":
+            old = self.p
+            old.kill9()
+            pos = {n.name: rint(n.repl(), "position") for n in self.replicas}
+            new = max(self.replicas, key=lambda n: pos[n.name])
+            line = new.bs().cmd("promote", timeout=10)
+            check(line.startswith(b"PROMOTED "), "promote: %r" % line)
+            rest = [n for n in self.replicas if n is not new]
+            for n in rest:
+                eq(n.bs().cmd("follow %s" % new.addr, timeout=10), b"FOLLOWING",
+                   "follow on %s" % n.name)
+                n.replica_of = new
+            self.p = new
+            new.replica_of = None
+            self.replicas = rest + [old]
+            self.connect()
+            self.ops(OPS // 10)
+            old.restart(replica_of=None)         # as it was: a primary
+            eq(old.bs().cmd("follow %s" % new.addr, timeout=10), b"FOLLOWING",
+               "follow on the old primary %s" % old.name)
+            old.replica_of = new
         else:
             new = rnd.choice(self.replicas)
             if kind == "switch":
