@@ -176,6 +176,19 @@ class Fuzz:
         if self.opened:   # (with an open item, only close or abort: kestrel.md)
             self.m.get(self.rnd.choice(["mq/close", "mq/abort"]))
             self.opened = False
+        elif r < 0.04:
+            # a queue's administration: a flush, a deleted queue (a fanout
+            # child's subscription ends with it)
+            q = self.rnd.choice(TUBES + self.children + ["mq"])
+            if self.rnd.random() < 0.5:
+                self.m.expect("flush %s" % q, "END")
+            else:
+                self.m.expect("delete %s" % q, "DELETED")
+                if q in self.children[1:]:
+                    self.children.remove(q)
+        elif r < 0.15:
+            # an expiry far away: the record with a client's expiry
+            self.m.store("mq", self.body("mq"), exptime=3600)
         elif r < 0.5:
             self.m.store("mq", self.body("mq"))
         elif r < 0.8:
