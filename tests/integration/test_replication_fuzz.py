@@ -71,9 +71,12 @@ journal = false
 [tube exp]
 max_age = 1s
 move_expired_to = exp-dead
+
+[tube dl]
+max_timeouts = 1
 """
 
-TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp"]
+TUBES = ["t0", "t1", "t2", "fan", "cap", "rb", "mem", "exp", "dl"]
 FAULTS = ("kill9-replica", "stop-replica", "kill9-primary", "switch", "switch-tail",
           "restart-primary", "resnapshot", "reload", "failover")
 
@@ -116,8 +119,11 @@ class Fuzz:
         self.c.use(t)
         delay = self.rnd.choice([0, 0, 0, 3600])
         b = self.body(t)
+        # (dl's jobs have a TTR of a second: kept reserved, they time out
+        # and are buried, dead letters)
+        ttr = 1 if t == "dl" else self.rnd.choice([600, 900])
         self.c.send(b"put %d %d %d %d\r\n%s\r\n" % (self.rnd.randrange(5000), delay,
-                                                    self.rnd.choice([600, 900]), len(b), b))
+                                                    ttr, len(b), b))
         line = self.c.read_line()
         check(line.startswith(b"INSERTED "), "put into %s: %r" % (t, line))
         self.ids.append(int(line.split()[1]))
@@ -155,7 +161,8 @@ class Fuzz:
             line = self.c.cmd("kick %d" % self.rnd.randrange(1, 5))
             check(line.startswith(b"KICKED"), "kick: %r" % line)
         elif r < 0.8:
-            t = self.rnd.choice(TUBES + self.children + ["mv"])
+            # (not into dl: a moved job keeps its TTR, dl's must be short)
+            t = self.rnd.choice([t for t in TUBES if t != "dl"] + self.children + ["mv"])
             line = self.c.cmd("move-job %d %s" % (j, t))
             check(line in (b"MOVED", b"NOT_FOUND", b"OUT_OF_MEMORY"), "move-job: %r" % line)
         elif r < 0.83:
@@ -210,16 +217,20 @@ class Fuzz:
     def expired(self):
         """Every job of the max_age tube has expired but the reserved ones
         (they expire when released: TTRs are long enough never to run
-        out during a test)."""
+        out during a test), and no job of dl is reserved (their TTR of a
+        second ran out: buried)."""
         c = self.p.bs()
 
         def done():
-            if "exp" not in c.list_tubes():
+            tubes = c.list_tubes()
+            if "dl" in tubes and c.stats_tube("dl")["current-jobs-reserved"] != "0":
+                return False
+            if "exp" not in tubes:
                 return True
             st = c.stats_tube("exp")
             return sum(int(st["current-jobs-" + k])
                        for k in ("ready", "delayed", "buried")) == 0
-        wait_for(done, "the max_age tube to empty")
+        wait_for(done, "the max_age tube to empty and dl's TTRs to run out")
 
     def settle(self):
         """No expiry pending on the primary (expired()), then every
