@@ -508,3 +508,38 @@ def test_replica_restarted_in_other_fsync_modes(binary):
             wait_caught_up(p, r, keep)
             assert_converged(p, r, "replica restarted with %r" % (mode,))
         check(rint(r.repl(), "partial-resyncs") >= 1, "no partial resync: %r" % r.repl())
+
+
+@no_server
+@tubed_only(EXT)
+def test_promote_a_compacting_replica_then_kill9(binary):
+    """A replica with 64 KiB binlog files compacts while it follows a
+    churning primary; it is promoted right after the churn (its
+    compaction still has files to move), takes writes, is killed with
+    kill -9 and restarted: it has every job; the old primary follows it
+    and ends with exactly its jobs."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "-s", 65536)
+        r = cl.node("r", "-f", "0", "-s", 65536, replica_of=p)
+        c = p.bs()
+        keep = put_many(c, [body("keep", i, 700) for i in range(60)],
+                        delay=[0, 0, 3600] * 20)
+        for rnd in range(15):
+            ids = put_many(c, [body("churn%d" % rnd, i, 1500) for i in range(40)])
+            for j in ids[::2]:
+                c.expect("delete %d" % j, "DELETED")
+        for j in keep[:10]:
+            c.expect("move-job %d moved" % j, "MOVED")
+        wait_caught_up(p, r)
+        _promote(r.bs(), 2, "r")
+        rc = r.bs()
+        rc.use("after")
+        put_many(rc, [body("after", i, 900) for i in range(30)])
+        want = snapshot(r.admin())
+        r.kill9()
+        r.restart(replica_of=None)
+        assert_same(want, snapshot(r.admin()), "the promoted replica after kill -9",
+                    "before", "after", replica_side=False)
+        eq(p.bs().cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        wait_caught_up(r, p)
+        assert_converged(r, p, "the old primary")
