@@ -85,7 +85,10 @@ struct Engine {
     int passive;
     int exptimes_seen;      /* a job had a client's expiry while passive,
                              * or was in an expiry heap when it began */
-    uint64_t *sweep_ids;    /* sorted; 0 where the primary sent the job */
+    uint64_t *sweep_ids;    /* the jobs a snapshot began with, sorted */
+    unsigned char *sweep_sent; /* per sweep_ids: 1 once the primary sent it
+                                * (a flag beside it: zeroing the id broke the
+                                * order the binary search needs) */
     size_t sweep_n;
 };
 

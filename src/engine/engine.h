@@ -170,6 +170,10 @@ int engine_apply(Engine *e, const BlRecord *r);
  * job the stream then sends is kept; engine_sweep_end() deletes (and
  * logs) the others and says how many; abort forgets the list. */
 int engine_sweep_begin(Engine *e);
+/* A primary that becomes a replica: delete the jobs that have no record
+ * (a journal = false tube's, never replicated), which its new primary
+ * cannot have; how many. None is reserved by then. */
+uint64_t engine_drop_unjournaled(Engine *e);
 uint64_t engine_sweep_end(Engine *e);
 void engine_sweep_abort(Engine *e);
 /* A snapshot's record of job id (as its binlog record, reserved as
@@ -182,6 +186,9 @@ void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t
 /* Journal a new position/epoch (binlog_set_position); -1 no disk room. */
 int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
                         int follower);
+/* Ids jump n ahead (a promotion), journaled so that a restart keeps the
+ * jump: -1 when it could not be journaled (it holds until a restart). */
+int engine_skip_ids(Engine *e, uint64_t n);
 /* The binlog's sequence numbers: last placed, durable. */
 uint64_t engine_lsn(const Engine *e);
 uint64_t engine_durable_lsn(const Engine *e);

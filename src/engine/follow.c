@@ -282,7 +282,11 @@ static int expiry_walk_needed(const Engine *e)
  * ending is not journaled, on the primary either, and both read the same
  * absolute deadline); what would log a record (expiry, a TTR running out)
  * waits for the primary's records: no job is in an expiry heap while
- * passive, and a replica holds no reservation. */
+ * passive, and a replica holds no reservation. A primary that becomes a
+ * replica (follow) keeps its max_age tubes' age rings, frozen: their
+ * fronts wait for ever (the mark that a failed move uses to wait a
+ * second), or its tube timers would expire jobs here, as records of its
+ * own that its new primary never made. A promotion thaws them. */
 void engine_set_passive(Engine *e, int on)
 {
     if (e->passive == on)
@@ -298,11 +302,20 @@ void engine_set_passive(Engine *e, int on)
                 job_ext(j)->expires = 0;
             }
             t->expiry.len = 0;
+            t->age_retry_at = INT64_MAX;
             tube_timer_update(&e->tubes, t); /* a removal: cannot fail */
         }
-    } else if (expiry_walk_needed(e)) {
-        hash_each(&e->jobs, expiry_back, e);
+        return;
     }
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+        t->age_retry_at = 0;
+        if (tube_timer_update(&e->tubes, t) < 0)
+            log_warn("tube %.*s: out of memory for its timer: its oldest jobs expire "
+                     "late", (int)t->name_len, t->name);
+    }
+    if (expiry_walk_needed(e))
+        hash_each(&e->jobs, expiry_back, e);
 }
 
 /* ---- the sweep of a snapshot -------------------------------------------- */
@@ -331,19 +344,50 @@ static int cmp_u64(const void *a, const void *b)
 int engine_sweep_begin(Engine *e)
 {
     IdList l = {NULL, 0};
+    unsigned char *sent;
 
     engine_sweep_abort(e);
     l.ids = tb_malloc((e->jobs.len + 1) * sizeof *l.ids);
-    if (!l.ids)
+    sent = tb_calloc(e->jobs.len + 1, 1);
+    if (!l.ids || !sent) {
+        tb_free(l.ids);
+        tb_free(sent);
         return -1;
+    }
     hash_each(&e->jobs, collect, &l);
     qsort(l.ids, l.n, sizeof *l.ids, cmp_u64);
     e->sweep_ids = l.ids;
+    e->sweep_sent = sent;
     e->sweep_n = l.n;
     /* The children too: a C record from the primary keeps one. */
     for (size_t i = 0; i < e->tubes.len; i++)
         e->tubes.list[i]->child_sweep = e->tubes.list[i]->registered;
     return 0;
+}
+
+static void collect_unjournaled(HashNode *n, void *arg)
+{
+    IdList *l = arg;
+    Job *j = container_of(n, Job, hnode);
+
+    if (!job_dead(j) && !j->file && j->state != JOB_RESERVED)
+        l->ids[l->n++] = j->id;
+}
+
+uint64_t engine_drop_unjournaled(Engine *e)
+{
+    IdList l = {NULL, 0};
+
+    if (!e->jobs.len || !(l.ids = tb_malloc(e->jobs.len * sizeof *l.ids)))
+        return 0; /* (out of memory: a snapshot's sweep may take them) */
+    hash_each(&e->jobs, collect_unjournaled, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        Job *j = job_table_find(&e->jobs, l.ids[i]);
+        if (j)
+            queue_delete(e, j); /* no record: it never had one */
+    }
+    tb_free(l.ids);
+    return l.n;
 }
 
 /* Let go the registered children the snapshot did not send. */
@@ -359,7 +403,9 @@ static void sweep_children(Engine *e)
     }
 }
 
-/* The primary has job id: it stays at the sweep's end. */
+/* The primary has job id: it stays at the sweep's end. The records come
+ * in any order (live ones name jobs ahead of the snapshot's cursor), so
+ * the list stays sorted and a flag beside it says "sent". */
 static void sweep_mark(Engine *e, uint64_t id)
 {
     size_t lo = 0, hi = e->sweep_n;
@@ -372,7 +418,7 @@ static void sweep_mark(Engine *e, uint64_t id)
             hi = mid;
     }
     if (lo < e->sweep_n && e->sweep_ids[lo] == id)
-        e->sweep_ids[lo] = 0;
+        e->sweep_sent[lo] = 1;
 }
 
 uint64_t engine_sweep_end(Engine *e)
@@ -381,7 +427,7 @@ uint64_t engine_sweep_end(Engine *e)
 
     for (size_t i = 0; i < e->sweep_n; i++) {
         Job *j;
-        if (!e->sweep_ids[i] || !(j = job_table_find(&e->jobs, e->sweep_ids[i])) ||
+        if (e->sweep_sent[i] || !(j = job_table_find(&e->jobs, e->sweep_ids[i])) ||
             job_dead(j))
             continue;
         binlog_delete(e, j);
@@ -396,7 +442,9 @@ uint64_t engine_sweep_end(Engine *e)
 void engine_sweep_abort(Engine *e)
 {
     tb_free(e->sweep_ids);
+    tb_free(e->sweep_sent);
     e->sweep_ids = NULL;
+    e->sweep_sent = NULL;
     e->sweep_n = 0;
     for (size_t i = 0; i < e->tubes.len; i++)
         e->tubes.list[i]->child_sweep = 0;
@@ -415,6 +463,12 @@ int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
                         int follower)
 {
     return binlog_set_position(e, epoch, pos, start, follower);
+}
+
+int engine_skip_ids(Engine *e, uint64_t n)
+{
+    e->next_id += n;
+    return binlog_mark_ids(e, e->next_id - 1);
 }
 
 uint64_t engine_durable_lsn(const Engine *e)

@@ -721,8 +721,11 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     engine_sweep_abort(&s->eng);
     /* Ids jump ahead: a former primary may have given out ids past what
      * reached us (its unreplicated tail); a client holding one of those
-     * must never find it naming another job here. */
-    s->eng.next_id += PROMOTE_ID_GAP;
+     * must never find it naming another job here. Journaled: a restart
+     * before the next put would otherwise take ids from where they were. */
+    if (engine_skip_ids(&s->eng, PROMOTE_ID_GAP) < 0)
+        log_warn("replication: promoted, but the skipped ids could not be journaled "
+                 "(binlog unhealthy or full): a restart may give them out");
     r->role = ROLE_PRIMARY;
     r->primary[0] = '\0';
     r->last_error[0] = '\0';
@@ -787,6 +790,9 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
             except->proto->demote(except);
         engine_set_position(&s->eng, epoch, pos, start, 1);
         engine_set_passive(&s->eng, 1);
+        /* Its unjournaled jobs were never replicated: gone, as a tail is
+         * (a partial resync has no snapshot to sweep them). */
+        r->discarded += engine_drop_unjournaled(&s->eng);
         r->role = ROLE_REPLICA;
         r->map_len = 0;
         r->prev_sid = 0; /* (its own id stays: the history it claims) */

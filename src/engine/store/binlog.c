@@ -221,6 +221,23 @@ static int strict(const Engine *e);
 static int append(Engine *e, const BlRecord *r);
 static int append_pos(Engine *e);
 
+/* Ids of jobs that are never logged (journal = false) must not come back
+ * after a restart either: replay takes the next id from the highest id in
+ * any record. So such a put logs, once per ID_BLOCK ids and once per file,
+ * a delete record for an id not given out yet (a no-op at replay, but for
+ * the id). */
+#define ID_BLOCK 1024
+
+static uint64_t id_mark_above(const Engine *e, uint64_t id)
+{
+    /* Above every id given out, not only above id: a job moved into such
+     * a tube keeps its old id, and a journaled job may hold id + ID_BLOCK
+     * (its delete record would delete that job). */
+    uint64_t top = e->next_id > id ? e->next_id - 1 : id;
+
+    return top + ID_BLOCK;
+}
+
 /* Switch to the next file: the first spare, or a new one. */
 static int open_next(Engine *e)
 {
@@ -252,8 +269,13 @@ static int open_next(Engine *e)
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
     if (b->id_mark) {
-        /* The older file holding the mark may go: the new one carries it. */
+        /* The older file holding the mark may go: the new one carries it.
+         * Ids given out since may have reached the mark, and a journaled
+         * job may hold it now: the delete would take that job at replay
+         * (and on a replica at once). Such a mark moves past them. */
         BlRecord r = {.type = BL_DELETE, .id = b->id_mark};
+        if (r.id < e->next_id)
+            r.id = b->id_mark = id_mark_above(e, e->next_id - 1);
         append(e, &r);
     }
     if (b->pos_persist)
@@ -428,22 +450,25 @@ static void unpin(Binlog *b, Job *j)
     j->file = 0;
 }
 
-/* Ids of jobs that are never logged (journal = false) must not come back
- * after a restart either: replay takes the next id from the highest id in
- * any record. So such a put logs, once per ID_BLOCK ids and once per file,
- * a delete record for an id not given out yet (a no-op at replay, but for
- * the id). */
-#define ID_BLOCK 1024
-
 static void mark_id(Engine *e, uint64_t id)
 {
     Binlog *b = bl(e);
-    BlRecord r = {.type = BL_DELETE, .id = id + ID_BLOCK};
+    BlRecord r = {.type = BL_DELETE, .id = id_mark_above(e, id)};
 
     if (id <= b->id_mark || reserve(e, DEL, b->reserved) < 0)
         return;
     if (append(e, &r) == 0)
         b->id_mark = r.id;
+}
+
+int binlog_mark_ids(Engine *e, uint64_t upto)
+{
+    Binlog *b = bl(e);
+    BlRecord r = {.type = BL_DELETE, .id = upto};
+
+    if (!b->enabled || reserve(e, DEL, b->reserved) < 0 || append(e, &r) < 0)
+        return -1;
+    return 0;
 }
 
 void binlog_put(Engine *e, Job *j)
@@ -1201,8 +1226,13 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     b->last_sync = e->now;
     if (!b->epoch)
         b->epoch = 1; /* a server never promoted */
-    if (e->cfg->replica_of)
-        b->follower = 1;
+    /* The role is the command line's, not the last position record's: a
+     * former replica (or a primary that once followed) started without
+     * replica_of is a primary, and its own records must count, or its
+     * position would stand still while it takes writes (its replicas
+     * would see a stream that skips, and acknowledge positions it says it
+     * never made). */
+    b->follower = e->cfg->replica_of ? 1 : 0;
     if (e->cfg->replica_of || e->cfg->sync_replicas)
         b->pos_persist = 1;
     if (b->pos_persist)

@@ -92,6 +92,10 @@ int binlog_write_now(Engine *e);
  * then do not advance the position): -1 when the disk has no room. */
 int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
                         int follower);
+/* Ids up to upto are never given again, after a restart too: a delete
+ * record of upto, an id no job has (replay takes the next id from the
+ * highest id in any record). -1 when the disk has no room. */
+int binlog_mark_ids(Engine *e, uint64_t upto);
 /* Append j's full record (J or K, as binlog_put() would write it; a
  * spilled body is read from its record) to out, for a replica's snapshot.
  * 0; -1 out of memory; -2 its body cannot be read. */

@@ -231,6 +231,45 @@ START_TEST(replica_applies_a_stream)
 }
 END_TEST
 
+/* The jobs a replica had that the snapshot sends again all stay, whatever
+ * the order the primary's records name them in: a live record of a job
+ * ahead of the snapshot's cursor (here 5, the middle of the sorted list of
+ * the replica's jobs) comes before the snapshot reaches the lower ones. */
+START_TEST(sweep_keeps_jobs_sent_out_of_order)
+{
+    Server *s = open_replica();
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 1 20 0\r\n";
+
+    for (uint64_t id = 1; id <= 9; id++)
+        add_job(&st, id, "default", "mine", 0);
+    for (size_t off = 0; off < st.len;) {
+        BlRecord rec;
+        long n = bl_decode(st.data + off, st.len - off, &rec);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
+        off += (size_t)n;
+    }
+    engine_commit(&s->eng);
+    ck_assert_uint_eq(s->eng.jobs.len, 9);
+
+    replica_expect_answer(s);
+    st.len = 0;
+    add_job(&st, 5, "moved", "five", 0);    /* live: moved ahead of the cursor */
+    add_job(&st, 8, "moved", "eight", 0);
+    for (uint64_t id = 1; id <= 9; id++)
+        add_job(&st, id, id == 5 || id == 8 ? "moved" : "default", "theirs", 0);
+    add_simple(&st, BL_SNAP_END, 10, 20);
+    feed(s, answer, strlen(answer));
+    feed(s, st.data, st.len);
+    ck_assert(!s->repl->snapshot);
+    for (uint64_t id = 1; id <= 9; id++)
+        ck_assert_msg(engine_find(&s->eng, id) != NULL, "job %llu swept", (unsigned long long)id);
+    ck_assert_uint_eq(s->repl->discarded, 0);
+    server_free(&srv);
+}
+END_TEST
+
 /* ---- acknowledgements leave as soon as the sync ends ------------------- */
 
 /* What the primary's end of the link has received so far ("" if none). */
@@ -655,6 +694,7 @@ static Suite *repl_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, pos_and_end_records_round_trip);
     tcase_add_test(tc, replica_applies_a_stream);
+    tcase_add_test(tc, sweep_keeps_jobs_sent_out_of_order);
     tcase_add_test(tc, replica_refuses_stale_primary_and_garbage);
     tcase_add_test(tc, alloc_failure_sweep);
     tcase_add_test(tc, backlog_finds_positions);
