@@ -1,5 +1,6 @@
 #include "waiter.h"
 
+#include "alloc.h"
 #include "policy.h"
 #include "queue.h"
 #include "store.h"
@@ -95,6 +96,29 @@ static void post_ready(Engine *e, Tube *t)
     ev_post(e->loop, &e->deliver);
 }
 
+/* j became ready: besides posting its tube, note j itself while its tube
+ * has a waiter for it, so engine_deliver() hands it out in turn. No more
+ * notes per tube than it has waiters (a kick of a million, one worker);
+ * without memory for a note the tube is still served, best job first. */
+static void post_ready_job(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+
+    post_ready(e, t);
+    if (!t->posted || tube_paused(t) || t->fresh_ct >= t->waiting_ct + e->wide_ct)
+        return;
+    if (e->fresh_len == e->fresh_cap) {
+        size_t cap = e->fresh_cap ? e->fresh_cap * 2 : 16;
+        uint64_t *n = tb_realloc(e->fresh, cap * sizeof *n);
+        if (!n)
+            return;
+        e->fresh = n;
+        e->fresh_cap = cap;
+    }
+    e->fresh[e->fresh_len++] = j->id;
+    t->fresh_ct++;
+}
+
 static void deliver_posted(EvPost *p)
 {
     engine_deliver(container_of(p, Engine, deliver));
@@ -107,7 +131,10 @@ void waiter_init(Engine *e)
     list_init(&e->ended_waiters);
     e->deliver = (EvPost){.fn = deliver_posted};
     e->on_ready = post_ready;
+    e->on_ready_job = post_ready_job;
 }
+
+static void serve_fresh(Engine *e, uint64_t id);
 
 void engine_deliver(Engine *e)
 {
@@ -118,12 +145,18 @@ void engine_deliver(Engine *e)
         list_remove(n);
         w->ops->wake(w, (WaitEnd)w->ended_how, NULL);
     }
+    /* Jobs first, in the order they became ready (a wake may add more);
+     * then what is left of each tube, best job first (a pause ended). */
+    while (e->fresh_head < e->fresh_len)
+        serve_fresh(e, e->fresh[e->fresh_head++]);
+    e->fresh_head = e->fresh_len = 0;
     /* A wake may make more jobs ready (a memcache get closing the job it
      * had open): those tubes join the list and are served in turn. */
     while ((n = list_first(&e->posted_tubes))) {
         Tube *t = container_of(n, Tube, post_link);
         list_remove(n);
         t->posted = 0;
+        t->fresh_ct = 0;
         waiter_serve(e, t);
         tube_unref(&e->tubes, t);
     }
@@ -140,8 +173,12 @@ void waiter_fini(Engine *e)
         Tube *t = container_of(n, Tube, post_link);
         list_remove(n);
         t->posted = 0;
+        t->fresh_ct = 0;
         tube_unref(&e->tubes, t);
     }
+    tb_free(e->fresh);
+    e->fresh = NULL;
+    e->fresh_len = e->fresh_cap = e->fresh_head = 0;
 }
 
 void worker_cancel(Engine *e, Worker *w)
@@ -153,6 +190,7 @@ void worker_cancel(Engine *e, Worker *w)
         return;
     if (list_linked(&w->wide_link)) {
         list_remove(&w->wide_link);
+        e->wide_ct--;
     } else {
         for (uint32_t i = 0; i < w->nwatch; i++) {
             list_remove(&w->watch[i].wait_link);
@@ -188,6 +226,7 @@ static int start_wait(Engine *e, Worker *w, int64_t timeout)
      * watches: starting and ending its wait stays O(1). */
     if (watch_is_wide(w)) {
         list_insert_tail(&e->wide_waiters, &w->wide_link);
+        e->wide_ct++;
     } else {
         for (uint32_t i = 0; i < w->nwatch; i++) {
             list_insert_tail(&w->watch[i].tube->waiting, &w->watch[i].wait_link);
@@ -248,6 +287,25 @@ static Worker *next_waiter(const Engine *e, const Tube *t)
     if (!narrow || (wide && wide->wait_seq < narrow->wait_seq))
         return wide;
     return narrow;
+}
+
+/* The job that became ready goes to the worker that has waited longest
+ * for its tube, as beanstalkd hands a job out the moment it is ready. One
+ * gone, taken or expired since, or in a tube paused or without a waiter,
+ * is left to its tube's serving (waiter_serve). */
+static void serve_fresh(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+    Worker *w;
+
+    if (!j || job_dead(j) || j->state != JOB_READY || tube_paused(j->tube))
+        return;
+    if (!(w = next_waiter(e, j->tube)))
+        return;
+    if (policy_check(e, j) || spill_fetch(e, j) > 0)
+        return;
+    worker_cancel(e, w);
+    w->ops->wake(w, take(e, w, j), j);
 }
 
 void waiter_serve(Engine *e, Tube *t)

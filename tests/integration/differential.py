@@ -371,7 +371,8 @@ class Side:
 
 class Step:
     """kind: cmd (send, read n replies), send (no reply expected now),
-    read (n replies), close (half-close, read to EOF), sleep, signal."""
+    read (n replies), close (half-close, read to EOF), sleep, signal,
+    await (until n wait on a tube, see await_waiting)."""
 
     def __init__(self, kind, conn=None, data=b"", n=1, timeout=REPLY_TIMEOUT,
                  arg=None):
@@ -414,6 +415,15 @@ def sleep(sec):
 
 def sig(signum):
     return Step("signal", arg=signum)
+
+
+def await_waiting(tube, n):
+    """Block until n connections wait in a reserve on tube, on each server
+    (polled with stats-tube on a connection of its own, `_sync`): a reserve
+    sent on another connection is then surely parked, with no sleep that
+    could be too short.  The polls are counted in cmd-stats-tube, whose
+    number differs between the servers: compare no `stats` afterwards."""
+    return Step("await", arg=(tube, n))
 
 
 def classify(data):
@@ -464,6 +474,11 @@ class Runner:
         if k == "signal":
             self.ref.server.signal(step.arg)
             self.test.server.signal(step.arg)
+            self.last_ref = []
+            return
+        if k == "await":
+            for side in (self.ref, self.test):
+                self.await_waiting(side, step)
             self.last_ref = []
             return
         policy = classify(step.data) if k == "cmd" else None
@@ -523,6 +538,26 @@ class Runner:
                 self.test.drop(step.conn)
             return
         self.report(step, sent, rraw, rnorm, traw, tnorm)
+
+    AWAIT_CEILING = 10.0     # seconds; a healthy server needs ms
+
+    def await_waiting(self, side, step):
+        tube, n = step.arg
+        want = b"\ncurrent-waiting: %d\n" % n
+        c = side.conn("_sync")
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        while True:
+            c.send(b"stats-tube %s\r\n" % tube)
+            reply = c.read_reply(REPLY_TIMEOUT)
+            if want in reply:
+                return
+            if time.monotonic() > deadline or not reply.startswith(b"OK "):
+                label = "reference" if side is self.ref else "tested"
+                print("DIFF %s position %d: %s" % (self.name, self.pos, step.describe()))
+                print("    %s never had %d waiting on %r: %r" % (label, n, tube, _clip(reply)))
+                self.diffs += 1
+                raise Difference("await failed")
+            time.sleep(0.005)
 
     def report(self, step, sent, rraw, rnorm, traw, tnorm, why=None):
         self.diffs += 1
@@ -1115,6 +1150,95 @@ def equal_delays_in_command_order():
         cmd("c", b"put 0 2000 60 1\r\na\r\nput 0 2000 60 1\r\nb\r\n", n=2),
         cmd("w", b"reserve-with-timeout 0\r\n"),
         cmd("c", b"kick 1\r\npeek-ready\r\n", n=2),
+    ]
+
+
+@scenario
+def kick_wakes_in_kick_order():
+    # beanstalkd hands each kicked job to a waiting reserve as it is
+    # kicked: a waiter gets the first job kicked, not the best of the
+    # kick.  Buried jobs go in burial order, delayed ones by deadline.
+    return [
+        cmd("p", b"use k\r\nwatch k\r\nignore default\r\n", n=3),
+        cmd("w", b"watch k\r\nignore default\r\n", n=2),
+        cmd("p", put(b"b10", pri=10) + put(b"b5", pri=5) + put(b"b1", pri=1), n=3),
+        cmd("p", b"reserve-job {j0}\r\nbury {j0} 10\r\nreserve-job {j1}\r\n"
+                 b"bury {j1} 5\r\nreserve-job {j2}\r\nbury {j2} 1\r\n", n=6),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"k", 1),
+        cmd("p", b"kick 3\r\n"),
+        read("w"),                                  # b10, the first buried
+        cmd("p", b"peek-ready\r\n"),
+        cmd("p", b"stats-job {j0}\r\n"),
+        cmd("p", b"reserve-with-timeout 0\r\nreserve-with-timeout 0\r\n", n=2),
+        cmd("p", put(b"d3000", pri=1, delay=3000) + put(b"d1000", pri=9, delay=1000) +
+            put(b"d2000", pri=5, delay=2000), n=3),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"k", 1),
+        cmd("p", b"kick 10\r\n"),
+        read("w"),                                  # d1000: soonest deadline
+        cmd("p", b"peek-ready\r\n"),              # d3000 (pri 1)
+        cmd("p", b"stats-tube k\r\n"),
+    ]
+
+
+@scenario
+def close_returns_jobs_in_reserve_order():
+    # A closing connection's reserved jobs go back one by one, oldest
+    # reservation first, each to a waiting reserve at once (beanstalkd).
+    return [
+        cmd("p", b"use a\r\n"),
+        cmd("p", put(b"a9", pri=9)),
+        cmd("p", b"use b\r\n"),
+        cmd("p", put(b"b1", pri=1)),
+        cmd("p", b"use a\r\n"),
+        cmd("p", put(b"a0", pri=0)),
+        cmd("x", b"reserve-job {j0}\r\nreserve-job {j1}\r\nreserve-job {j2}\r\n", n=3),
+        cmd("w", b"watch a\r\nwatch b\r\nignore default\r\n", n=3),
+        cmd("v", b"watch a\r\nignore default\r\n", n=2),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"a", 1),
+        send("v", b"reserve\r\n"),
+        await_waiting(b"a", 2),
+        close("x"),
+        read("w"),                                  # a9: reserved first
+        read("v"),                                  # a0: b has no waiter left
+        cmd("p", b"use b\r\npeek-ready\r\n", n=2),
+        cmd("p", b"stats-job {j0}\r\nstats-job {j1}\r\nstats-job {j2}\r\n", n=3),
+        cmd("p", b"stats-tube a\r\n"),
+    ]
+
+
+@scenario
+def delays_end_in_deadline_order_to_waiter():
+    # Two jobs delayed 1 s, put in one write: the first put comes due
+    # first and is handed to the waiting reserve although the second has
+    # the better priority.  (Waits for the delays; races with nothing.)
+    return [
+        cmd("p", b"use dd\r\n"),
+        cmd("w", b"watch dd\r\nignore default\r\n", n=2),
+        cmd("v", b"watch dd\r\nignore default\r\n", n=2),
+        cmd("p", put(b"first", pri=50, delay=1) + put(b"second", pri=1, delay=1), n=2),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"dd", 1),
+        read("w", timeout=5),
+        cmd("v", b"reserve-with-timeout 5\r\n", timeout=6),
+        cmd("p", b"stats-job {j0}\r\nstats-job {j1}\r\n", n=2),
+    ]
+
+
+@scenario
+def ttrs_end_in_deadline_order_to_waiter():
+    # x holds two jobs with a TTR of 1 s; both run out and go back, the
+    # one reserved first first, straight to the waiting reserve.
+    return [
+        cmd("p", put(b"ttr-a", pri=40, ttr=1) + put(b"ttr-b", pri=2, ttr=1), n=2),
+        cmd("x", b"reserve-job {j0}\r\nreserve-job {j1}\r\n", n=2),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"default", 1),
+        read("w", timeout=5),
+        cmd("v", b"reserve-with-timeout 5\r\n", timeout=6),
+        cmd("p", b"stats-job {j0}\r\nstats-job {j1}\r\n", n=2),
     ]
 
 

@@ -1,5 +1,6 @@
 /* Unit tests for waiter.c: waiting workers are woken only after the
  * operation that served them (engine_deliver), first come first served,
+ * jobs in the order they became ready,
  * and a wake may call the engine again (as a memcache get deletes the job
  * it took). No sockets: an Engine, its loop, and workers whose wake
  * records what it saw. */
@@ -134,10 +135,13 @@ START_TEST(first_come_first_served)
     park(&x, &a, INT64_MAX);
     park(&x, &c, INT64_MAX);
     id1 = put(&x, 5);
-    id2 = put(&x, 1); /* more urgent: the first waiter gets it */
+    id2 = put(&x, 1);
+    /* Jobs go out in the order they became ready, as beanstalkd hands
+     * each out at once: the first waiter gets the first, not the more
+     * urgent second. */
     engine_deliver(&x.e);
-    ck_assert_uint_eq(b.id, id2);
-    ck_assert_uint_eq(a.id, id1);
+    ck_assert_uint_eq(b.id, id1);
+    ck_assert_uint_eq(a.id, id2);
     ck_assert_int_eq(c.n, 0);
     ck_assert(c.w.waiting);
     worker_fini(&x.e, &a.w);
@@ -308,6 +312,101 @@ START_TEST(cancelled_waiter_not_woken)
 }
 END_TEST
 
+static uint64_t put_delayed(World *x, uint32_t pri, uint32_t delay)
+{
+    Job *j = engine_job_new(&x->e, x->t, 1, pri, delay, 60);
+    uint64_t id;
+
+    ck_assert_ptr_nonnull(j);
+    id = j->id;
+    job_body_mut(j)[0] = 'd';
+    ck_assert_int_eq(engine_put(&x->e, j, x->t), ENG_OK);
+    return id;
+}
+
+/* A kick of several jobs hands them to the waiters in kick order (delayed
+ * ones by deadline), not best first: beanstalkd gives each kicked job
+ * to a waiter before it kicks the next. */
+START_TEST(kicked_jobs_go_out_in_kick_order)
+{
+    World x;
+    Seen a, b;
+    uint64_t id1, id2, id3;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    id1 = put_delayed(&x, 10, 100);
+    id2 = put_delayed(&x, 5, 200);
+    id3 = put_delayed(&x, 1, 300);
+    park(&x, &a, INT64_MAX);
+    park(&x, &b, INT64_MAX);
+    ck_assert_uint_eq(engine_kick(&x.e, x.t, 3), 3);
+    ck_assert_int_eq(a.n + b.n, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(a.id, id1);
+    ck_assert_uint_eq(b.id, id2);
+    ck_assert_int_eq(engine_find(&x.e, id3)->state, JOB_READY);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    world_free(&x);
+}
+END_TEST
+
+/* A worker that goes (its connection closed) gives its jobs back in the
+ * order it reserved them, and a waiter gets the first, not the best. */
+START_TEST(released_jobs_go_out_in_reserve_order)
+{
+    World x;
+    Seen holder, a;
+    uint64_t id1, id2;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &holder);
+    seen_init(&x, &a);
+    id1 = put(&x, 9);
+    id2 = put(&x, 1);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id1, &j), ENG_OK);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id2, &j), ENG_OK);
+    park(&x, &a, INT64_MAX);
+    worker_fini(&x.e, &holder.w);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_uint_eq(a.id, id1);
+    ck_assert_int_eq(engine_find(&x.e, id2)->state, JOB_READY);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
+/* Jobs are noted no more than the tube has waiters for: a kick of many
+ * with one waiter notes one; the waiter still gets the first kicked. */
+START_TEST(notes_bounded_by_waiters)
+{
+    World x;
+    Seen a;
+    uint64_t first = 0;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    for (int i = 0; i < 100; i++) {
+        uint64_t id = put_delayed(&x, (uint32_t)(100 - i), (uint32_t)(1000 + i));
+        if (!first)
+            first = id;
+    }
+    park(&x, &a, INT64_MAX);
+    ck_assert_uint_eq(engine_kick(&x.e, x.t, 100), 100);
+    ck_assert_uint_eq(x.e.fresh_len, 1);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(a.id, first);
+    ck_assert_uint_eq(x.e.fresh_len, 0);
+    ck_assert_uint_eq(x.t->fresh_ct, 0);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
 static Suite *waiter_suite(void)
 {
     Suite *s = suite_create("waiter");
@@ -321,6 +420,9 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, engine_free_with_deliveries_pending);
     tcase_add_test(tc, wide_and_narrow_share_first_come);
     tcase_add_test(tc, cancelled_waiter_not_woken);
+    tcase_add_test(tc, kicked_jobs_go_out_in_kick_order);
+    tcase_add_test(tc, released_jobs_go_out_in_reserve_order);
+    tcase_add_test(tc, notes_bounded_by_waiters);
     suite_add_tcase(s, tc);
     return s;
 }
