@@ -593,7 +593,6 @@ void worker_init(Engine *e, Worker *w, const WorkerOps *ops)
     w->nwatch = 1;
     w->watch0.tube = t;
     w->watch0.worker = w;
-    list_init(&w->watch0.wait_link);
     tube_ref(t);
     t->watching_ct++;
 }

@@ -44,7 +44,11 @@ struct Tube {
     Heap ready;          /* Job*, by (pri, id) */
     Heap delay;          /* Job*, by (deadline, id) */
     List buried;         /* Job.link, oldest first */
-    List waiting;        /* Watch.wait_link, first come first served */
+    /* Its waiting workers (narrow ones, waiter.c) as beanstalkd keeps
+     * them: removal moves the last into the hole; handed jobs from the
+     * cursor waitq_last on (ms_take). */
+    struct Watch **waitq;
+    uint32_t waitq_len, waitq_cap, waitq_last;
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,

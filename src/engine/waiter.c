@@ -181,6 +181,66 @@ void waiter_fini(Engine *e)
     e->fresh_len = e->fresh_cap = e->fresh_head = 0;
 }
 
+/* ---- a tube's waiting workers, in beanstalkd's order ------------------ */
+
+/* beanstalkd keeps a tube's waiting connections in a set whose removal
+ * moves the last member into the hole, and hands a job to the member at a
+ * cursor that moves on after each take (ms_take). The cursor stays where
+ * it was between waits: after one take, the next of two waiting workers
+ * served is the one that came last. Its clients see which connection gets
+ * a job, so tubed keeps the same order for its narrow waiters. */
+
+static int waitq_room(Tube *t)
+{
+    uint32_t cap;
+    Watch **n;
+
+    if (t->waitq_len < t->waitq_cap)
+        return 0;
+    cap = t->waitq_cap ? t->waitq_cap * 2 : 4;
+    if (!(n = tb_realloc(t->waitq, cap * sizeof *n)))
+        return -1;
+    t->waitq = n;
+    t->waitq_cap = cap;
+    return 0;
+}
+
+static void waitq_add(Watch *wt)
+{
+    Tube *t = wt->tube;
+
+    wt->wait_pos = t->waitq_len;
+    t->waitq[t->waitq_len++] = wt;
+    t->waiting_ct++;
+}
+
+static void waitq_del(Watch *wt)
+{
+    Tube *t = wt->tube;
+    Watch *last = t->waitq[--t->waitq_len];
+
+    t->waitq[wt->wait_pos] = last;
+    last->wait_pos = wt->wait_pos;
+    t->waiting_ct--;
+}
+
+/* The narrow worker t hands its next job to, NULL if none. */
+static Worker *waitq_next(const Tube *t)
+{
+    return t->waitq_len ? t->waitq[t->waitq_last % t->waitq_len]->worker : NULL;
+}
+
+/* w takes a job of t: the cursor moves past w's place, as ms_take's does
+ * (w leaves every set afterwards, worker_cancel). A worker served at once
+ * took its place at the end of t's set and left it. */
+static void waitq_took(Tube *t, const Worker *w)
+{
+    if (w->waiting && !list_linked(&w->wide_link))
+        t->waitq_last = t->waitq_last % t->waitq_len + 1;
+    else if (!w->waiting)
+        t->waitq_last = t->waitq_last % (t->waitq_len + 1) + 1;
+}
+
 void worker_cancel(Engine *e, Worker *w)
 {
     /* Its wait already ended but was not reported yet: it never will be. */
@@ -192,10 +252,8 @@ void worker_cancel(Engine *e, Worker *w)
         list_remove(&w->wide_link);
         e->wide_ct--;
     } else {
-        for (uint32_t i = 0; i < w->nwatch; i++) {
-            list_remove(&w->watch[i].wait_link);
-            w->watch[i].tube->waiting_ct--;
-        }
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            waitq_del(&w->watch[i]);
     }
     if (w->tickat != INT64_MAX)
         heap_remove(&e->wait_timers, w->timer_pos);
@@ -228,10 +286,11 @@ static int start_wait(Engine *e, Worker *w, int64_t timeout)
         list_insert_tail(&e->wide_waiters, &w->wide_link);
         e->wide_ct++;
     } else {
-        for (uint32_t i = 0; i < w->nwatch; i++) {
-            list_insert_tail(&w->watch[i].tube->waiting, &w->watch[i].wait_link);
-            w->watch[i].tube->waiting_ct++;
-        }
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            if (waitq_room(w->watch[i].tube) < 0)
+                return WAIT_NO_MEMORY;
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            waitq_add(&w->watch[i]);
     }
     w->wait_seq = ++e->wait_seq;
     w->tickat = tick;
@@ -257,7 +316,10 @@ int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out)
             *out = NULL;
             return start_wait(e, w, timeout);
         }
-        return take(e, w, j);
+        if (take(e, w, j) != WAIT_RESERVED)
+            return WAIT_NO_MEMORY;
+        waitq_took(j->tube, w);
+        return WAIT_RESERVED;
     }
     if (deadline_soon(e, w))
         return WAIT_DEADLINE_SOON;
@@ -277,11 +339,11 @@ static Worker *first_wide(const Engine *e, const Tube *t)
     return NULL;
 }
 
-/* The worker that has waited longest for a job of t. */
+/* The worker t hands its next job to: the narrow one at t's cursor, or a
+ * wide one that began to wait before it. */
 static Worker *next_waiter(const Engine *e, const Tube *t)
 {
-    List *n = list_first(&t->waiting);
-    Worker *narrow = n ? container_of(n, Watch, wait_link)->worker : NULL;
+    Worker *narrow = waitq_next(t);
     Worker *wide = list_empty(&e->wide_waiters) ? NULL : first_wide(e, t);
 
     if (!narrow || (wide && wide->wait_seq < narrow->wait_seq))
@@ -289,8 +351,8 @@ static Worker *next_waiter(const Engine *e, const Tube *t)
     return narrow;
 }
 
-/* The job that became ready goes to the worker that has waited longest
- * for its tube, as beanstalkd hands a job out the moment it is ready. One
+/* The job that became ready goes to its tube's next waiter, as beanstalkd
+ * hands a job out the moment it is ready. One
  * gone, taken or expired since, or in a tube paused or without a waiter,
  * is left to its tube's serving (waiter_serve). */
 static void serve_fresh(Engine *e, uint64_t id)
@@ -304,6 +366,7 @@ static void serve_fresh(Engine *e, uint64_t id)
         return;
     if (policy_check(e, j) || spill_fetch(e, j) > 0)
         return;
+    waitq_took(j->tube, w);
     worker_cancel(e, w);
     w->ops->wake(w, take(e, w, j), j);
 }
@@ -330,6 +393,7 @@ void waiter_serve(Engine *e, Tube *t)
         } else if (spill_fetch(e, j) > 0) {
             break; /* served when the reader brings it (spill.h) */
         }
+        waitq_took(t, w);
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }

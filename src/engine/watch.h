@@ -9,7 +9,7 @@
  * engine-wide list instead of in every tube's (see waiter.c). If the index
  * cannot be allocated the list simply stays narrow: slower, still correct.
  * No entry moves while its worker waits (its front-end reads no commands
- * then), so wait_link pointers stay valid.
+ * then), so the tubes' waitq pointers to entries stay valid.
  */
 #ifndef TUBED_WATCH_H
 #define TUBED_WATCH_H

@@ -1243,6 +1243,44 @@ def ttrs_end_in_deadline_order_to_waiter():
 
 
 @scenario
+def waiters_in_beanstalkd_set_order():
+    # beanstalkd keeps a tube's waiting connections in a set whose removal
+    # moves the last into the hole and takes from a cursor that stays
+    # (ms_take): of four waiting, three puts serve the first, second and
+    # fourth; afterwards the later of two waiting is served first.
+    steps = [cmd(c, b"watch wq\r\nignore default\r\n", n=2) for c in "abcd"]
+    steps.append(cmd("p", b"use wq\r\n"))
+    for i, c in enumerate("abcd"):
+        steps += [send(c, b"reserve\r\n"), await_waiting(b"wq", i + 1)]
+    steps += [
+        cmd("p", put(b"1")), cmd("p", put(b"2")), cmd("p", put(b"3")),
+        read("a"), read("b"), read("d"),
+        cmd("p", put(b"4")), read("c"),
+        send("a", b"reserve\r\n"), await_waiting(b"wq", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wq", 2),
+        cmd("p", put(b"5")), cmd("p", put(b"6")),
+        read("a"), read("b"),
+    ]
+    # A waiter of two tubes leaves both sets when served: the other set's
+    # order moves.  Enough jobs in both tubes that every waiter gets one.
+    steps += [
+        cmd("a", b"watch x\r\n"),
+        cmd("d", b"watch x\r\nignore wq\r\n", n=2),
+        send("a", b"reserve\r\n"), await_waiting(b"wq", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wq", 2),
+        send("d", b"reserve\r\n"), await_waiting(b"x", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"wq", 3),
+        cmd("p", put(b"7")),
+        cmd("p", b"use x\r\n"), cmd("p", put(b"8")),
+        cmd("p", b"use wq\r\n"), cmd("p", put(b"9")), cmd("p", put(b"10")),
+        cmd("p", b"use x\r\n"), cmd("p", put(b"11")), cmd("p", put(b"12")),
+        read("a"), read("b"), read("c"), read("d"),
+        cmd("p", b"peek-ready\r\nuse wq\r\npeek-ready\r\n", n=3),
+    ]
+    return steps
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",

@@ -407,6 +407,82 @@ START_TEST(notes_bounded_by_waiters)
 }
 END_TEST
 
+/* beanstalkd's set of waiting workers (ms_take): removal moves the last
+ * into the hole, takes go on from a cursor. Four wait, three jobs come:
+ * the first, second and fourth get them; the third waits. */
+START_TEST(waiters_in_beanstalkd_set_order)
+{
+    World x;
+    Seen s[4];
+    uint64_t id[4];
+
+    world_init(&x);
+    for (int i = 0; i < 4; i++) {
+        seen_init(&x, &s[i]);
+        park(&x, &s[i], INT64_MAX);
+    }
+    for (int i = 0; i < 3; i++) {
+        id[i] = put(&x, 0);
+        engine_deliver(&x.e);
+    }
+    ck_assert_uint_eq(s[0].id, id[0]);
+    ck_assert_uint_eq(s[1].id, id[1]);
+    ck_assert_uint_eq(s[3].id, id[2]);
+    ck_assert_int_eq(s[2].n, 0);
+    ck_assert(s[2].w.waiting);
+    id[3] = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(s[2].id, id[3]);
+    /* The cursor stays past the last take: of two that wait now, the
+     * one that came second is served first. */
+    park(&x, &s[0], INT64_MAX);
+    park(&x, &s[1], INT64_MAX);
+    id[0] = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(s[1].id, id[0]);
+    ck_assert_int_eq(s[1].n, 2);
+    ck_assert(s[0].w.waiting);
+    for (int i = 0; i < 4; i++)
+        worker_fini(&x.e, &s[i].w);
+    world_free(&x);
+}
+END_TEST
+
+/* A worker served at once (a job was ready) moves its tube's cursor as
+ * beanstalkd's take does; a waiter of two tubes leaves both sets. */
+START_TEST(immediate_reserve_moves_the_cursor)
+{
+    World x;
+    Seen a, b, c;
+    uint64_t id1, id2;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    seen_init(&x, &c);
+    put(&x, 0);
+    ck_assert_uint_eq(x.t->waitq_last, 0);
+    ck_assert_int_eq(worker_reserve(&x.e, &c.w, 0, &j), WAIT_RESERVED);
+    ck_assert_uint_eq(x.t->waitq_last, 1);
+    park(&x, &a, INT64_MAX);
+    park(&x, &b, INT64_MAX);
+    id1 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b.id, id1); /* cursor 1: the second waiting */
+    ck_assert_int_eq(a.n, 0);
+    id2 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(a.id, id2);
+    ck_assert_uint_eq(x.t->waitq_len, 0);
+    ck_assert_uint_eq(x.t->waiting_ct, 0);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    worker_fini(&x.e, &c.w);
+    world_free(&x);
+}
+END_TEST
+
 static Suite *waiter_suite(void)
 {
     Suite *s = suite_create("waiter");
@@ -423,6 +499,8 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, kicked_jobs_go_out_in_kick_order);
     tcase_add_test(tc, released_jobs_go_out_in_reserve_order);
     tcase_add_test(tc, notes_bounded_by_waiters);
+    tcase_add_test(tc, waiters_in_beanstalkd_set_order);
+    tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
     return s;
 }
