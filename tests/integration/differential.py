@@ -1281,6 +1281,79 @@ def waiters_in_beanstalkd_set_order():
 
 
 @scenario
+def waiter_leaving_moves_the_last():
+    # A waiter that leaves (its timeout, its connection closing) is
+    # replaced in the tube's set by the last one: the next job goes there,
+    # not to the one that waited longest.
+    steps = [cmd(c, b"watch wl\r\nignore default\r\n", n=2) for c in "abcdef"]
+    steps += [
+        cmd("p", b"use wl\r\n"),
+        send("a", b"reserve-with-timeout 1\r\n"), await_waiting(b"wl", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wl", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"wl", 3),
+        read("a", timeout=5),                       # TIMED_OUT: c takes its place
+        await_waiting(b"wl", 2),
+        cmd("p", put(b"1")),
+        read("c"),
+        cmd("p", put(b"2")),
+        read("b"),
+        send("d", b"reserve\r\n"), await_waiting(b"wl", 1),
+        send("e", b"reserve\r\n"), await_waiting(b"wl", 2),
+        send("f", b"reserve\r\n"), await_waiting(b"wl", 3),
+        close("d"),
+        await_waiting(b"wl", 2),
+        cmd("p", put(b"3")), cmd("p", put(b"4")),
+        read("e"), read("f"),
+    ]
+    return steps
+
+
+@scenario
+def pipelined_puts_to_waiters():
+    # Puts in one write reach three waiting reserves, each put's job going
+    # out before the next put is read (and a release and a kick among them).
+    steps = [cmd(c, b"watch pp\r\nignore default\r\n", n=2) for c in "abc"]
+    steps += [
+        cmd("p", b"use pp\r\nwatch pp\r\n", n=2),
+        cmd("p", put(b"held", pri=3)),
+        cmd("p", put(b"buried", pri=4)),
+        cmd("p", b"reserve-job {j0}\r\nreserve-job {j1}\r\nbury {j1} 4\r\n", n=3),
+        send("a", b"reserve\r\n"), await_waiting(b"pp", 1),
+        send("b", b"reserve-with-timeout 100\r\n"), await_waiting(b"pp", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"pp", 3),
+        cmd("p", put(b"p9", pri=9) + b"release {j0} 3 0\r\n" + put(b"p0", pri=0) +
+            b"kick 1\r\n", n=4),
+        read("a"), read("b"), read("c"),
+        cmd("p", b"peek-ready\r\nstats-tube pp\r\n", n=2),
+    ]
+    return steps
+
+
+@scenario
+def pause_with_waiters():
+    # Waiters of a paused tube wait; when the pause ends they get the best
+    # jobs, in the set's order; pause-tube 0 ends a pause at once.
+    steps = [cmd(c, b"watch pz\r\nignore default\r\n", n=2) for c in "ab"]
+    steps += [
+        cmd("p", b"use pz\r\n"),
+        cmd("p", b"pause-tube pz 1\r\n"),
+        cmd("p", put(b"p5", pri=5) + put(b"p1", pri=1) + put(b"p7", pri=7), n=3),
+        send("a", b"reserve\r\n"), await_waiting(b"pz", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"pz", 2),
+        cmd("p", b"peek-ready\r\n"),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"pause-tube pz 100\r\n"),
+        send("a", b"reserve\r\n"), await_waiting(b"pz", 1),
+        send("b", b"reserve-with-timeout 50\r\n"), await_waiting(b"pz", 2),
+        cmd("p", put(b"p3", pri=3)),
+        cmd("p", b"pause-tube pz 0\r\n"),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"stats-tube pz\r\n"),
+    ]
+    return steps
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",
