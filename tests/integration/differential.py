@@ -92,9 +92,10 @@ def detect_dialect(binary):
 
 
 class Server:
-    def __init__(self, binary, workdir, label):
+    def __init__(self, binary, workdir, label, args=()):
         self.binary = binary
         self.label = label
+        self.args = tuple(args)
         self.h = None
         self.last_err = ""
 
@@ -108,7 +109,7 @@ class Server:
 
     def start(self):
         try:
-            self.h = harness.Server(self.binary).start()
+            self.h = harness.Server(self.binary, args=self.args).start()
         except harness.ServerError as e:
             raise RuntimeError("%s (%s) did not start: %s" % (self.label, self.binary, e))
 
@@ -597,12 +598,13 @@ def _clip(b, n=700):
 _notes_shown = set()
 
 
-def run_stream(name, steps, args, make_steps=None):
-    """Fresh servers, run steps (a list, or a generator object with next/observe),
-    stop servers.  Returns True when no difference was found."""
+def run_stream(name, steps, args, make_steps=None, server_args=()):
+    """Fresh servers (both started with server_args), run steps (a list, or
+    a generator object with next/observe), stop servers.  Returns True when
+    no difference was found."""
     workdir = tempfile.mkdtemp(prefix="tubed-diff-")
-    ref = Side(Server(args.ref, workdir, "reference"), args.ref_dialect)
-    test = Side(Server(args.bin, workdir, "tested"), args.test_dialect)
+    ref = Side(Server(args.ref, workdir, "reference", server_args), args.ref_dialect)
+    test = Side(Server(args.bin, workdir, "tested", server_args), args.test_dialect)
     runner = Runner(name, ref, test, args.max_diffs, args.verbose)
     ok = True
     t0 = time.monotonic()
@@ -670,6 +672,14 @@ SCENARIOS = []
 def scenario(fn):
     SCENARIOS.append((fn.__name__.replace("_", "-"), fn))
     return fn
+
+
+def server_flags(*flags):
+    """Decorator (under @scenario): start both servers with these flags."""
+    def mark(fn):
+        fn.server_args = flags
+        return fn
+    return mark
 
 
 @scenario
@@ -1351,6 +1361,35 @@ def pause_with_waiters():
         cmd("p", b"stats-tube pz\r\n"),
     ]
     return steps
+
+
+@scenario
+@server_flags("-z", "10")
+def max_job_size_10():
+    # -z 10: a body of exactly 10 bytes is taken; 11 is JOB_TOO_BIG after
+    # the body is read and thrown away, also pipelined and in pieces.
+    return [
+        cmd("c", put(b"0123456789")),
+        cmd("c", put(b"0123456789a")),
+        cmd("c", put(b"")),
+        cmd("c", b"put 0 0 60 11\r\n" + b"x" * 11 + b"\r\n" + put(b"ok"), n=2),
+        cmd("c", b"put 0 0 60 10\r\n0123456789XY"),
+        cmd("c", b"put 0 0 60 11\r\n" + b"y" * 11 + b"\r\n", cuts=[14, 20]),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+@server_flags("-z", "0")
+def max_job_size_0():
+    return [
+        cmd("c", put(b"")),
+        cmd("c", put(b"a")),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"reserve-with-timeout 0\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
 
 
 @scenario
@@ -2045,7 +2084,7 @@ def main():
         for name, fn in SCENARIOS:
             if not wanted(name):
                 continue
-            ok = run_stream(name, fn(), args)
+            ok = run_stream(name, fn(), args, server_args=getattr(fn, "server_args", ()))
             passed, failed = passed + ok, failed + (not ok)
             sys.stdout.flush()
     if not args.no_random:
