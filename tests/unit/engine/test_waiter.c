@@ -380,6 +380,38 @@ START_TEST(released_jobs_go_out_in_reserve_order)
 }
 END_TEST
 
+/* TTRs that run out in one tick give their jobs back in deadline order,
+ * the first straight to the waiter (a TTR scenario against beanstalkd
+ * 1.12 would meet its missed-TTR defect, so this is tested here). */
+START_TEST(timed_out_jobs_go_out_in_deadline_order)
+{
+    World x;
+    Seen holder, a;
+    uint64_t id1, id2;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &holder);
+    seen_init(&x, &a);
+    x.e.now = clock_mono();
+    id1 = put(&x, 40);
+    id2 = put(&x, 2);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id1, &j), ENG_OK);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id2, &j), ENG_OK);
+    park(&x, &a, INT64_MAX);
+    x.e.now += 61 * NS_PER_SEC; /* past both TTRs (60 s) */
+    engine_tick(&x.e);
+    ck_assert_int_eq(a.n, 0);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_uint_eq(a.id, id1);
+    ck_assert_int_eq(engine_find(&x.e, id2)->state, JOB_READY);
+    worker_fini(&x.e, &holder.w);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
 /* Jobs are noted no more than the tube has waiters for: a kick of many
  * with one waiter notes one; the waiter still gets the first kicked. */
 START_TEST(notes_bounded_by_waiters)
@@ -499,6 +531,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, kicked_jobs_go_out_in_kick_order);
     tcase_add_test(tc, released_jobs_go_out_in_reserve_order);
     tcase_add_test(tc, notes_bounded_by_waiters);
+    tcase_add_test(tc, timed_out_jobs_go_out_in_deadline_order);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
