@@ -41,7 +41,14 @@ Usage:
   python3 tests/integration/differential.py --bin build/tubed --seed 42 --steps 3000
   python3 tests/integration/differential.py --bin /usr/bin/beanstalkd   # self-check
 Options: --ref PATH, --seed N, --steps N, --streams N, --only SUBSTR,
-         --no-scenarios, --no-random, --max-diffs N, --sort-lists, --list, -v.
+         --no-scenarios, --no-random, --blocking, --max-diffs N, --sort-lists,
+         --list, -v.
+
+--blocking: the random streams also send reserves that may wait (parked,
+which `stats` tells: current-waiting grew), and after each later command
+read on the reference which parked reserves it served (as many as
+current-waiting fell), expecting the same connections to answer the same
+on the server under test.
 
 The last line is `differential: N passed, N failed` (N counts streams); the
 exit status is non-zero if any stream showed a difference.
@@ -52,6 +59,7 @@ import difflib
 import os
 import random
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -373,7 +381,8 @@ class Side:
 class Step:
     """kind: cmd (send, read n replies), send (no reply expected now),
     read (n replies), close (half-close, read to EOF), sleep, signal,
-    await (until n wait on a tube, see await_waiting)."""
+    await (until n wait on a tube, see await_waiting), park and collect
+    (blocking reserves of random streams, see Runner.park/collect)."""
 
     def __init__(self, kind, conn=None, data=b"", n=1, timeout=REPLY_TIMEOUT,
                  arg=None):
@@ -389,6 +398,8 @@ class Step:
             return "read %s (%d replies)" % (self.conn, self.n)
         if self.kind == "close":
             return "half-close %s" % self.conn
+        if self.kind == "park":
+            return "park %s %r" % (self.conn, self.data)
         return "%s %r" % (self.kind, self.arg)
 
 
@@ -464,6 +475,7 @@ class Runner:
         self.accepted = 0
         self.pos = 0
         self.last_ref = []      # normalised reference replies of the last step
+        self.parks = self.parked = self.served = 0   # --blocking figures
 
     def run(self, step):
         self.pos += 1
@@ -476,6 +488,12 @@ class Runner:
             self.ref.server.signal(step.arg)
             self.test.server.signal(step.arg)
             self.last_ref = []
+            return
+        if k == "park":
+            self.park(step)
+            return
+        if k == "collect":
+            self.collect(step)
             return
         if k == "await":
             polls = {side: self.await_waiting(side, step) for side in (self.ref, self.test)}
@@ -541,6 +559,98 @@ class Runner:
         self.report(step, sent, rraw, rnorm, traw, tnorm)
 
     AWAIT_CEILING = 10.0     # seconds; a healthy server needs ms
+
+    # -- blocking reserves in random streams (RandomStream --blocking) ------
+
+    @staticmethod
+    def _waiting(side):
+        """current-waiting of the server, by one `stats` on `_sync`."""
+        c = side.conn("_sync")
+        c.send(b"stats\r\n")
+        m = re.search(rb"\ncurrent-waiting: (\d+)\n", c.read_reply(REPLY_TIMEOUT))
+        return int(m.group(1)) if m else -1
+
+    @staticmethod
+    def _has_reply(conn, timeout=0.0):
+        if conn.buf:
+            return True
+        try:
+            return bool(select.select([conn.sock], [], [], timeout)[0])
+        except (OSError, ValueError):
+            return True         # a closed socket: reading says so
+
+    def _settle(self, side, step):
+        """Send a reserve and find out whether it was answered or parked:
+        ("reply", reply, polls) or ("parked", None, polls).  Parked means
+        `stats` counted one more waiting connection, so a later reply can
+        only come from something the stream does."""
+        before = self._waiting(side)
+        c = side.conn(step.conn)
+        c.send(side.resolve(step.data))
+        polls = 1
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        while True:
+            if self._has_reply(c):
+                return "reply", c.read_reply(REPLY_TIMEOUT), polls
+            polls += 1
+            if self._waiting(side) == before + 1:
+                return "parked", None, polls
+            if time.monotonic() > deadline:
+                return "stuck", None, polls
+            time.sleep(0.002)
+
+    def park(self, step):
+        out = {side: self._settle(side, step) for side in (self.ref, self.test)}
+        self.equalize({side: o[2] for side, o in out.items()}, b"stats\r\n")
+        (rk, rr, _), (tk, tr, _) = out[self.ref], out[self.test]
+        step.outcome = rk
+        self.parks += 1
+        self.parked += rk == "parked"
+        if rk == "stuck":
+            self.report(step, {}, [], [b"<NEITHER-REPLY-NOR-WAIT>"], [], [b""],
+                        why="the reference neither answered nor parked the reserve")
+            raise Difference("stream out of step with the reference")
+        rnorm = [self.ref.normalize(rr)] if rr is not None else []
+        tnorm = [self.test.normalize(tr)] if tr is not None else []
+        self.last_ref = rnorm
+        if rk != tk:
+            self.report(step, {}, [], [b"<%s> " % rk.encode()] + rnorm, [],
+                        [b"<%s> " % tk.encode()] + tnorm)
+            raise Difference("one server parked the reserve, the other did not")
+        if rnorm != tnorm:
+            self.report(step, {}, [rr], rnorm, [tr], tnorm)
+
+    def collect(self, step):
+        """After a command, the parked reserves (step.arg) that it served:
+        on the reference, `stats` says how many, and their replies are
+        awaited; the same connections must have answered the same on the
+        server under test, and no other."""
+        parked = step.arg
+        nref, ntest = self._waiting(self.ref), self._waiting(self.test)
+        served = len(parked) - nref
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        ready = []
+        while True:
+            ready = [c for c in parked if self._has_reply(self.ref.conn(c))]
+            if len(ready) >= served or time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        step.outcome = {}
+        self.last_ref = []
+        for c in sorted(ready):
+            rraw = self.ref.conn(c).read_reply(REPLY_TIMEOUT)
+            traw = self.test.conn(c).read_reply(REPLY_TIMEOUT)
+            rn, tn = self.ref.normalize(rraw), self.test.normalize(traw)
+            step.outcome[c] = rn
+            self.served += 1
+            if rn != tn:
+                self.report(Step("read", c), {}, [rraw], [rn], [traw], [tn])
+        extra = [c for c in parked if c not in ready and self._has_reply(self.test.conn(c))]
+        if nref != ntest or extra or len(ready) != served:
+            self.report(step, {}, [], [b"waiting %d, served %r" % (nref, sorted(ready))], [],
+                        [b"waiting %d, also answered %r" % (ntest, extra)],
+                        why="parked reserves served differently")
+            raise Difference("parked reserves out of step")
 
     def equalize(self, polls, line):
         """Send line on `_sync` to the side that polled less, until both
@@ -667,6 +777,9 @@ def run_stream(name, steps, args, make_steps=None, server_args=()):
     ok = ok and runner.diffs == 0
     status = "ok" if ok else "FAILED"
     extra = " (%d documented differences accepted)" % runner.accepted if runner.accepted else ""
+    if runner.parks:
+        extra += " (%d blocking reserves, %d parked, %d served later)" % (
+            runner.parks, runner.parked, runner.served)
     print("%-6s %s: %d steps, %.2f s%s" % (status, name, runner.pos,
                                           time.monotonic() - t0, extra))
     return ok
@@ -1781,7 +1894,7 @@ class RandomStream:
     never blocks, and never depends on timing (delays are 0 or far away, TTRs
     are long, reserve only with timeout 0)."""
 
-    def __init__(self, seed, ref):
+    def __init__(self, seed, ref, blocking=False):
         self.rng = random.Random(seed)
         self.ref = ref
         self.conns = ["c%d" % i for i in range(4)]
@@ -1789,6 +1902,11 @@ class RandomStream:
         self.reserved = {c: [] for c in self.conns}   # job refs held
         self.pending = None     # what the command being generated may change
         self.pendings = []      # one per command of the step
+        # --blocking: some reserves wait (Step park); after each command
+        # while any waits, a collect step reads what it served.
+        self.blocking = blocking
+        self.parked = set()
+        self.queue = []
 
     # -- helpers -----------------------------------------------------------
 
@@ -1853,15 +1971,25 @@ class RandomStream:
 
     def next_step(self):
         r = self.rng
-        c = r.choice(self.conns)
         self.pendings = []
+        if self.queue:
+            return self.queue.pop(0)
         x = r.random()
+        if 0.015 <= x < 0.03:   # any connection may go, a parked one too
+            c = r.choice(self.conns)
+            self.pendings = [("gone", c)]
+            self.parked.discard(c)
+            self._collect_after()
+            return close(c)
+        c = r.choice([k for k in self.conns if k not in self.parked])
         if x < 0.015:
             self.pendings = [("gone", c)]
+            self._collect_after()
             return cmd(c, b"quit\r\n")
-        if x < 0.03:
-            self.pendings = [("gone", c)]
-            return close(c)
+        if self.blocking and x < 0.08 and len(self.parked) < len(self.conns) - 1:
+            return Step("park", c, r.choice([b"reserve\r\n",
+                                              b"reserve-with-timeout 3600\r\n"]))
+        self._collect_after()
         # Mostly one command per step; sometimes several in one write
         # (pipelining), sometimes one command written in pieces.
         n = r.choice([2, 3, 5]) if r.random() < 0.06 else 1
@@ -1990,7 +2118,23 @@ class RandomStream:
 
     # -- following the reference -------------------------------------------
 
+    def _collect_after(self):
+        """The step being made may serve parked reserves: look next."""
+        if self.parked:
+            self.queue.append(Step("collect", arg=sorted(self.parked)))
+
     def observe(self, step, ref_replies):
+        if step.kind == "park":
+            if step.outcome == "parked":
+                self.parked.add(step.conn)
+            else:
+                self._observe(("reserve", step.conn), ref_replies[0])
+            return
+        if step.kind == "collect":
+            for c, reply in step.outcome.items():
+                self.parked.discard(c)
+                self._observe(("reserve", c), reply)
+            return
         for p, reply in zip(self.pendings, ref_replies):
             if p:
                 self._observe(p, reply)
@@ -2011,7 +2155,7 @@ class RandomStream:
 
     def finish(self):
         """Steps after the random part: a look at the whole state."""
-        steps = []
+        steps = [close(c) for c in sorted(self.parked)]   # TIMED_OUT, gone
         for c in self.conns:
             steps.append(cmd(c, b"list-tubes-watched\r\n"))
             steps.append(cmd(c, b"list-tube-used\r\n"))
@@ -2037,6 +2181,8 @@ def main():
                     help="run only streams whose name contains this (repeatable)")
     ap.add_argument("--no-scenarios", action="store_true")
     ap.add_argument("--no-random", action="store_true")
+    ap.add_argument("--blocking", action="store_true",
+                    help="random streams also park reserves that wait for a job")
     ap.add_argument("--max-diffs", type=int, default=8,
                     help="stop a stream after this many differences")
     ap.add_argument("--test-dialect", choices=["auto", "1.12", "1.13"], default="auto")
@@ -2092,7 +2238,7 @@ def main():
                 continue
             seed = args.seed + i
             ok = run_stream("%s(seed %d)" % (name, seed), [], args,
-                            make_steps=lambda ref, s=seed: RandomStream(s, ref))
+                            make_steps=lambda ref, s=seed: RandomStream(s, ref, args.blocking))
             passed, failed = passed + ok, failed + (not ok)
             sys.stdout.flush()
     print("time: %.1f s" % (time.monotonic() - started))
