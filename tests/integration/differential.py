@@ -1504,6 +1504,23 @@ def max_job_size_0():
 
 
 @scenario
+def delays_end_across_tubes_in_deadline_order():
+    # Delays of 1 s in tubes da, db, da, put in one write, end in the order
+    # they were put, across tubes: two waiters watching both get the first
+    # two (da's first, then db's), whichever tube they are in.
+    steps = [cmd(c, b"watch da\r\nwatch db\r\nignore default\r\n", n=3) for c in "ab"]
+    steps += [
+        cmd("p", b"use da\r\n" + put(b"da1", delay=1) + b"use db\r\n" + put(b"db1", delay=1) +
+            b"use da\r\n" + put(b"da2", delay=1), n=6),
+        send("a", b"reserve\r\n"), await_waiting(b"da", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"da", 2),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"watch da\r\nreserve-with-timeout 5\r\n", n=2, timeout=6),
+    ]
+    return steps
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",

@@ -412,6 +412,58 @@ START_TEST(timed_out_jobs_go_out_in_deadline_order)
 }
 END_TEST
 
+static uint64_t put_in(World *x, Tube *t, uint32_t delay)
+{
+    Job *j = engine_job_new(&x->e, t, 1, 0, delay, 60);
+    uint64_t id;
+
+    ck_assert_ptr_nonnull(j);
+    id = j->id;
+    job_body_mut(j)[0] = 'i';
+    ck_assert_int_eq(engine_put(&x->e, j, t), ENG_OK);
+    return id;
+}
+
+/* Delays of several tubes ending in one tick make their jobs ready in
+ * deadline order across tubes: of two workers watching both tubes, the
+ * second gets the other tube's job that was due second, not the first
+ * tube's next one. */
+START_TEST(delays_end_across_tubes_in_deadline_order)
+{
+    World x;
+    Seen a, b;
+    Tube *ta, *tb;
+    uint64_t a1, b1, a2;
+
+    world_init(&x);
+    x.e.now = clock_mono();
+    ta = engine_tube(&x.e, "ta", 2);
+    tb = engine_tube(&x.e, "tb", 2);
+    ck_assert_ptr_nonnull(ta);
+    ck_assert_ptr_nonnull(tb);
+    seen_init(&x, &a);
+    seen_init(&x, &b);
+    ck_assert_int_eq(watch_add(&a.w, ta), 0);
+    ck_assert_int_eq(watch_add(&a.w, tb), 0);
+    ck_assert_int_eq(watch_add(&b.w, ta), 0);
+    ck_assert_int_eq(watch_add(&b.w, tb), 0);
+    a1 = put_in(&x, ta, 1);
+    b1 = put_in(&x, tb, 1);
+    a2 = put_in(&x, ta, 1);
+    park(&x, &a, INT64_MAX);
+    park(&x, &b, INT64_MAX);
+    x.e.now += 2 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(a.id, a1);
+    ck_assert_uint_eq(b.id, b1);
+    ck_assert_int_eq(engine_find(&x.e, a2)->state, JOB_READY);
+    worker_fini(&x.e, &a.w);
+    worker_fini(&x.e, &b.w);
+    world_free(&x);
+}
+END_TEST
+
 /* Jobs are noted no more than the tube has waiters for: a kick of many
  * with one waiter notes one; the waiter still gets the first kicked. */
 START_TEST(notes_bounded_by_waiters)
@@ -532,6 +584,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, released_jobs_go_out_in_reserve_order);
     tcase_add_test(tc, notes_bounded_by_waiters);
     tcase_add_test(tc, timed_out_jobs_go_out_in_deadline_order);
+    tcase_add_test(tc, delays_end_across_tubes_in_deadline_order);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
