@@ -1521,6 +1521,23 @@ def delays_end_across_tubes_in_deadline_order():
 
 
 @scenario
+def deadline_soon_while_waiting():
+    # A reserve that waits while its connection holds a job with a TTR of
+    # 2 s answers DEADLINE_SOON when the last second begins.  Only replies
+    # that do not depend on how late the client reads come after.
+    return [
+        cmd("w", b"use ds\r\nwatch ds\r\nignore default\r\n", n=3),
+        cmd("w", put(b"short", ttr=2)),
+        cmd("w", b"reserve\r\n"),
+        send("w", b"reserve-with-timeout 100\r\n"),
+        await_waiting(b"ds", 1),
+        read("w", timeout=5),                        # DEADLINE_SOON
+        close("w"),                                  # the job goes back
+        cmd("p", b"use ds\r\npeek-ready\r\n", n=2),
+    ]
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",
