@@ -41,10 +41,11 @@ Usage:
   python3 tests/integration/differential.py --bin build/tubed --seed 42 --steps 3000
   python3 tests/integration/differential.py --bin /usr/bin/beanstalkd   # self-check
 Options: --ref PATH, --seed N, --steps N, --streams N, --only SUBSTR,
-         --no-scenarios, --no-random, --blocking, --max-diffs N, --sort-lists,
-         --list, -v.
+         --no-scenarios, --no-random, --blocking, --blocking-streams N,
+         --max-diffs N, --sort-lists, --list, -v.
 
---blocking: the random streams also send reserves that may wait (parked,
+Blocking streams (--blocking-streams, 2 by default, after the others; all
+streams with --blocking) also send reserves that may wait (parked,
 which `stats` tells: current-waiting grew), and after each later command
 read on the reference which parked reserves it served (as many as
 current-waiting fell), expecting the same connections to answer the same
@@ -2216,7 +2217,10 @@ def main():
     ap.add_argument("--no-scenarios", action="store_true")
     ap.add_argument("--no-random", action="store_true")
     ap.add_argument("--blocking", action="store_true",
-                    help="random streams also park reserves that wait for a job")
+                    help="every random stream also parks reserves that wait for a job")
+    ap.add_argument("--blocking-streams", type=int, default=2,
+                    help="random streams with parked reserves after the others "
+                         "(seeds follow theirs; none with --blocking)")
     ap.add_argument("--max-diffs", type=int, default=8,
                     help="stop a stream after this many differences")
     ap.add_argument("--test-dialect", choices=["auto", "1.12", "1.13"], default="auto")
@@ -2273,6 +2277,15 @@ def main():
             seed = args.seed + i
             ok = run_stream("%s(seed %d)" % (name, seed), [], args,
                             make_steps=lambda ref, s=seed: RandomStream(s, ref, args.blocking))
+            passed, failed = passed + ok, failed + (not ok)
+            sys.stdout.flush()
+        for i in range(0 if args.blocking else args.blocking_streams):
+            name = "random-blocking-%d" % i
+            if not wanted(name):
+                continue
+            seed = args.seed + args.streams + i
+            ok = run_stream("%s(seed %d)" % (name, seed), [], args,
+                            make_steps=lambda ref, s=seed: RandomStream(s, ref, True))
             passed, failed = passed + ok, failed + (not ok)
             sys.stdout.flush()
     print("time: %.1f s" % (time.monotonic() - started))
