@@ -1539,6 +1539,24 @@ def deadline_soon_while_waiting():
 
 
 @scenario
+def pipelined_after_waiting_reserve():
+    # Requests pipelined behind a reserve that waits wait with it and are
+    # answered, in order, after its job; a half-close then ends the next.
+    return [
+        cmd("w", b"watch pw\r\n"),
+        send("w", b"reserve\r\nlist-tube-used\r\nuse pw\r\nreserve-with-timeout 0\r\n"
+                  b"reserve\r\n"),
+        await_waiting(b"pw", 1),
+        cmd("p", b"stats-tube pw\r\nuse pw\r\n", n=2),
+        cmd("p", put(b"one") + put(b"two"), n=2),
+        read("w", n=4),             # RESERVED, OK (default), USING, RESERVED
+        await_waiting(b"pw", 1),    # the last reserve waits again
+        close("w"),                 # TIMED_OUT, then the server closes
+        cmd("p", b"stats-tube pw\r\npeek-ready\r\n", n=2),
+    ]
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",
