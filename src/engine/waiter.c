@@ -280,9 +280,9 @@ static int start_wait(Engine *e, Worker *w, int64_t timeout)
     if (tick != INT64_MAX &&
         heap_reserve(&e->wait_timers, e->wait_timers.len + 1) < 0)
         return WAIT_NO_MEMORY;
-    /* A wide worker waits once, engine-wide, instead of in every tube it
-     * watches: starting and ending its wait stays O(1). */
-    if (watch_is_wide(w)) {
+    /* A worker watching very many tubes waits once, engine-wide, instead of
+     * in every tube it watches: starting and ending its wait stays O(1). */
+    if (watch_waits_wide(w)) {
         list_insert_tail(&e->wide_waiters, &w->wide_link);
         e->wide_ct++;
     } else {

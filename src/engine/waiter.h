@@ -14,8 +14,9 @@
  * runs waiter_serve() for what is left of each tube. Which worker is
  * served is beanstalkd's choice too: a tube's narrow waiters sit in a
  * set whose removal moves the last into the hole, served from a cursor
- * that moves on after each take (its ms_take); a wide waiter (watch.h)
- * goes before them if it began to wait before the one at the cursor. waiter_tick() ends waits whose time came; their
+ * that moves on after each take (its ms_take); a worker watching more
+ * than WAIT_WIDE tubes (watch.h) waits engine-wide instead and goes before
+ * them if it began to wait before the one at the cursor. waiter_tick() ends waits whose time came; their
  * wakes are delivered the same way. So a worker is never woken inside the
  * operation that served it: that operation has finished and placed its
  * binlog records first.

@@ -413,22 +413,22 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                 FZ_CHECK(cn->watch[k].tube != cn->watch[i].tube, "tube watched twice");
             FZ_CHECK(watch_find(cn, cn->watch[i].tube) == (int)i,
                      "watch_find of entry %u gives %d", i, watch_find(cn, cn->watch[i].tube));
-            /* A wide watcher waits once, server-wide; a narrow one in
-             * every tube it watches (its tube's waitq holds the entry at
-             * its wait_pos). */
+            /* A watcher of more than WAIT_WIDE tubes waits once,
+             * server-wide; any other in every tube it watches (its tube's
+             * waitq holds the entry at its wait_pos). */
             {
                 const Watch *wt = &cn->watch[i];
                 const Tube *wtt = wt->tube;
                 int in = wt->wait_pos < wtt->waitq_len && wtt->waitq[wt->wait_pos] == wt;
 
-                FZ_CHECK(in == (cn->waiting && !watch_is_wide(cn)),
+                FZ_CHECK(in == (cn->waiting && !watch_waits_wide(cn)),
                          "waitq entry of a %s connection in state %d",
-                         watch_is_wide(cn) ? "wide" : "narrow", c0->state);
+                         watch_waits_wide(cn) ? "wide" : "narrow", c0->state);
             }
         }
-        FZ_CHECK(list_linked(&cn->wide_link) == (cn->waiting && watch_is_wide(cn)),
+        FZ_CHECK(list_linked(&cn->wide_link) == (cn->waiting && watch_waits_wide(cn)),
                  "wide link of a %s connection in state %d",
-                 watch_is_wide(cn) ? "wide" : "narrow", c0->state);
+                 watch_waits_wide(cn) ? "wide" : "narrow", c0->state);
         if (watch_is_wide(cn)) {
             uint32_t used = 0;
             for (uint32_t k = 0; k < cn->wset_cap; k++)

@@ -1557,6 +1557,24 @@ def pipelined_after_waiting_reserve():
 
 
 @scenario
+def many_tubes_watcher_in_set_order():
+    # A connection watching 20 tubes waits in each tube's set like any
+    # other: after a take the cursor's waiter, the one that came second,
+    # gets the job.
+    steps = [cmd("m", b"".join(b"watch m%d\r\n" % i for i in range(20)), n=20)]
+    steps += [
+        cmd("n", b"watch m7\r\n"),
+        cmd("p", b"use m7\r\n" + put(b"taken"), n=2),
+        cmd("t", b"watch m7\r\nreserve-with-timeout 0\r\n", n=2),
+        send("m", b"reserve\r\n"), await_waiting(b"m7", 1),
+        send("n", b"reserve\r\n"), await_waiting(b"m7", 2),
+        cmd("p", put(b"one")), read("n"),
+        cmd("p", put(b"two")), read("m"),
+    ]
+    return steps
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",

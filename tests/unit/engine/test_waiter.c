@@ -239,8 +239,8 @@ START_TEST(engine_free_with_deliveries_pending)
 }
 END_TEST
 
-/* A wide worker (past WATCH_WIDE tubes, waiting engine-wide) and a narrow
- * one on the same tube: served in the order they began to wait; a wide
+/* A worker waiting engine-wide (past WAIT_WIDE tubes) and a narrow one
+ * on the same tube: served in the order they began to wait; the wide
  * worker hears of a job in any of its tubes. */
 START_TEST(wide_and_narrow_share_first_come)
 {
@@ -253,7 +253,7 @@ START_TEST(wide_and_narrow_share_first_come)
     world_init(&x);
     seen_init(&x, &wide);
     seen_init(&x, &narrow);
-    for (int i = 0; i < WATCH_WIDE + 4; i++) {
+    for (int i = 0; i < WAIT_WIDE + 4; i++) {
         char name[16];
         int n = snprintf(name, sizeof name, "w%d", i);
         Tube *t = engine_tube(&x.e, name, (size_t)n);
@@ -262,9 +262,11 @@ START_TEST(wide_and_narrow_share_first_come)
         ck_assert_int_eq(watch_add(&wide.w, t), 0);
         other = t;
     }
-    ck_assert(watch_is_wide(&wide.w));
+    ck_assert(watch_is_wide(&wide.w) && watch_waits_wide(&wide.w));
     ck_assert(!watch_is_wide(&narrow.w));
     park(&x, &wide, INT64_MAX);
+    ck_assert(list_linked(&wide.w.wide_link));
+    ck_assert_uint_eq(x.t->waitq_len, 0);
     park(&x, &narrow, INT64_MAX);
     id1 = put(&x, 0);
     id2 = put(&x, 0);
@@ -567,6 +569,48 @@ START_TEST(immediate_reserve_moves_the_cursor)
 }
 END_TEST
 
+/* A worker with a hash-indexed watch list (past WATCH_WIDE) but not past
+ * WAIT_WIDE waits in each tube's set like any other: after a take it is
+ * the cursor's, not the first to wait, that is served. */
+START_TEST(indexed_watcher_waits_in_the_sets)
+{
+    World x;
+    Seen many, narrow, taker;
+    uint64_t id;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &many);
+    seen_init(&x, &narrow);
+    seen_init(&x, &taker);
+    for (int i = 0; i < WATCH_WIDE + 4; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof name, "m%d", i);
+        Tube *t = engine_tube(&x.e, name, (size_t)n);
+
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(watch_add(&many.w, t), 0);
+    }
+    ck_assert(watch_is_wide(&many.w) && !watch_waits_wide(&many.w));
+    put(&x, 0);
+    ck_assert_int_eq(worker_reserve(&x.e, &taker.w, 0, &j), WAIT_RESERVED); /* cursor 1 */
+    park(&x, &many, INT64_MAX);
+    park(&x, &narrow, INT64_MAX);
+    ck_assert(!list_linked(&many.w.wide_link));
+    ck_assert_uint_eq(x.t->waitq_len, 2);
+    ck_assert_uint_eq(many.w.watch[WATCH_WIDE].tube->waitq_len, 1);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(narrow.id, id);
+    ck_assert_int_eq(many.n, 0);
+    worker_fini(&x.e, &many.w);
+    ck_assert_uint_eq(x.t->waitq_len, 0);
+    worker_fini(&x.e, &narrow.w);
+    worker_fini(&x.e, &taker.w);
+    world_free(&x);
+}
+END_TEST
+
 static Suite *waiter_suite(void)
 {
     Suite *s = suite_create("waiter");
@@ -585,6 +629,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, notes_bounded_by_waiters);
     tcase_add_test(tc, timed_out_jobs_go_out_in_deadline_order);
     tcase_add_test(tc, delays_end_across_tubes_in_deadline_order);
+    tcase_add_test(tc, indexed_watcher_waits_in_the_sets);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
