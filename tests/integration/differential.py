@@ -1968,7 +1968,8 @@ class RandomStream:
     def __init__(self, seed, ref, blocking=False):
         self.rng = random.Random(seed)
         self.ref = ref
-        self.conns = ["c%d" % i for i in range(4)]
+        # Blocking streams get more connections: up to all but one wait.
+        self.conns = ["c%d" % i for i in range(6 if blocking else 4)]
         self.tubes = list(FIXED_TUBES)
         self.reserved = {c: [] for c in self.conns}   # job refs held
         self.pending = None     # what the command being generated may change
