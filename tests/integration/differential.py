@@ -1553,6 +1553,13 @@ def pipelined_after_waiting_reserve():
         await_waiting(b"pw", 1),    # the last reserve waits again
         close("w"),                 # TIMED_OUT, then the server closes
         cmd("p", b"stats-tube pw\r\npeek-ready\r\n", n=2),
+        # Half-closed while waiting with requests behind: TIMED_OUT, then
+        # the requests are answered before the server closes.
+        cmd("x", b"watch pw2\r\n"),
+        send("x", b"reserve\r\nlist-tube-used\r\nreserve-with-timeout 5\r\n"),
+        await_waiting(b"pw2", 1),
+        close("x"),
+        cmd("p", b"stats-tube pw\r\n"),
     ]
 
 
