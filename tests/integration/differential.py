@@ -614,6 +614,9 @@ class Runner:
         rnorm = [self.ref.normalize(rr)] if rr is not None else []
         tnorm = [self.test.normalize(tr)] if tr is not None else []
         self.last_ref = rnorm
+        if self.verbose:
+            print("  [%s %d] %s -> %s %r" % (self.name, self.pos, step.describe(), rk,
+                                           b"".join(rnorm)[:100]))
         if rk != tk:
             self.report(step, {}, [], [b"<%s> " % rk.encode()] + rnorm, [],
                         [b"<%s> " % tk.encode()] + tnorm)
@@ -638,6 +641,9 @@ class Runner:
             time.sleep(0.002)
         step.outcome = {}
         self.last_ref = []
+        if self.verbose:
+            print("  [%s %d] collect %s: waiting %d, served %s" % (
+                self.name, self.pos, parked, nref, sorted(ready)))
         for c in sorted(ready):
             rraw = self.ref.conn(c).read_reply(REPLY_TIMEOUT)
             traw = self.test.conn(c).read_reply(REPLY_TIMEOUT)
@@ -1958,6 +1964,7 @@ def documented_leniencies():
 # Random streams
 
 NAME_CHARS = "ABCXYZabcxyz0123456789-+/;.$_()"
+PAUSE_ZERO = re.compile(rb"pause-tube \S+ +0\r\n")
 FIXED_TUBES = [b"default", b"a", b"b", b"tube-1", b"x.y", b"$_;+/()", b"Z" * 200]
 DELAYS = [0, 0, 0, 0, 1000, 2000, 5000, 100000, U32MAX]   # 0 or far away
 TTRS = [60, 120, 3600, 100000, U32MAX]
@@ -2073,10 +2080,18 @@ class RandomStream:
         # (pipelining), sometimes one command written in pieces.
         n = r.choice([2, 3, 5]) if r.random() < 0.06 else 1
         data = b""
-        for _ in range(n):
+        for i in range(n):
             self.pending = None
-            data += self.valid(c) if r.random() < 0.72 else self.invalid(c)
+            one = self.valid(c) if r.random() < 0.72 else self.invalid(c)
+            data += one
             self.pendings.append(self.pending)
+            if self.parked and PAUSE_ZERO.fullmatch(one) and i < n - 1:
+                # beanstalkd ends such a pause a nanosecond later, at its
+                # next tick, which may come before or after the commands
+                # pipelined behind (waiters served before or with them):
+                # it differs from itself there.  Nothing follows it.
+                n = i + 1
+                break
         cuts = None
         if n == 1 and len(data) > 1 and r.random() < 0.05:
             cuts = sorted(r.sample(range(1, len(data)), min(3, len(data) - 1)))
