@@ -278,10 +278,15 @@ static void trim_heap(Engine *e)
 
 void engine_tick(Engine *e)
 {
-    /* Wake waits before expiring TTRs: a worker waiting in reserve hears
-     * DEADLINE_SOON before its job is taken back. */
-    waiter_tick(e);
+    /* Delays and pauses end first and their jobs go out at once, before
+     * any wait times out, as in beanstalkd: a reserve-with-timeout 1 sent
+     * just after a put with delay 1 gets that job, not TIMED_OUT, even
+     * when both fall in this tick. Then waits end before TTRs expire: a
+     * worker waiting in reserve hears DEADLINE_SOON before its job is
+     * taken back. */
     tick_tubes(e);
+    engine_deliver(e);
+    waiter_tick(e);
     tick_ttrs(e);
     binlog_tick(e);
     grave_free(e, GRAVE_BATCH);

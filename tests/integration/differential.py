@@ -1588,6 +1588,22 @@ def many_tubes_watcher_in_set_order():
 
 
 @scenario
+def delay_ends_before_reserve_timeout():
+    # put with delay 1, then at once reserve-with-timeout 1: the delay ends
+    # first (a little earlier), and beanstalkd hands the job over even when
+    # both fall in one tick; the reserve never times out.
+    return [
+        cmd("p", b"use dt\r\n"),
+        cmd("w", b"watch dt\r\nignore default\r\n", n=2),
+        cmd("p", put(b"due", delay=1)),
+        cmd("w", b"reserve-with-timeout 1\r\n", timeout=5),
+        cmd("p", put(b"due2", pri=3, delay=2)),
+        cmd("w", b"reserve-with-timeout 2\r\n", timeout=6),
+        cmd("w", b"stats-job {j0}\r\nstats-job {j1}\r\n", n=2),
+    ]
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",

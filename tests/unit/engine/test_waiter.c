@@ -466,6 +466,32 @@ START_TEST(delays_end_across_tubes_in_deadline_order)
 }
 END_TEST
 
+/* A delay and a wait's timeout that end in the same tick: the job goes to
+ * the worker (delays end first, as in beanstalkd), which never hears
+ * TIMED_OUT. */
+START_TEST(delay_ending_beats_timeout_in_same_tick)
+{
+    World x;
+    Seen a;
+    uint64_t id;
+
+    world_init(&x);
+    seen_init(&x, &a);
+    x.e.now = clock_mono();
+    id = put_delayed(&x, 0, 1);
+    park(&x, &a, NS_PER_SEC);
+    x.e.now += 2 * NS_PER_SEC;
+    engine_tick(&x.e);
+    ev_run_posted(&x.loop);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(a.how, WAIT_RESERVED);
+    ck_assert_uint_eq(a.id, id);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
 /* Jobs are noted no more than the tube has waiters for: a kick of many
  * with one waiter notes one; the waiter still gets the first kicked. */
 START_TEST(notes_bounded_by_waiters)
@@ -630,6 +656,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, timed_out_jobs_go_out_in_deadline_order);
     tcase_add_test(tc, delays_end_across_tubes_in_deadline_order);
     tcase_add_test(tc, indexed_watcher_waits_in_the_sets);
+    tcase_add_test(tc, delay_ending_beats_timeout_in_same_tick);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
