@@ -49,6 +49,8 @@ struct Tube {
      * cursor waitq_last on (ms_take). */
     struct Watch **waitq;
     uint32_t waitq_len, waitq_cap, waitq_last;
+    uint32_t waitq_fifo; /* its waiters with Worker.fifo: while any, first
+                            come first served (waiter.c) */
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,

@@ -212,6 +212,7 @@ static void waitq_add(Watch *wt)
     wt->wait_pos = t->waitq_len;
     t->waitq[t->waitq_len++] = wt;
     t->waiting_ct++;
+    t->waitq_fifo += wt->worker->fifo;
 }
 
 static void waitq_del(Watch *wt)
@@ -222,12 +223,26 @@ static void waitq_del(Watch *wt)
     t->waitq[wt->wait_pos] = last;
     last->wait_pos = wt->wait_pos;
     t->waiting_ct--;
+    t->waitq_fifo -= wt->worker->fifo;
 }
 
-/* The narrow worker t hands its next job to, NULL if none. */
+/* The narrow worker t hands its next job to, NULL if none: the one at the
+ * cursor; or, while a fifo worker (a memcache get) waits on t, the one
+ * that began to wait first (kestrel's contract, spec kestrel.md). */
 static Worker *waitq_next(const Tube *t)
 {
-    return t->waitq_len ? t->waitq[t->waitq_last % t->waitq_len]->worker : NULL;
+    Worker *first = NULL;
+
+    if (!t->waitq_len)
+        return NULL;
+    if (!t->waitq_fifo)
+        return t->waitq[t->waitq_last % t->waitq_len]->worker;
+    for (uint32_t i = 0; i < t->waitq_len; i++) {
+        Worker *w = t->waitq[i]->worker;
+        if (!first || w->wait_seq < first->wait_seq)
+            first = w;
+    }
+    return first;
 }
 
 /* w takes a job of t: the cursor moves past w's place, as ms_take's does
@@ -235,6 +250,8 @@ static Worker *waitq_next(const Tube *t)
  * took its place at the end of t's set and left it. */
 static void waitq_took(Tube *t, const Worker *w)
 {
+    if (w->waiting && t->waitq_fifo)
+        return; /* served first come first served: no cursor */
     if (w->waiting && !list_linked(&w->wide_link))
         t->waitq_last = t->waitq_last % t->waitq_len + 1;
     else if (!w->waiting)

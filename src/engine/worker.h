@@ -64,6 +64,9 @@ struct Worker {
     List end_link;          /* Engine.ended_waiters: a timed-out wait to report */
     uint8_t no_ttr;         /* its reservations never time out (memcache
                                /open: kestrel has no TTR by default) */
+    uint8_t fifo;           /* while it waits on a tube, that tube serves its
+                               waiters first come first served (memcache:
+                               kestrel's contract), not in beanstalkd's order */
     List wide_link;         /* engine's wide_waiters, when wide and waiting */
     uint64_t wait_seq;      /* order of waiting (wide against narrow) */
     List reserved;          /* JobExt.link of jobs this worker reserved */

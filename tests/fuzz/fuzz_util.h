@@ -507,10 +507,17 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                  (unsigned long long)t->urgent_ct, (unsigned long long)c.tube_urgent[i]);
         FZ_CHECK(t->waitq_len == t->waiting_ct && t->waitq_len <= t->waitq_cap,
                  "tube %s: waiting_ct", t->name);
-        for (uint32_t k = 0; k < t->waitq_len; k++)
-            FZ_CHECK(t->waitq[k]->tube == t && t->waitq[k]->wait_pos == k &&
-                     t->waitq[k]->worker->waiting,
-                     "tube %s: waitq entry %u", t->name, k);
+        {
+            uint32_t fifo = 0;
+
+            for (uint32_t k = 0; k < t->waitq_len; k++) {
+                FZ_CHECK(t->waitq[k]->tube == t && t->waitq[k]->wait_pos == k &&
+                         t->waitq[k]->worker->waiting,
+                         "tube %s: waitq entry %u", t->name, k);
+                fifo += t->waitq[k]->worker->fifo;
+            }
+            FZ_CHECK(fifo == t->waitq_fifo, "tube %s: waitq_fifo", t->name);
+        }
         if (top)
             due = job_ext(top)->deadline;
         if (t->pause && t->unpause_at < due)

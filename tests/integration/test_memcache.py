@@ -549,9 +549,8 @@ def test_half_close_while_waiting_answers_end(binary):
 
 @no_server
 def test_fair_queue_with_beanstalk(binary):
-    """memcache gets and beanstalk reserves waiting on a tube share one set
-    of waiters, served in beanstalkd's order (its ms_take: the first to
-    wait first, then on from a cursor that stays past the last taken)."""
+    """memcache gets and beanstalk reserves waiting on a tube are served in
+    the order they started waiting."""
     from mcproto import wait_for
     with McServer(binary) as s:
         b, m, p, obs = s.bs(), s.mc(), s.mc(), s.bs()
@@ -565,18 +564,16 @@ def test_fair_queue_with_beanstalk(binary):
         eq(body, b"first", "the beanstalk reserve waited first")
         p.store("q", b"second")
         eq(m.read_value("q/t=20000"), b"second", "then the memcache get")
-        # The other way round: the cursor stands at the set's second place
-        # (one past the last take), so the reserve that came later is
-        # served first, as beanstalkd serves two waiting connections.
+        # The other way round.
         m.send(b"get q/t=20000\r\n")
         wait_for(lambda: bs_stats_tube(obs, "q")["current-waiting"] == "1", "mc waits")
         b.send(b"reserve-with-timeout 20\r\n")
         wait_for(lambda: bs_stats_tube(obs, "q")["current-waiting"] == "2", "bs waits")
         p.store("q", b"third")
-        line, body = b.read_reply()
-        eq(body, b"third", "the reserve, at the cursor")
+        eq(m.read_value("q/t=20000"), b"third", "the memcache get waited first")
         p.store("q", b"fourth")
-        eq(m.read_value("q/t=20000"), b"fourth", "then the memcache get")
+        line, body = b.read_reply()
+        eq(body, b"fourth", "then the beanstalk reserve")
 
 
 @no_server

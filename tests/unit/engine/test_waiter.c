@@ -492,6 +492,54 @@ START_TEST(delay_ending_beats_timeout_in_same_tick)
 }
 END_TEST
 
+/* While a fifo worker (a memcache get) waits on a tube, its waiters are
+ * served first come first served, reserves included (kestrel's
+ * contract); once none waits, beanstalkd's order again. */
+START_TEST(fifo_waiter_makes_tube_first_come)
+{
+    World x;
+    Seen taker, b1, b2, m;
+    uint64_t id1, id2, id3;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &taker);
+    seen_init(&x, &b1);
+    seen_init(&x, &b2);
+    seen_init(&x, &m);
+    m.w.fifo = 1;
+    put(&x, 0);
+    ck_assert_int_eq(worker_reserve(&x.e, &taker.w, 0, &j), WAIT_RESERVED); /* cursor 1 */
+    /* Beanstalk only: the cursor's waiter (the second) first. */
+    park(&x, &b1, INT64_MAX);
+    park(&x, &b2, INT64_MAX);
+    id1 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b2.id, id1);
+    ck_assert_int_eq(b1.n, 0);
+    /* b1 still waits; then the get, then b2 again: first come first
+     * served while the get waits. */
+    park(&x, &m, INT64_MAX);
+    park(&x, &b2, INT64_MAX);
+    ck_assert_uint_eq(x.t->waitq_fifo, 1);
+    id1 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b1.id, id1);
+    id2 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(m.id, id2);
+    ck_assert_uint_eq(x.t->waitq_fifo, 0);
+    id3 = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b2.id, id3);
+    worker_fini(&x.e, &taker.w);
+    worker_fini(&x.e, &b1.w);
+    worker_fini(&x.e, &b2.w);
+    worker_fini(&x.e, &m.w);
+    world_free(&x);
+}
+END_TEST
+
 /* Jobs are noted no more than the tube has waiters for: a kick of many
  * with one waiter notes one; the waiter still gets the first kicked. */
 START_TEST(notes_bounded_by_waiters)
@@ -657,6 +705,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, delays_end_across_tubes_in_deadline_order);
     tcase_add_test(tc, indexed_watcher_waits_in_the_sets);
     tcase_add_test(tc, delay_ending_beats_timeout_in_same_tick);
+    tcase_add_test(tc, fifo_waiter_makes_tube_first_come);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
