@@ -77,6 +77,15 @@ struct Engine {
      * layer below it can announce ready jobs without knowing who waits.
      * It only notes the tube; engine_deliver() serves it afterwards. */
     void (*on_ready)(struct Engine *e, Tube *t);
+    /* The same for one job made ready (queue_enqueue): it also notes the
+     * job, so engine_deliver() hands jobs out in the order they came. */
+    void (*on_ready_job)(struct Engine *e, Job *j);
+    /* Ids of jobs made ready, in that order, while their tube had waiters
+     * (waiter.c): beanstalkd gives each such job to a waiter as it comes
+     * (a kick of three hands out the first kicked, not the best). */
+    uint64_t *fresh;
+    size_t fresh_len, fresh_cap, fresh_head;
+    uint64_t wide_ct;       /* workers on wide_waiters */
     List posted_tubes;      /* Tube.post_link: jobs to hand to waiters */
     List ended_waiters;     /* Worker.end_link: waits that timed out */
     EvPost deliver;         /* runs engine_deliver() after the handler */

@@ -135,13 +135,81 @@ static void came_back(Engine *e, uint64_t id)
  * swept in batches, with other clients served between them. */
 #define EXPIRE_BATCH 1000
 
+/* ---- delays ending, across tubes ---------------------------------------- */
+
+/* Order of the merge below: by the deadline of each tube's next delayed
+ * job (the tubes in it have one). */
+static int delay_top_less(const void *a, const void *b)
+{
+    return job_deadline_less(heap_top(&((const Tube *)a)->delay),
+                             heap_top(&((const Tube *)b)->delay));
+}
+
+static void merge_setpos(void *x, size_t pos)
+{
+    (void)x; /* only the top is ever taken or fixed */
+    (void)pos;
+}
+
+static int delay_due(const Engine *e, const Tube *t)
+{
+    const Job *j = heap_top(&t->delay);
+
+    return j && job_ext(j)->deadline <= e->now;
+}
+
+/* The tubes with a delay ended, found from the timers' root down through
+ * due entries only (a tube's timer is never later than its next delay). */
+static int gather_due(Engine *e, Heap *m, size_t i)
+{
+    const Heap *timers = &e->tubes.timers;
+    Tube *t;
+
+    if (i >= timers->len || (t = timers->items[i])->timer_at > e->now)
+        return 0;
+    if (delay_due(e, t) && heap_insert(m, t) < 0)
+        return -1;
+    if (gather_due(e, m, 2 * i + 1) < 0)
+        return -1;
+    return gather_due(e, m, 2 * i + 2);
+}
+
+/* Jobs whose delay ended become ready in deadline order across tubes, as
+ * beanstalkd promotes them: a worker waiting on two tubes gets the job that
+ * was due first, not the next one of the tube served first. Without memory
+ * for the merge, tick_tubes() promotes tube by tube. */
+static void promote_due(Engine *e)
+{
+    Heap m;
+    Tube *t;
+
+    heap_init(&m, delay_top_less, merge_setpos);
+    if (gather_due(e, &m, 0) < 0 || m.len < 2) {
+        heap_free(&m);
+        return;
+    }
+    while ((t = heap_top(&m))) {
+        Job *j = heap_top(&t->delay);
+
+        queue_detach(e, j);
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
+        if (delay_due(e, t))
+            heap_fix(&m, 0);
+        else
+            heap_pop(&m);
+    }
+    heap_free(&m);
+}
+
 /* Delays ending, pauses ending and jobs expiring, tube by tube, earliest
- * first. */
+ * first (the delays of several tubes in deadline order, promote_due()). */
 static void tick_tubes(Engine *e)
 {
     uint64_t budget = EXPIRE_BATCH;
     Tube *t;
 
+    promote_due(e);
     while (budget && (t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
         Job *j;
 
@@ -210,10 +278,15 @@ static void trim_heap(Engine *e)
 
 void engine_tick(Engine *e)
 {
-    /* Wake waits before expiring TTRs: a worker waiting in reserve hears
-     * DEADLINE_SOON before its job is taken back. */
-    waiter_tick(e);
+    /* Delays and pauses end first and their jobs go out at once, before
+     * any wait times out, as in beanstalkd: a reserve-with-timeout 1 sent
+     * just after a put with delay 1 gets that job, not TIMED_OUT, even
+     * when both fall in this tick. Then waits end before TTRs expire: a
+     * worker waiting in reserve hears DEADLINE_SOON before its job is
+     * taken back. */
     tick_tubes(e);
+    engine_deliver(e);
+    waiter_tick(e);
     tick_ttrs(e);
     binlog_tick(e);
     grave_free(e, GRAVE_BATCH);
@@ -593,7 +666,6 @@ void worker_init(Engine *e, Worker *w, const WorkerOps *ops)
     w->nwatch = 1;
     w->watch0.tube = t;
     w->watch0.worker = w;
-    list_init(&w->watch0.wait_link);
     tube_ref(t);
     t->watching_ct++;
 }

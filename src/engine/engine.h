@@ -22,7 +22,8 @@
  * Waiting: worker_reserve() either answers at once or parks the worker;
  * a parked worker is woken through its WorkerOps when a job arrives, its
  * timeout passes or a job it holds nears its TTR. Waiters of a tube are
- * served first come, first served, whatever front-end they came from.
+ * served in beanstalkd's order (waiter.h), whatever front-end they came
+ * from.
  */
 #ifndef TUBED_ENGINE_H
 #define TUBED_ENGINE_H
@@ -47,8 +48,10 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop);
 int engine_open_binlog(Engine *e, char *err, size_t errlen);
 void engine_free(Engine *e);
 
-/* Timers due at e->now: waits ending, delays ending, TTRs running out,
- * pauses ending, the binlog's sync deadline and compaction. */
+/* Timers due at e->now: delays ending, pauses ending, waits ending, TTRs
+ * running out, the binlog's sync deadline and compaction. The jobs whose
+ * delay or pause ended are handed to waiting workers (engine_deliver())
+ * before any wait due in the same tick ends, as beanstalkd does. */
 void engine_tick(Engine *e);
 /* Monotonic ns of the next timer, INT64_MAX if none. */
 int64_t engine_next_due(const Engine *e);

@@ -124,7 +124,7 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
     if (t->oldest)
         oldest_note(e, j);
     queue_ready_update(e, t);
-    e->on_ready(e, t);
+    e->on_ready_job(e, j);
     return 0;
 }
 

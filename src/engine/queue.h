@@ -4,7 +4,8 @@
  *
  * Contract: every function keeps the server's and the tube's counters in
  * step with the job's state, and every place a job becomes ready ends in
- * e->on_ready (waiter.c), so a waiting worker gets it at once. Functions that may
+ * e->on_ready_job (waiter.c; e->on_ready where a pause ends), so a waiting
+ * worker gets it at once, jobs in the order they became ready. Functions that may
  * need a heap to grow return -1 and leave the job where it was; the caller
  * decides (put and release bury the job and answer BURIED, as beanstalkd).
  */

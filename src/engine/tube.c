@@ -53,6 +53,7 @@ static void tube_destroy(Tube *t)
     heap_free(&t->delay);
     heap_free(&t->expiry);
     age_ring_clear(&t->age);
+    tb_free(t->waitq);
     tb_free(t);
 }
 
@@ -123,7 +124,6 @@ Tube *tubes_get(TubeSet *ts, const char *name, size_t len)
     list_init(&t->buried);
     list_init(&t->children);
     list_init(&t->child_link);
-    list_init(&t->waiting);
     list_init(&t->ready_link);
     list_init(&t->post_link);
     t->timer_at = INT64_MAX;

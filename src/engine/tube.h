@@ -44,7 +44,13 @@ struct Tube {
     Heap ready;          /* Job*, by (pri, id) */
     Heap delay;          /* Job*, by (deadline, id) */
     List buried;         /* Job.link, oldest first */
-    List waiting;        /* Watch.wait_link, first come first served */
+    /* Its waiting workers (narrow ones, waiter.c) as beanstalkd keeps
+     * them: removal moves the last into the hole; handed jobs from the
+     * cursor waitq_last on (ms_take). */
+    struct Watch **waitq;
+    uint32_t waitq_len, waitq_cap, waitq_last;
+    uint32_t waitq_fifo; /* its waiters with Worker.fifo: while any, first
+                            come first served (waiter.c) */
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,
@@ -63,6 +69,7 @@ struct Tube {
     uint32_t child_file; /* the binlog file of its registration record
                             (store/blfile.h); 0: none */
     uint8_t posted;      /* on Engine.posted_tubes (a reference is held) */
+    uint32_t fresh_ct;   /* its jobs on Engine.fresh while posted */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
     uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */

@@ -1,5 +1,6 @@
 #include "waiter.h"
 
+#include "alloc.h"
 #include "policy.h"
 #include "queue.h"
 #include "store.h"
@@ -95,6 +96,29 @@ static void post_ready(Engine *e, Tube *t)
     ev_post(e->loop, &e->deliver);
 }
 
+/* j became ready: besides posting its tube, note j itself while its tube
+ * has a waiter for it, so engine_deliver() hands it out in turn. No more
+ * notes per tube than it has waiters (a kick of a million, one worker);
+ * without memory for a note the tube is still served, best job first. */
+static void post_ready_job(Engine *e, Job *j)
+{
+    Tube *t = j->tube;
+
+    post_ready(e, t);
+    if (!t->posted || tube_paused(t) || t->fresh_ct >= t->waiting_ct + e->wide_ct)
+        return;
+    if (e->fresh_len == e->fresh_cap) {
+        size_t cap = e->fresh_cap ? e->fresh_cap * 2 : 16;
+        uint64_t *n = tb_realloc(e->fresh, cap * sizeof *n);
+        if (!n)
+            return;
+        e->fresh = n;
+        e->fresh_cap = cap;
+    }
+    e->fresh[e->fresh_len++] = j->id;
+    t->fresh_ct++;
+}
+
 static void deliver_posted(EvPost *p)
 {
     engine_deliver(container_of(p, Engine, deliver));
@@ -107,7 +131,10 @@ void waiter_init(Engine *e)
     list_init(&e->ended_waiters);
     e->deliver = (EvPost){.fn = deliver_posted};
     e->on_ready = post_ready;
+    e->on_ready_job = post_ready_job;
 }
+
+static void serve_fresh(Engine *e, uint64_t id);
 
 void engine_deliver(Engine *e)
 {
@@ -118,12 +145,18 @@ void engine_deliver(Engine *e)
         list_remove(n);
         w->ops->wake(w, (WaitEnd)w->ended_how, NULL);
     }
+    /* Jobs first, in the order they became ready (a wake may add more);
+     * then what is left of each tube, best job first (a pause ended). */
+    while (e->fresh_head < e->fresh_len)
+        serve_fresh(e, e->fresh[e->fresh_head++]);
+    e->fresh_head = e->fresh_len = 0;
     /* A wake may make more jobs ready (a memcache get closing the job it
      * had open): those tubes join the list and are served in turn. */
     while ((n = list_first(&e->posted_tubes))) {
         Tube *t = container_of(n, Tube, post_link);
         list_remove(n);
         t->posted = 0;
+        t->fresh_ct = 0;
         waiter_serve(e, t);
         tube_unref(&e->tubes, t);
     }
@@ -140,8 +173,89 @@ void waiter_fini(Engine *e)
         Tube *t = container_of(n, Tube, post_link);
         list_remove(n);
         t->posted = 0;
+        t->fresh_ct = 0;
         tube_unref(&e->tubes, t);
     }
+    tb_free(e->fresh);
+    e->fresh = NULL;
+    e->fresh_len = e->fresh_cap = e->fresh_head = 0;
+}
+
+/* ---- a tube's waiting workers, in beanstalkd's order ------------------ */
+
+/* beanstalkd keeps a tube's waiting connections in a set whose removal
+ * moves the last member into the hole, and hands a job to the member at a
+ * cursor that moves on after each take (ms_take). The cursor stays where
+ * it was between waits: after one take, the next of two waiting workers
+ * served is the one that came last. Its clients see which connection gets
+ * a job, so tubed keeps the same order for its narrow waiters. */
+
+static int waitq_room(Tube *t)
+{
+    uint32_t cap;
+    Watch **n;
+
+    if (t->waitq_len < t->waitq_cap)
+        return 0;
+    cap = t->waitq_cap ? t->waitq_cap * 2 : 4;
+    if (!(n = tb_realloc(t->waitq, cap * sizeof *n)))
+        return -1;
+    t->waitq = n;
+    t->waitq_cap = cap;
+    return 0;
+}
+
+static void waitq_add(Watch *wt)
+{
+    Tube *t = wt->tube;
+
+    wt->wait_pos = t->waitq_len;
+    t->waitq[t->waitq_len++] = wt;
+    t->waiting_ct++;
+    t->waitq_fifo += wt->worker->fifo;
+}
+
+static void waitq_del(Watch *wt)
+{
+    Tube *t = wt->tube;
+    Watch *last = t->waitq[--t->waitq_len];
+
+    t->waitq[wt->wait_pos] = last;
+    last->wait_pos = wt->wait_pos;
+    t->waiting_ct--;
+    t->waitq_fifo -= wt->worker->fifo;
+}
+
+/* The narrow worker t hands its next job to, NULL if none: the one at the
+ * cursor; or, while a fifo worker (a memcache get) waits on t, the one
+ * that began to wait first (kestrel's contract, spec kestrel.md). */
+static Worker *waitq_next(const Tube *t)
+{
+    Worker *first = NULL;
+
+    if (!t->waitq_len)
+        return NULL;
+    if (!t->waitq_fifo)
+        return t->waitq[t->waitq_last % t->waitq_len]->worker;
+    for (uint32_t i = 0; i < t->waitq_len; i++) {
+        Worker *w = t->waitq[i]->worker;
+        if (!first || w->wait_seq < first->wait_seq)
+            first = w;
+    }
+    return first;
+}
+
+/* w takes a job of t: the cursor moves past w's place, as ms_take's does
+ * (w leaves every set afterwards, worker_cancel). A worker served at once
+ * took its place at the end of t's set and left it. */
+static void waitq_took(Tube *t, const Worker *w)
+{
+    if (w->waiting && t->waitq_fifo)
+        return; /* served first come first served: no cursor */
+    if (w->waiting && !list_linked(&w->wide_link))
+        t->waitq_last = t->waitq_last % t->waitq_len + 1;
+    else if (!w->waiting)
+        t->waitq_last = t->waitq_last % (t->waitq_len + 1) + 1;
 }
 
 void worker_cancel(Engine *e, Worker *w)
@@ -153,11 +267,10 @@ void worker_cancel(Engine *e, Worker *w)
         return;
     if (list_linked(&w->wide_link)) {
         list_remove(&w->wide_link);
+        e->wide_ct--;
     } else {
-        for (uint32_t i = 0; i < w->nwatch; i++) {
-            list_remove(&w->watch[i].wait_link);
-            w->watch[i].tube->waiting_ct--;
-        }
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            waitq_del(&w->watch[i]);
     }
     if (w->tickat != INT64_MAX)
         heap_remove(&e->wait_timers, w->timer_pos);
@@ -184,15 +297,17 @@ static int start_wait(Engine *e, Worker *w, int64_t timeout)
     if (tick != INT64_MAX &&
         heap_reserve(&e->wait_timers, e->wait_timers.len + 1) < 0)
         return WAIT_NO_MEMORY;
-    /* A wide worker waits once, engine-wide, instead of in every tube it
-     * watches: starting and ending its wait stays O(1). */
-    if (watch_is_wide(w)) {
+    /* A worker watching very many tubes waits once, engine-wide, instead of
+     * in every tube it watches: starting and ending its wait stays O(1). */
+    if (watch_waits_wide(w)) {
         list_insert_tail(&e->wide_waiters, &w->wide_link);
+        e->wide_ct++;
     } else {
-        for (uint32_t i = 0; i < w->nwatch; i++) {
-            list_insert_tail(&w->watch[i].tube->waiting, &w->watch[i].wait_link);
-            w->watch[i].tube->waiting_ct++;
-        }
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            if (waitq_room(w->watch[i].tube) < 0)
+                return WAIT_NO_MEMORY;
+        for (uint32_t i = 0; i < w->nwatch; i++)
+            waitq_add(&w->watch[i]);
     }
     w->wait_seq = ++e->wait_seq;
     w->tickat = tick;
@@ -218,7 +333,10 @@ int worker_reserve(Engine *e, Worker *w, int64_t timeout, Job **out)
             *out = NULL;
             return start_wait(e, w, timeout);
         }
-        return take(e, w, j);
+        if (take(e, w, j) != WAIT_RESERVED)
+            return WAIT_NO_MEMORY;
+        waitq_took(j->tube, w);
+        return WAIT_RESERVED;
     }
     if (deadline_soon(e, w))
         return WAIT_DEADLINE_SOON;
@@ -238,16 +356,36 @@ static Worker *first_wide(const Engine *e, const Tube *t)
     return NULL;
 }
 
-/* The worker that has waited longest for a job of t. */
+/* The worker t hands its next job to: the narrow one at t's cursor, or a
+ * wide one that began to wait before it. */
 static Worker *next_waiter(const Engine *e, const Tube *t)
 {
-    List *n = list_first(&t->waiting);
-    Worker *narrow = n ? container_of(n, Watch, wait_link)->worker : NULL;
+    Worker *narrow = waitq_next(t);
     Worker *wide = list_empty(&e->wide_waiters) ? NULL : first_wide(e, t);
 
     if (!narrow || (wide && wide->wait_seq < narrow->wait_seq))
         return wide;
     return narrow;
+}
+
+/* The job that became ready goes to its tube's next waiter, as beanstalkd
+ * hands a job out the moment it is ready. One
+ * gone, taken or expired since, or in a tube paused or without a waiter,
+ * is left to its tube's serving (waiter_serve). */
+static void serve_fresh(Engine *e, uint64_t id)
+{
+    Job *j = job_table_find(&e->jobs, id);
+    Worker *w;
+
+    if (!j || job_dead(j) || j->state != JOB_READY || tube_paused(j->tube))
+        return;
+    if (!(w = next_waiter(e, j->tube)))
+        return;
+    if (policy_check(e, j) || spill_fetch(e, j) > 0)
+        return;
+    waitq_took(j->tube, w);
+    worker_cancel(e, w);
+    w->ops->wake(w, take(e, w, j), j);
 }
 
 void waiter_serve(Engine *e, Tube *t)
@@ -272,6 +410,7 @@ void waiter_serve(Engine *e, Tube *t)
         } else if (spill_fetch(e, j) > 0) {
             break; /* served when the reader brings it (spill.h) */
         }
+        waitq_took(t, w);
         worker_cancel(e, w);
         w->ops->wake(w, take(e, w, j), j);
     }

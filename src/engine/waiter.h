@@ -2,16 +2,25 @@
  * waiter.h — matching waiting workers with jobs (the engine side of
  * reserve, and of a memcache get with a timeout).
  *
- * Contract: worker_reserve() answers at once when it can (a job
- * from the watched tubes, DEADLINE_SOON, or TIMED_OUT) and otherwise parks
- * the worker in the waiting list of every tube it watches, with a timer
- * for its timeout and for the one-second safety margin before the TTR of a
- * job it holds. When a job becomes ready or a pause ends, queue.c calls
- * e->on_ready(), which only notes the tube and posts engine_deliver() on
- * the loop; engine_deliver() (engine.h) then runs waiter_serve(), which
- * hands a tube's ready jobs to its waiting workers, first come first
- * served, and wakes them. waiter_tick() ends waits whose time came; their
- * wakes are delivered the same way. So a worker is never woken inside the
+ * Contract: worker_reserve() answers at once when it can (a job from the
+ * watched tubes, DEADLINE_SOON, or TIMED_OUT) and otherwise parks the
+ * worker in the waiting set of every tube it watches, with a timer for its
+ * timeout and for the one-second safety margin before the TTR of a job it
+ * holds. When a job becomes ready or a pause ends, queue.c calls
+ * e->on_ready_job() or e->on_ready(), which only note the job and the tube
+ * and post engine_deliver() on the loop; engine_deliver() (engine.h) then
+ * hands the jobs that became ready, in that order, to waiting workers
+ * (beanstalkd gives each job out as it becomes ready: a kick of three
+ * hands out the first kicked), and runs waiter_serve() for what is left of
+ * each tube. Which worker is served is beanstalkd's choice too: a tube's
+ * waiters sit in a set whose removal moves the last into the hole, served
+ * from a cursor that moves on after each take (its ms_take), or first
+ * come first served while a fifo worker (a memcache get) waits there; a worker
+ * watching more than WAIT_WIDE tubes (watch.h) waits engine-wide instead
+ * and goes before them if it began to wait before the one at the cursor.
+ * waiter_tick() ends waits whose time came; their wakes are delivered the
+ * same way (engine_tick() first delivers what delays and pauses ending in
+ * the same tick made ready). So a worker is never woken inside the
  * operation that served it: that operation has finished and placed its
  * binlog records first.
  */

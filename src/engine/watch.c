@@ -100,8 +100,6 @@ static int grow(Worker *w)
     }
     if (!list)
         return -1;
-    for (uint32_t i = 0; i < w->nwatch; i++)
-        list_init(&list[i].wait_link); /* not waiting: nothing is linked */
     w->watch = list;
     w->watch_cap = cap;
     return 0;
@@ -116,7 +114,6 @@ int watch_add(Worker *w, Tube *t)
     wt = &w->watch[w->nwatch++];
     wt->tube = t;
     wt->worker = w;
-    list_init(&wt->wait_link);
     tube_ref(t);
     t->watching_ct++;
     if (w->wset && w->nwatch * 2 > w->wset_cap)
@@ -139,7 +136,6 @@ void watch_remove(Engine *e, Worker *w, int i)
             w->wset[set_lookup(w, w->watch[last].tube)].idx = (uint32_t)i;
     }
     w->watch[i] = w->watch[last];
-    list_init(&w->watch[i].wait_link);
     if (w->wset && w->nwatch <= WATCH_WIDE / 2) {
         tb_free(w->wset);
         w->wset = NULL;

@@ -5,11 +5,12 @@
  * place is taken by the last one), which list-tubes-watched shows. Each
  * entry holds a reference on its tube. Past WATCH_WIDE entries the list
  * also keeps a hash index, so membership and removal stay O(1) for a
- * worker watching thousands of tubes; such a "wide" worker waits in one
- * engine-wide list instead of in every tube's (see waiter.c). If the index
- * cannot be allocated the list simply stays narrow: slower, still correct.
+ * worker watching thousands of tubes; past WAIT_WIDE entries such a worker
+ * waits in one engine-wide list instead of in every tube's (waiter.c). If
+ * the index cannot be allocated the list simply stays narrow: slower,
+ * still correct.
  * No entry moves while its worker waits (its front-end reads no commands
- * then), so wait_link pointers stay valid.
+ * then), so the tubes' waitq pointers to entries stay valid.
  */
 #ifndef TUBED_WATCH_H
 #define TUBED_WATCH_H
@@ -30,5 +31,14 @@ void watch_remove(Engine *e, Worker *w, int i);
 void watch_clear(Engine *e, Worker *w);
 
 static inline int watch_is_wide(const Worker *w) { return w->wset != NULL; }
+
+/* Up to WAIT_WIDE watched tubes a worker waits in every tube's set, in
+ * beanstalkd's order (waiter.c); past it, once, engine-wide, as joining and
+ * leaving that many sets would cost too much per wait. Only such workers
+ * are served in another order than beanstalkd's (by when they began to
+ * wait, against the worker at a tube's cursor). */
+#define WAIT_WIDE 1024
+
+static inline int watch_waits_wide(const Worker *w) { return w->nwatch > WAIT_WIDE; }
 
 #endif

@@ -49,7 +49,7 @@ typedef struct WatchSlot {
 typedef struct Watch {
     Tube *tube;
     Worker *worker;
-    List wait_link;
+    uint32_t wait_pos;      /* in tube->waitq, while its worker waits */
 } Watch;
 
 struct Worker {
@@ -64,8 +64,11 @@ struct Worker {
     List end_link;          /* Engine.ended_waiters: a timed-out wait to report */
     uint8_t no_ttr;         /* its reservations never time out (memcache
                                /open: kestrel has no TTR by default) */
+    uint8_t fifo;           /* while it waits on a tube, that tube serves its
+                               waiters first come first served (memcache:
+                               kestrel's contract), not in beanstalkd's order */
     List wide_link;         /* engine's wide_waiters, when wide and waiting */
-    uint64_t wait_seq;      /* order of waiting, first come first served */
+    uint64_t wait_seq;      /* order of waiting (wide against narrow) */
     List reserved;          /* JobExt.link of jobs this worker reserved */
     int64_t wait_until;     /* reserve timeout, INT64_MAX for none */
     int64_t tickat;         /* key in the engine's wait timers, INT64_MAX if absent */

@@ -324,7 +324,7 @@ static void check_server(const Server *s, const Memcache *f)
              (unsigned long long)s->eng.waiting_ct, (unsigned long long)waiting);
     for (size_t i = 0; i < s->eng.tubes.len; i++) {
         const Tube *t = s->eng.tubes.list[i];
-        FZ_CHECK(fz_list_len(&t->waiting) == t->waiting_ct, "tube %s: waiting_ct", t->name);
+        FZ_CHECK(t->waitq_len == t->waiting_ct, "tube %s: waiting_ct", t->name);
         FZ_CHECK(t->refs > 0 || t == s->eng.default_tube, "tube %s with no reference",
                  t->name);
     }

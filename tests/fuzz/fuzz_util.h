@@ -413,16 +413,22 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                 FZ_CHECK(cn->watch[k].tube != cn->watch[i].tube, "tube watched twice");
             FZ_CHECK(watch_find(cn, cn->watch[i].tube) == (int)i,
                      "watch_find of entry %u gives %d", i, watch_find(cn, cn->watch[i].tube));
-            /* A wide watcher waits once, server-wide; a narrow one in
-             * every tube it watches. */
-            FZ_CHECK(list_linked(&cn->watch[i].wait_link) ==
-                     (cn->waiting && !watch_is_wide(cn)),
-                     "wait link of a %s connection in state %d",
-                     watch_is_wide(cn) ? "wide" : "narrow", c0->state);
+            /* A watcher of more than WAIT_WIDE tubes waits once,
+             * server-wide; any other in every tube it watches (its tube's
+             * waitq holds the entry at its wait_pos). */
+            {
+                const Watch *wt = &cn->watch[i];
+                const Tube *wtt = wt->tube;
+                int in = wt->wait_pos < wtt->waitq_len && wtt->waitq[wt->wait_pos] == wt;
+
+                FZ_CHECK(in == (cn->waiting && !watch_waits_wide(cn)),
+                         "waitq entry of a %s connection in state %d",
+                         watch_waits_wide(cn) ? "wide" : "narrow", c0->state);
+            }
         }
-        FZ_CHECK(list_linked(&cn->wide_link) == (cn->waiting && watch_is_wide(cn)),
+        FZ_CHECK(list_linked(&cn->wide_link) == (cn->waiting && watch_waits_wide(cn)),
                  "wide link of a %s connection in state %d",
-                 watch_is_wide(cn) ? "wide" : "narrow", c0->state);
+                 watch_waits_wide(cn) ? "wide" : "narrow", c0->state);
         if (watch_is_wide(cn)) {
             uint32_t used = 0;
             for (uint32_t k = 0; k < cn->wset_cap; k++)
@@ -499,7 +505,19 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                  (unsigned long long)t->reserved_ct, (unsigned long long)c.tube_reserved[i],
                  (unsigned long long)t->buried_ct, (unsigned long long)c.tube_buried[i],
                  (unsigned long long)t->urgent_ct, (unsigned long long)c.tube_urgent[i]);
-        FZ_CHECK(fz_list_len(&t->waiting) == t->waiting_ct, "tube %s: waiting_ct", t->name);
+        FZ_CHECK(t->waitq_len == t->waiting_ct && t->waitq_len <= t->waitq_cap,
+                 "tube %s: waiting_ct", t->name);
+        {
+            uint32_t fifo = 0;
+
+            for (uint32_t k = 0; k < t->waitq_len; k++) {
+                FZ_CHECK(t->waitq[k]->tube == t && t->waitq[k]->wait_pos == k &&
+                         t->waitq[k]->worker->waiting,
+                         "tube %s: waitq entry %u", t->name, k);
+                fifo += t->waitq[k]->worker->fifo;
+            }
+            FZ_CHECK(fifo == t->waitq_fifo, "tube %s: waitq_fifo", t->name);
+        }
         if (top)
             due = job_ext(top)->deadline;
         if (t->pause && t->unpause_at < due)

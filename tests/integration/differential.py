@@ -41,7 +41,15 @@ Usage:
   python3 tests/integration/differential.py --bin build/tubed --seed 42 --steps 3000
   python3 tests/integration/differential.py --bin /usr/bin/beanstalkd   # self-check
 Options: --ref PATH, --seed N, --steps N, --streams N, --only SUBSTR,
-         --no-scenarios, --no-random, --max-diffs N, --sort-lists, --list, -v.
+         --no-scenarios, --no-random, --blocking, --blocking-streams N,
+         --max-diffs N, --sort-lists, --list, -v.
+
+Blocking streams (--blocking-streams, 2 by default, after the others; all
+streams with --blocking) also send reserves that may wait (parked,
+which `stats` tells: current-waiting grew), and after each later command
+read on the reference which parked reserves it served (as many as
+current-waiting fell), expecting the same connections to answer the same
+on the server under test.
 
 The last line is `differential: N passed, N failed` (N counts streams); the
 exit status is non-zero if any stream showed a difference.
@@ -52,6 +60,7 @@ import difflib
 import os
 import random
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -92,9 +101,10 @@ def detect_dialect(binary):
 
 
 class Server:
-    def __init__(self, binary, workdir, label):
+    def __init__(self, binary, workdir, label, args=()):
         self.binary = binary
         self.label = label
+        self.args = tuple(args)
         self.h = None
         self.last_err = ""
 
@@ -108,7 +118,7 @@ class Server:
 
     def start(self):
         try:
-            self.h = harness.Server(self.binary).start()
+            self.h = harness.Server(self.binary, args=self.args).start()
         except harness.ServerError as e:
             raise RuntimeError("%s (%s) did not start: %s" % (self.label, self.binary, e))
 
@@ -371,7 +381,9 @@ class Side:
 
 class Step:
     """kind: cmd (send, read n replies), send (no reply expected now),
-    read (n replies), close (half-close, read to EOF), sleep, signal."""
+    read (n replies), close (half-close, read to EOF), sleep, signal,
+    await (until n wait on a tube, see await_waiting), park and collect
+    (blocking reserves of random streams, see Runner.park/collect)."""
 
     def __init__(self, kind, conn=None, data=b"", n=1, timeout=REPLY_TIMEOUT,
                  arg=None):
@@ -387,6 +399,8 @@ class Step:
             return "read %s (%d replies)" % (self.conn, self.n)
         if self.kind == "close":
             return "half-close %s" % self.conn
+        if self.kind == "park":
+            return "park %s %r" % (self.conn, self.data)
         return "%s %r" % (self.kind, self.arg)
 
 
@@ -414,6 +428,15 @@ def sleep(sec):
 
 def sig(signum):
     return Step("signal", arg=signum)
+
+
+def await_waiting(tube, n):
+    """Block until n connections wait in a reserve on tube, on each server
+    (polled with stats-tube on a connection of its own, `_sync`): a reserve
+    sent on another connection is then surely parked, with no sleep that
+    could be too short.  The side that needed fewer polls gets more, so
+    both count as many stats-tube commands."""
+    return Step("await", arg=(tube, n))
 
 
 def classify(data):
@@ -453,6 +476,7 @@ class Runner:
         self.accepted = 0
         self.pos = 0
         self.last_ref = []      # normalised reference replies of the last step
+        self.parks = self.parked = self.served = 0   # --blocking figures
 
     def run(self, step):
         self.pos += 1
@@ -464,6 +488,17 @@ class Runner:
         if k == "signal":
             self.ref.server.signal(step.arg)
             self.test.server.signal(step.arg)
+            self.last_ref = []
+            return
+        if k == "park":
+            self.park(step)
+            return
+        if k == "collect":
+            self.collect(step)
+            return
+        if k == "await":
+            polls = {side: self.await_waiting(side, step) for side in (self.ref, self.test)}
+            self.equalize(polls, b"stats-tube %s\r\n" % step.arg[0])
             self.last_ref = []
             return
         policy = classify(step.data) if k == "cmd" else None
@@ -524,6 +559,137 @@ class Runner:
             return
         self.report(step, sent, rraw, rnorm, traw, tnorm)
 
+    AWAIT_CEILING = 10.0     # seconds; a healthy server needs ms
+
+    # -- blocking reserves in random streams (RandomStream --blocking) ------
+
+    @staticmethod
+    def _waiting(side):
+        """current-waiting of the server, by one `stats` on `_sync`."""
+        c = side.conn("_sync")
+        c.send(b"stats\r\n")
+        m = re.search(rb"\ncurrent-waiting: (\d+)\n", c.read_reply(REPLY_TIMEOUT))
+        return int(m.group(1)) if m else -1
+
+    @staticmethod
+    def _has_reply(conn, timeout=0.0):
+        if conn.buf:
+            return True
+        try:
+            return bool(select.select([conn.sock], [], [], timeout)[0])
+        except (OSError, ValueError):
+            return True         # a closed socket: reading says so
+
+    def _settle(self, side, step):
+        """Send a reserve and find out whether it was answered or parked:
+        ("reply", reply, polls) or ("parked", None, polls).  Parked means
+        `stats` counted one more waiting connection, so a later reply can
+        only come from something the stream does."""
+        before = self._waiting(side)
+        c = side.conn(step.conn)
+        c.send(side.resolve(step.data))
+        polls = 1
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        while True:
+            if self._has_reply(c):
+                return "reply", c.read_reply(REPLY_TIMEOUT), polls
+            polls += 1
+            if self._waiting(side) == before + 1:
+                return "parked", None, polls
+            if time.monotonic() > deadline:
+                return "stuck", None, polls
+            time.sleep(0.002)
+
+    def park(self, step):
+        out = {side: self._settle(side, step) for side in (self.ref, self.test)}
+        self.equalize({side: o[2] for side, o in out.items()}, b"stats\r\n")
+        (rk, rr, _), (tk, tr, _) = out[self.ref], out[self.test]
+        step.outcome = rk
+        self.parks += 1
+        self.parked += rk == "parked"
+        if rk == "stuck":
+            self.report(step, {}, [], [b"<NEITHER-REPLY-NOR-WAIT>"], [], [b""],
+                        why="the reference neither answered nor parked the reserve")
+            raise Difference("stream out of step with the reference")
+        rnorm = [self.ref.normalize(rr)] if rr is not None else []
+        tnorm = [self.test.normalize(tr)] if tr is not None else []
+        self.last_ref = rnorm
+        if self.verbose:
+            print("  [%s %d] %s -> %s %r" % (self.name, self.pos, step.describe(), rk,
+                                           b"".join(rnorm)[:100]))
+        if rk != tk:
+            self.report(step, {}, [], [b"<%s> " % rk.encode()] + rnorm, [],
+                        [b"<%s> " % tk.encode()] + tnorm)
+            raise Difference("one server parked the reserve, the other did not")
+        if rnorm != tnorm:
+            self.report(step, {}, [rr], rnorm, [tr], tnorm)
+
+    def collect(self, step):
+        """After a command, the parked reserves (step.arg) that it served:
+        on the reference, `stats` says how many, and their replies are
+        awaited; the same connections must have answered the same on the
+        server under test, and no other."""
+        parked = step.arg
+        nref, ntest = self._waiting(self.ref), self._waiting(self.test)
+        served = len(parked) - nref
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        ready = []
+        while True:
+            ready = [c for c in parked if self._has_reply(self.ref.conn(c))]
+            if len(ready) >= served or time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        step.outcome = {}
+        self.last_ref = []
+        if self.verbose:
+            print("  [%s %d] collect %s: waiting %d, served %s" % (
+                self.name, self.pos, parked, nref, sorted(ready)))
+        for c in sorted(ready):
+            rraw = self.ref.conn(c).read_reply(REPLY_TIMEOUT)
+            traw = self.test.conn(c).read_reply(REPLY_TIMEOUT)
+            rn, tn = self.ref.normalize(rraw), self.test.normalize(traw)
+            step.outcome[c] = rn
+            self.served += 1
+            if rn != tn:
+                self.report(Step("read", c), {}, [rraw], [rn], [traw], [tn])
+        extra = [c for c in parked if c not in ready and self._has_reply(self.test.conn(c))]
+        if nref != ntest or extra or len(ready) != served:
+            self.report(step, {}, [], [b"waiting %d, served %r" % (nref, sorted(ready))], [],
+                        [b"waiting %d, also answered %r" % (ntest, extra)],
+                        why="parked reserves served differently")
+            raise Difference("parked reserves out of step")
+
+    def equalize(self, polls, line):
+        """Send line on `_sync` to the side that polled less, until both
+        sent it as often (polls: side -> count)."""
+        most = max(polls.values())
+        for side, n in polls.items():
+            c = side.conn("_sync")
+            for _ in range(most - n):
+                c.send(line)
+                c.read_reply(REPLY_TIMEOUT)
+
+    def await_waiting(self, side, step):
+        """Polls until the condition holds; returns how many it sent."""
+        tube, n = step.arg
+        want = b"\ncurrent-waiting: %d\n" % n
+        c = side.conn("_sync")
+        deadline = time.monotonic() + self.AWAIT_CEILING
+        polls = 0
+        while True:
+            c.send(b"stats-tube %s\r\n" % tube)
+            polls += 1
+            reply = c.read_reply(REPLY_TIMEOUT)
+            if want in reply:
+                return polls
+            if time.monotonic() > deadline or not reply.startswith(b"OK "):
+                label = "reference" if side is self.ref else "tested"
+                print("DIFF %s position %d: %s" % (self.name, self.pos, step.describe()))
+                print("    %s never had %d waiting on %r: %r" % (label, n, tube, _clip(reply)))
+                self.diffs += 1
+                raise Difference("await failed")
+            time.sleep(0.005)
+
     def report(self, step, sent, rraw, rnorm, traw, tnorm, why=None):
         self.diffs += 1
         rs, ts = b"".join(rnorm), b"".join(tnorm)
@@ -562,12 +728,13 @@ def _clip(b, n=700):
 _notes_shown = set()
 
 
-def run_stream(name, steps, args, make_steps=None):
-    """Fresh servers, run steps (a list, or a generator object with next/observe),
-    stop servers.  Returns True when no difference was found."""
+def run_stream(name, steps, args, make_steps=None, server_args=()):
+    """Fresh servers (both started with server_args), run steps (a list, or
+    a generator object with next/observe), stop servers.  Returns True when
+    no difference was found."""
     workdir = tempfile.mkdtemp(prefix="tubed-diff-")
-    ref = Side(Server(args.ref, workdir, "reference"), args.ref_dialect)
-    test = Side(Server(args.bin, workdir, "tested"), args.test_dialect)
+    ref = Side(Server(args.ref, workdir, "reference", server_args), args.ref_dialect)
+    test = Side(Server(args.bin, workdir, "tested", server_args), args.test_dialect)
     runner = Runner(name, ref, test, args.max_diffs, args.verbose)
     ok = True
     t0 = time.monotonic()
@@ -617,6 +784,9 @@ def run_stream(name, steps, args, make_steps=None):
     ok = ok and runner.diffs == 0
     status = "ok" if ok else "FAILED"
     extra = " (%d documented differences accepted)" % runner.accepted if runner.accepted else ""
+    if runner.parks:
+        extra += " (%d blocking reserves, %d parked, %d served later)" % (
+            runner.parks, runner.parked, runner.served)
     print("%-6s %s: %d steps, %.2f s%s" % (status, name, runner.pos,
                                           time.monotonic() - t0, extra))
     return ok
@@ -635,6 +805,14 @@ SCENARIOS = []
 def scenario(fn):
     SCENARIOS.append((fn.__name__.replace("_", "-"), fn))
     return fn
+
+
+def server_flags(*flags):
+    """Decorator (under @scenario): start both servers with these flags."""
+    def mark(fn):
+        fn.server_args = flags
+        return fn
+    return mark
 
 
 @scenario
@@ -1119,6 +1297,313 @@ def equal_delays_in_command_order():
 
 
 @scenario
+def kick_wakes_in_kick_order():
+    # beanstalkd hands each kicked job to a waiting reserve as it is
+    # kicked: a waiter gets the first job kicked, not the best of the
+    # kick.  Buried jobs go in burial order, delayed ones by deadline.
+    return [
+        cmd("p", b"use k\r\nwatch k\r\nignore default\r\n", n=3),
+        cmd("w", b"watch k\r\nignore default\r\n", n=2),
+        cmd("p", put(b"b10", pri=10) + put(b"b5", pri=5) + put(b"b1", pri=1), n=3),
+        cmd("p", b"reserve-job {j0}\r\nbury {j0} 10\r\nreserve-job {j1}\r\n"
+                 b"bury {j1} 5\r\nreserve-job {j2}\r\nbury {j2} 1\r\n", n=6),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"k", 1),
+        cmd("p", b"kick 3\r\n"),
+        read("w"),                                  # b10, the first buried
+        cmd("p", b"peek-ready\r\n"),
+        cmd("p", b"stats-job {j0}\r\n"),
+        cmd("p", b"reserve-with-timeout 0\r\nreserve-with-timeout 0\r\n", n=2),
+        cmd("p", put(b"d3000", pri=1, delay=3000) + put(b"d1000", pri=9, delay=1000) +
+            put(b"d2000", pri=5, delay=2000), n=3),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"k", 1),
+        cmd("p", b"kick 10\r\n"),
+        read("w"),                                  # d1000: soonest deadline
+        cmd("p", b"peek-ready\r\n"),              # d3000 (pri 1)
+        cmd("p", b"stats-tube k\r\n"),
+    ]
+
+
+@scenario
+def close_returns_jobs_in_reserve_order():
+    # A closing connection's reserved jobs go back one by one, oldest
+    # reservation first, each to a waiting reserve at once (beanstalkd).
+    return [
+        cmd("p", b"use a\r\n"),
+        cmd("p", put(b"a9", pri=9)),
+        cmd("p", b"use b\r\n"),
+        cmd("p", put(b"b1", pri=1)),
+        cmd("p", b"use a\r\n"),
+        cmd("p", put(b"a0", pri=0)),
+        cmd("x", b"reserve-job {j0}\r\nreserve-job {j1}\r\nreserve-job {j2}\r\n", n=3),
+        cmd("w", b"watch a\r\nwatch b\r\nignore default\r\n", n=3),
+        cmd("v", b"watch a\r\nignore default\r\n", n=2),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"a", 1),
+        send("v", b"reserve\r\n"),
+        await_waiting(b"a", 2),
+        close("x"),
+        read("w"),                                  # a9: reserved first
+        read("v"),                                  # a0: b has no waiter left
+        cmd("p", b"use b\r\npeek-ready\r\n", n=2),
+        cmd("p", b"stats-job {j0}\r\nstats-job {j1}\r\nstats-job {j2}\r\n", n=3),
+        cmd("p", b"stats-tube a\r\n"),
+    ]
+
+
+@scenario
+def delays_end_in_deadline_order_to_waiter():
+    # Two jobs delayed 1 s, put in one write: the first put comes due
+    # first and is handed to the waiting reserve although the second has
+    # the better priority.  (Waits for the delays; races with nothing.)
+    return [
+        cmd("p", b"use dd\r\n"),
+        cmd("w", b"watch dd\r\nignore default\r\n", n=2),
+        cmd("v", b"watch dd\r\nignore default\r\n", n=2),
+        cmd("p", put(b"first", pri=50, delay=1) + put(b"second", pri=1, delay=1), n=2),
+        send("w", b"reserve\r\n"),
+        await_waiting(b"dd", 1),
+        read("w", timeout=5),
+        cmd("v", b"reserve-with-timeout 5\r\n", timeout=6),
+        cmd("p", b"stats-job {j0}\r\nstats-job {j1}\r\n", n=2),
+    ]
+
+
+@scenario
+def waiters_in_beanstalkd_set_order():
+    # beanstalkd keeps a tube's waiting connections in a set whose removal
+    # moves the last into the hole and takes from a cursor that stays
+    # (ms_take): of four waiting, three puts serve the first, second and
+    # fourth; afterwards the later of two waiting is served first.
+    steps = [cmd(c, b"watch wq\r\nignore default\r\n", n=2) for c in "abcd"]
+    steps.append(cmd("p", b"use wq\r\n"))
+    for i, c in enumerate("abcd"):
+        steps += [send(c, b"reserve\r\n"), await_waiting(b"wq", i + 1)]
+    steps += [
+        cmd("p", put(b"1")), cmd("p", put(b"2")), cmd("p", put(b"3")),
+        read("a"), read("b"), read("d"),
+        cmd("p", put(b"4")), read("c"),
+        send("a", b"reserve\r\n"), await_waiting(b"wq", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wq", 2),
+        cmd("p", put(b"5")), cmd("p", put(b"6")),
+        read("a"), read("b"),
+    ]
+    # A waiter of two tubes leaves both sets when served: the other set's
+    # order moves.  Enough jobs in both tubes that every waiter gets one.
+    steps += [
+        cmd("a", b"watch x\r\n"),
+        cmd("d", b"watch x\r\nignore wq\r\n", n=2),
+        send("a", b"reserve\r\n"), await_waiting(b"wq", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wq", 2),
+        send("d", b"reserve\r\n"), await_waiting(b"x", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"wq", 3),
+        cmd("p", put(b"7")),
+        cmd("p", b"use x\r\n"), cmd("p", put(b"8")),
+        cmd("p", b"use wq\r\n"), cmd("p", put(b"9")), cmd("p", put(b"10")),
+        cmd("p", b"use x\r\n"), cmd("p", put(b"11")), cmd("p", put(b"12")),
+        read("a"), read("b"), read("c"), read("d"),
+        cmd("p", b"peek-ready\r\nuse wq\r\npeek-ready\r\n", n=3),
+    ]
+    return steps
+
+
+@scenario
+def waiter_leaving_moves_the_last():
+    # A waiter that leaves (its timeout, its connection closing) is
+    # replaced in the tube's set by the last one: the next job goes there,
+    # not to the one that waited longest.
+    steps = [cmd(c, b"watch wl\r\nignore default\r\n", n=2) for c in "abcdef"]
+    steps += [
+        cmd("p", b"use wl\r\n"),
+        send("a", b"reserve-with-timeout 1\r\n"), await_waiting(b"wl", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"wl", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"wl", 3),
+        read("a", timeout=5),                       # TIMED_OUT: c takes its place
+        await_waiting(b"wl", 2),
+        cmd("p", put(b"1")),
+        read("c"),
+        cmd("p", put(b"2")),
+        read("b"),
+        send("d", b"reserve\r\n"), await_waiting(b"wl", 1),
+        send("e", b"reserve\r\n"), await_waiting(b"wl", 2),
+        send("f", b"reserve\r\n"), await_waiting(b"wl", 3),
+        close("d"),
+        await_waiting(b"wl", 2),
+        cmd("p", put(b"3")), cmd("p", put(b"4")),
+        read("e"), read("f"),
+    ]
+    return steps
+
+
+@scenario
+def pipelined_puts_to_waiters():
+    # Puts in one write reach three waiting reserves, each put's job going
+    # out before the next put is read (and a release and a kick among them).
+    steps = [cmd(c, b"watch pp\r\nignore default\r\n", n=2) for c in "abc"]
+    steps += [
+        cmd("p", b"use pp\r\nwatch pp\r\n", n=2),
+        cmd("p", put(b"held", pri=3)),
+        cmd("p", put(b"buried", pri=4)),
+        cmd("p", b"reserve-job {j0}\r\nreserve-job {j1}\r\nbury {j1} 4\r\n", n=3),
+        send("a", b"reserve\r\n"), await_waiting(b"pp", 1),
+        send("b", b"reserve-with-timeout 100\r\n"), await_waiting(b"pp", 2),
+        send("c", b"reserve\r\n"), await_waiting(b"pp", 3),
+        cmd("p", put(b"p9", pri=9) + b"release {j0} 3 0\r\n" + put(b"p0", pri=0) +
+            b"kick 1\r\n", n=4),
+        read("a"), read("b"), read("c"),
+        cmd("p", b"peek-ready\r\nstats-tube pp\r\n", n=2),
+    ]
+    return steps
+
+
+@scenario
+def pause_with_waiters():
+    # Waiters of a paused tube wait; when the pause ends they get the best
+    # jobs, in the set's order; pause-tube 0 ends a pause at once.
+    steps = [cmd(c, b"watch pz\r\nignore default\r\n", n=2) for c in "ab"]
+    steps += [
+        cmd("p", b"use pz\r\n"),
+        cmd("p", b"pause-tube pz 1\r\n"),
+        cmd("p", put(b"p5", pri=5) + put(b"p1", pri=1) + put(b"p7", pri=7), n=3),
+        send("a", b"reserve\r\n"), await_waiting(b"pz", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"pz", 2),
+        cmd("p", b"peek-ready\r\n"),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"pause-tube pz 100\r\n"),
+        send("a", b"reserve\r\n"), await_waiting(b"pz", 1),
+        send("b", b"reserve-with-timeout 50\r\n"), await_waiting(b"pz", 2),
+        cmd("p", put(b"p3", pri=3)),
+        cmd("p", b"pause-tube pz 0\r\n"),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"stats-tube pz\r\n"),
+    ]
+    return steps
+
+
+@scenario
+@server_flags("-z", "10")
+def max_job_size_10():
+    # -z 10: a body of exactly 10 bytes is taken; 11 is JOB_TOO_BIG after
+    # the body is read and thrown away, also pipelined and in pieces.
+    return [
+        cmd("c", put(b"0123456789")),
+        cmd("c", put(b"0123456789a")),
+        cmd("c", put(b"")),
+        cmd("c", b"put 0 0 60 11\r\n" + b"x" * 11 + b"\r\n" + put(b"ok"), n=2),
+        cmd("c", b"put 0 0 60 10\r\n0123456789XY"),
+        cmd("c", b"put 0 0 60 11\r\n" + b"y" * 11 + b"\r\n", cuts=[14, 20]),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+@server_flags("-z", "0")
+def max_job_size_0():
+    return [
+        cmd("c", put(b"")),
+        cmd("c", put(b"a")),
+        cmd("c", b"peek-ready\r\n"),
+        cmd("c", b"reserve-with-timeout 0\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
+def delays_end_across_tubes_in_deadline_order():
+    # Delays of 1 s in tubes da, db, da, put in one write, end in the order
+    # they were put, across tubes: two waiters watching both get the first
+    # two (da's first, then db's), whichever tube they are in.
+    steps = [cmd(c, b"watch da\r\nwatch db\r\nignore default\r\n", n=3) for c in "ab"]
+    steps += [
+        cmd("p", b"use da\r\n" + put(b"da1", delay=1) + b"use db\r\n" + put(b"db1", delay=1) +
+            b"use da\r\n" + put(b"da2", delay=1), n=6),
+        send("a", b"reserve\r\n"), await_waiting(b"da", 1),
+        send("b", b"reserve\r\n"), await_waiting(b"da", 2),
+        read("a", timeout=5), read("b", timeout=5),
+        cmd("p", b"watch da\r\nreserve-with-timeout 5\r\n", n=2, timeout=6),
+    ]
+    return steps
+
+
+@scenario
+def deadline_soon_while_waiting():
+    # A reserve that waits while its connection holds a job with a TTR of
+    # 2 s answers DEADLINE_SOON when the last second begins.  Only replies
+    # that do not depend on how late the client reads come after.
+    return [
+        cmd("w", b"use ds\r\nwatch ds\r\nignore default\r\n", n=3),
+        cmd("w", put(b"short", ttr=2)),
+        cmd("w", b"reserve\r\n"),
+        send("w", b"reserve-with-timeout 100\r\n"),
+        await_waiting(b"ds", 1),
+        read("w", timeout=5),                        # DEADLINE_SOON
+        close("w"),                                  # the job goes back
+        cmd("p", b"use ds\r\npeek-ready\r\n", n=2),
+    ]
+
+
+@scenario
+def pipelined_after_waiting_reserve():
+    # Requests pipelined behind a reserve that waits wait with it and are
+    # answered, in order, after its job; a half-close then ends the next.
+    return [
+        cmd("w", b"watch pw\r\n"),
+        send("w", b"reserve\r\nlist-tube-used\r\nuse pw\r\nreserve-with-timeout 0\r\n"
+                  b"reserve\r\n"),
+        await_waiting(b"pw", 1),
+        cmd("p", b"stats-tube pw\r\nuse pw\r\n", n=2),
+        cmd("p", put(b"one") + put(b"two"), n=2),
+        read("w", n=4),             # RESERVED, OK (default), USING, RESERVED
+        await_waiting(b"pw", 1),    # the last reserve waits again
+        close("w"),                 # TIMED_OUT, then the server closes
+        cmd("p", b"stats-tube pw\r\npeek-ready\r\n", n=2),
+        # Half-closed while waiting with requests behind: TIMED_OUT, then
+        # the requests are answered before the server closes.
+        cmd("x", b"watch pw2\r\n"),
+        send("x", b"reserve\r\nlist-tube-used\r\nreserve-with-timeout 5\r\n"),
+        await_waiting(b"pw2", 1),
+        close("x"),
+        cmd("p", b"stats-tube pw\r\n"),
+    ]
+
+
+@scenario
+def many_tubes_watcher_in_set_order():
+    # A connection watching 20 tubes waits in each tube's set like any
+    # other: after a take the cursor's waiter, the one that came second,
+    # gets the job.
+    steps = [cmd("m", b"".join(b"watch m%d\r\n" % i for i in range(20)), n=20)]
+    steps += [
+        cmd("n", b"watch m7\r\n"),
+        cmd("p", b"use m7\r\n" + put(b"taken"), n=2),
+        cmd("t", b"watch m7\r\nreserve-with-timeout 0\r\n", n=2),
+        send("m", b"reserve\r\n"), await_waiting(b"m7", 1),
+        send("n", b"reserve\r\n"), await_waiting(b"m7", 2),
+        cmd("p", put(b"one")), read("n"),
+        cmd("p", put(b"two")), read("m"),
+    ]
+    return steps
+
+
+@scenario
+def delay_ends_before_reserve_timeout():
+    # put with delay 1, then at once reserve-with-timeout 1: the delay ends
+    # first (a little earlier), and beanstalkd hands the job over even when
+    # both fall in one tick; the reserve never times out.
+    return [
+        cmd("p", b"use dt\r\n"),
+        cmd("w", b"watch dt\r\nignore default\r\n", n=2),
+        cmd("p", put(b"due", delay=1)),
+        cmd("w", b"reserve-with-timeout 1\r\n", timeout=5),
+        cmd("p", put(b"due2", pri=3, delay=2)),
+        cmd("w", b"reserve-with-timeout 2\r\n", timeout=6),
+        cmd("w", b"stats-job {j0}\r\nstats-job {j1}\r\n", n=2),
+    ]
+
+
+@scenario
 def stats_counters():
     steps = [cmd("c", b"stats\r\n")]
     for line in (b"put 0 0 60 1\r\nx\r\n", b"peek 1\r\n", b"peek-ready\r\n",
@@ -1495,6 +1980,7 @@ def documented_leniencies():
 # Random streams
 
 NAME_CHARS = "ABCXYZabcxyz0123456789-+/;.$_()"
+PAUSE_ZERO = re.compile(rb"pause-tube \S+ +0\r\n")
 FIXED_TUBES = [b"default", b"a", b"b", b"tube-1", b"x.y", b"$_;+/()", b"Z" * 200]
 DELAYS = [0, 0, 0, 0, 1000, 2000, 5000, 100000, U32MAX]   # 0 or far away
 TTRS = [60, 120, 3600, 100000, U32MAX]
@@ -1509,14 +1995,20 @@ class RandomStream:
     never blocks, and never depends on timing (delays are 0 or far away, TTRs
     are long, reserve only with timeout 0)."""
 
-    def __init__(self, seed, ref):
+    def __init__(self, seed, ref, blocking=False):
         self.rng = random.Random(seed)
         self.ref = ref
-        self.conns = ["c%d" % i for i in range(4)]
+        # Blocking streams get more connections: up to all but one wait.
+        self.conns = ["c%d" % i for i in range(6 if blocking else 4)]
         self.tubes = list(FIXED_TUBES)
         self.reserved = {c: [] for c in self.conns}   # job refs held
         self.pending = None     # what the command being generated may change
         self.pendings = []      # one per command of the step
+        # --blocking: some reserves wait (Step park); after each command
+        # while any waits, a collect step reads what it served.
+        self.blocking = blocking
+        self.parked = set()
+        self.queue = []
 
     # -- helpers -----------------------------------------------------------
 
@@ -1581,23 +2073,41 @@ class RandomStream:
 
     def next_step(self):
         r = self.rng
-        c = r.choice(self.conns)
         self.pendings = []
+        if self.queue:
+            return self.queue.pop(0)
         x = r.random()
+        if 0.015 <= x < 0.03:   # any connection may go, a parked one too
+            c = r.choice(self.conns)
+            self.pendings = [("gone", c)]
+            self.parked.discard(c)
+            self._collect_after()
+            return close(c)
+        c = r.choice([k for k in self.conns if k not in self.parked])
         if x < 0.015:
             self.pendings = [("gone", c)]
+            self._collect_after()
             return cmd(c, b"quit\r\n")
-        if x < 0.03:
-            self.pendings = [("gone", c)]
-            return close(c)
+        if self.blocking and x < 0.08 and len(self.parked) < len(self.conns) - 1:
+            return Step("park", c, r.choice([b"reserve\r\n",
+                                              b"reserve-with-timeout 3600\r\n"]))
+        self._collect_after()
         # Mostly one command per step; sometimes several in one write
         # (pipelining), sometimes one command written in pieces.
         n = r.choice([2, 3, 5]) if r.random() < 0.06 else 1
         data = b""
-        for _ in range(n):
+        for i in range(n):
             self.pending = None
-            data += self.valid(c) if r.random() < 0.72 else self.invalid(c)
+            one = self.valid(c) if r.random() < 0.72 else self.invalid(c)
+            data += one
             self.pendings.append(self.pending)
+            if self.parked and PAUSE_ZERO.fullmatch(one) and i < n - 1:
+                # beanstalkd ends such a pause a nanosecond later, at its
+                # next tick, which may come before or after the commands
+                # pipelined behind (waiters served before or with them):
+                # it differs from itself there.  Nothing follows it.
+                n = i + 1
+                break
         cuts = None
         if n == 1 and len(data) > 1 and r.random() < 0.05:
             cuts = sorted(r.sample(range(1, len(data)), min(3, len(data) - 1)))
@@ -1718,7 +2228,23 @@ class RandomStream:
 
     # -- following the reference -------------------------------------------
 
+    def _collect_after(self):
+        """The step being made may serve parked reserves: look next."""
+        if self.parked:
+            self.queue.append(Step("collect", arg=sorted(self.parked)))
+
     def observe(self, step, ref_replies):
+        if step.kind == "park":
+            if step.outcome == "parked":
+                self.parked.add(step.conn)
+            else:
+                self._observe(("reserve", step.conn), ref_replies[0])
+            return
+        if step.kind == "collect":
+            for c, reply in step.outcome.items():
+                self.parked.discard(c)
+                self._observe(("reserve", c), reply)
+            return
         for p, reply in zip(self.pendings, ref_replies):
             if p:
                 self._observe(p, reply)
@@ -1739,7 +2265,7 @@ class RandomStream:
 
     def finish(self):
         """Steps after the random part: a look at the whole state."""
-        steps = []
+        steps = [close(c) for c in sorted(self.parked)]   # TIMED_OUT, gone
         for c in self.conns:
             steps.append(cmd(c, b"list-tubes-watched\r\n"))
             steps.append(cmd(c, b"list-tube-used\r\n"))
@@ -1765,6 +2291,11 @@ def main():
                     help="run only streams whose name contains this (repeatable)")
     ap.add_argument("--no-scenarios", action="store_true")
     ap.add_argument("--no-random", action="store_true")
+    ap.add_argument("--blocking", action="store_true",
+                    help="every random stream also parks reserves that wait for a job")
+    ap.add_argument("--blocking-streams", type=int, default=2,
+                    help="random streams with parked reserves after the others "
+                         "(seeds follow theirs; none with --blocking)")
     ap.add_argument("--max-diffs", type=int, default=8,
                     help="stop a stream after this many differences")
     ap.add_argument("--test-dialect", choices=["auto", "1.12", "1.13"], default="auto")
@@ -1810,7 +2341,7 @@ def main():
         for name, fn in SCENARIOS:
             if not wanted(name):
                 continue
-            ok = run_stream(name, fn(), args)
+            ok = run_stream(name, fn(), args, server_args=getattr(fn, "server_args", ()))
             passed, failed = passed + ok, failed + (not ok)
             sys.stdout.flush()
     if not args.no_random:
@@ -1820,7 +2351,16 @@ def main():
                 continue
             seed = args.seed + i
             ok = run_stream("%s(seed %d)" % (name, seed), [], args,
-                            make_steps=lambda ref, s=seed: RandomStream(s, ref))
+                            make_steps=lambda ref, s=seed: RandomStream(s, ref, args.blocking))
+            passed, failed = passed + ok, failed + (not ok)
+            sys.stdout.flush()
+        for i in range(0 if args.blocking else args.blocking_streams):
+            name = "random-blocking-%d" % i
+            if not wanted(name):
+                continue
+            seed = args.seed + args.streams + i
+            ok = run_stream("%s(seed %d)" % (name, seed), [], args,
+                            make_steps=lambda ref, s=seed: RandomStream(s, ref, True))
             passed, failed = passed + ok, failed + (not ok)
             sys.stdout.flush()
     print("time: %.1f s" % (time.monotonic() - started))

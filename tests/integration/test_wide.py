@@ -1,8 +1,8 @@
 """Workers watching many tubes: past 16 watched tubes a connection keeps a
-hash index of its watch list and waits once, server-wide, instead of in
-every tube. Everything a client sees must stay exactly as for a narrow
-watcher (and as beanstalkd): which job a reserve gets, waiting counts,
-first-come-first-served between waiters, watch-list order."""
+hash index of its watch list (and past 1024 waits once, server-wide,
+instead of in every tube). Everything a client sees must stay exactly as
+for a narrow watcher (and as beanstalkd): which job a reserve gets, waiting
+counts, the order between waiters, watch-list order."""
 
 from harness import check, eq, wait_until
 

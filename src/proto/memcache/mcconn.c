@@ -22,6 +22,9 @@ static int mc_open(Conn *c)
     worker_init(e, &m->worker, &mc_worker_ops);
     /* kestrel has no TTR: an opened job stays until /close or /abort. */
     m->worker.no_ttr = 1;
+    /* kestrel serves waiting gets and reserves in the order they began
+     * to wait: a tube with a get waiting does (waiter.c). */
+    m->worker.fifo = 1;
     /* Between gets it watches nothing (worker_init gave it "default"). */
     watch_remove(e, &m->worker, 0);
     return 0;

@@ -77,7 +77,7 @@ START_TEST(create_and_find)
     ck_assert_uint_eq(a->ready.len, 0);
     ck_assert_uint_eq(a->delay.len, 0);
     ck_assert(list_empty(&a->buried));
-    ck_assert(list_empty(&a->waiting));
+    ck_assert_uint_eq(a->waitq_len, 0);
     ck_assert_int_eq(a->pause, 0);
     ck_assert(!tube_paused(a));
     ck_assert_int_eq(a->timer_at, INT64_MAX);
