@@ -221,6 +221,23 @@ static int strict(const Engine *e);
 static int append(Engine *e, const BlRecord *r);
 static int append_pos(Engine *e);
 
+/* Ids of jobs that are never logged (journal = false) must not come back
+ * after a restart either: replay takes the next id from the highest id in
+ * any record. So such a put logs, once per ID_BLOCK ids and once per file,
+ * a delete record for an id not given out yet (a no-op at replay, but for
+ * the id). */
+#define ID_BLOCK 1024
+
+static uint64_t id_mark_above(const Engine *e, uint64_t id)
+{
+    /* Above every id given out, not only above id: a job moved into such
+     * a tube keeps its old id, and a journaled job may hold id + ID_BLOCK
+     * (its delete record would delete that job). */
+    uint64_t top = e->next_id > id ? e->next_id - 1 : id;
+
+    return top + ID_BLOCK;
+}
+
 /* Switch to the next file: the first spare, or a new one. */
 static int open_next(Engine *e)
 {
@@ -252,8 +269,13 @@ static int open_next(Engine *e)
     b->cur_used = b->cur_written = BL_HEADER_SIZE;
     cur_file(b)->bytes = b->file_size;
     if (b->id_mark) {
-        /* The older file holding the mark may go: the new one carries it. */
+        /* The older file holding the mark may go: the new one carries it.
+         * Ids given out since may have reached the mark, and a journaled
+         * job may hold it now: the delete would take that job at replay
+         * (and on a replica at once). Such a mark moves past them. */
         BlRecord r = {.type = BL_DELETE, .id = b->id_mark};
+        if (r.id < e->next_id)
+            r.id = b->id_mark = id_mark_above(e, e->next_id - 1);
         append(e, &r);
     }
     if (b->pos_persist)
@@ -428,17 +450,10 @@ static void unpin(Binlog *b, Job *j)
     j->file = 0;
 }
 
-/* Ids of jobs that are never logged (journal = false) must not come back
- * after a restart either: replay takes the next id from the highest id in
- * any record. So such a put logs, once per ID_BLOCK ids and once per file,
- * a delete record for an id not given out yet (a no-op at replay, but for
- * the id). */
-#define ID_BLOCK 1024
-
 static void mark_id(Engine *e, uint64_t id)
 {
     Binlog *b = bl(e);
-    BlRecord r = {.type = BL_DELETE, .id = id + ID_BLOCK};
+    BlRecord r = {.type = BL_DELETE, .id = id_mark_above(e, id)};
 
     if (id <= b->id_mark || reserve(e, DEL, b->reserved) < 0)
         return;
