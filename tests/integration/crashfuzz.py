@@ -44,9 +44,9 @@ TOL = 0.25         # clock slack around a deadline (ms granularity, ticks)
 
 CONF = """\
 [tube rb]
-max_memory_size = 2K
+max_memory_size = %(rb)s
 [tube mq]
-max_memory_size = 1K
+max_memory_size = %(mq)s
 priority = 7
 [tube cap]
 max_items = 4
@@ -63,7 +63,12 @@ max_age = 1s
 sync_journal = true
 [tube nj]
 journal = false
+[tube tmo]
+max_timeouts = 1
 """
+# The read-behind budgets a reload switches between ("0": none; a lower
+# one spills what is over, none reads every body back).
+BUDGETS = ["2K", "1K", "512", "8K", "0"]
 
 PUT_TUBES = ["default", "a", "rb", "rb", "mq", "cap", "sz", "age", "agedel",
              "sync", "nj", "dead"]
@@ -88,6 +93,8 @@ class Job:
         self.delay = None           # (earliest, latest) wall deadline
         self.exp = None             # (earliest, latest) wall expiry
         self.exp_to = None          # tube an expired job moves to, or None
+        self.tmo = None             # (earliest, latest) end of its TTR: then
+                                    # buried (max_timeouts = 1)
         self.unsure = False         # a command on it was not answered
 
     def __repr__(self):
@@ -146,6 +153,13 @@ def expectations(j, ta, tb, restarted):
 def _alive_states(j, ta, tb, restarted):
     if restarted and j.tube == "nj":
         return [None]                   # journal = false: gone
+    if j.tmo:
+        held = (j.tube, "ready" if restarted else "reserved")
+        if ta > j.tmo[1] + TOL:
+            return [(j.tube, "buried")]
+        if tb < j.tmo[0] - TOL:
+            return [held]
+        return [held, (j.tube, "buried")]
     state = j.state
     if state == "reserved":
         state = "ready" if restarted else "reserved"
@@ -338,7 +352,7 @@ class Fuzz:
         self.seed = seed
         self.log = log
         self.led = Ledger()
-        self.t = Tubed(binary, *ARGS, conf=CONF, bdir=True, memcache=True,
+        self.t = Tubed(binary, *ARGS, conf=CONF % {"rb": "2K", "mq": "1K"}, bdir=True, memcache=True,
                        prefix="tubed-crashfuzz-")
         self.nbody = 0
         self.floor = 0          # every id given out in this life is above
@@ -365,6 +379,8 @@ class Fuzz:
         for tube in WATCHED:
             self.w.expect("watch %s" % tube, "WATCHING %d" % (WATCHED.index(tube) + 1))
         self.m = self.t.mc()
+        self.c2 = self.t.bs()
+        self.holders = []
 
     def jobs(self, pred):
         return [j for j in self.led.alive.values() if pred(j)]
@@ -382,10 +398,12 @@ class Fuzz:
                 continue
             if j.state == "delayed" and now > j.delay[1] + TOL:
                 j.state, j.delay = "ready", None
+            if j.tmo and now > j.tmo[1] + TOL:
+                j.state, j.holder, j.tmo = "buried", None, None
 
     def stable(self, j):
         """A job an operation may target: no expiry pending."""
-        return not j.exp and not j.unsure
+        return not j.exp and not j.unsure and not j.tmo
 
     def note_id(self, jid):
         self.floor = max(self.floor, jid)
@@ -483,7 +501,8 @@ class Fuzz:
         j.state, j.holder, j.delay = "reserved", "w", None
 
     def held(self, who):
-        return self.jobs(lambda j: j.state == "reserved" and j.holder == who)
+        return self.jobs(lambda j: j.state == "reserved" and j.holder == who
+                         and not j.tmo)
 
     def op_finish(self):
         """delete, release (maybe delayed) or bury a job w holds, or touch."""
@@ -547,7 +566,8 @@ class Fuzz:
             j.state, j.delay = "ready", None
 
     def op_move(self):
-        cand = self.jobs(lambda j: self.stable(j) and j.state != "reserved")
+        cand = self.jobs(lambda j: self.stable(j) and j.state != "reserved"
+                         and j.tube != "tmo")
         if not cand:
             return
         j = self.rnd.choice(cand)
@@ -663,10 +683,80 @@ class Fuzz:
                   "peek %d: %r, body %s" % (j.id, l, "equal" if body == j.body
                                             else "differs"))
 
+    def op_bulk_put(self):
+        """Pipelined puts on two connections at once (one group commit
+        covers several clients)."""
+        r = self.rnd
+        tube = r.choice(("a", "rb", "rb", "sync", "default", "nj", "mq"))
+        sent = {self.c: [], self.c2: []}
+        t0 = time.time()
+        for conn in sent:
+            conn.send(b"use %s\r\n" % tube.encode())
+        for _ in range(r.randrange(5, 60)):
+            conn = r.choice((self.c, self.c2))
+            body, pri = self.body(), r.choice((0, 3, 1024))
+            delay = r.choice((0, 0, 0, 3600))
+            conn.send(b"put %d %d 60 %d\r\n%s\r\n" % (pri, delay, len(body), body))
+            sent[conn].append((body, pri, delay))
+        for conn, puts in sent.items():
+            conn.expect_lines([b"USING " + tube.encode()])
+            for body, pri, delay in puts:
+                l = conn.read_line()
+                m = re.fullmatch(rb"INSERTED (\d+)", l)
+                check(m is not None, "bulk put into %s: %r" % (tube, l))
+                jid = int(m.group(1))
+                check(jid > self.floor,
+                      "put: id %d not above %d" % (jid, self.floor))
+                j = Job(jid, body, tube, pri, 60)
+                if delay:
+                    j.state, j.delay = "delayed", (t0 + delay, time.time() + delay)
+                if jid in self.led.dead:
+                    self.stats["reused-ids"] += 1
+                self.led.add(j)
+        self.floor = max([self.floor] + list(self.led.alive))
+
+    def op_reserve_job(self):
+        """reserve-job by id (a delayed or buried one is an S record); in
+        the tube tmo with a 1 s TTR, left to run out: then buried."""
+        r = self.rnd
+        if r.random() < 0.5:
+            t0 = time.time()
+            self.c.expect("use tmo", "USING tmo")
+            body = self.body()
+            l = self.c.cmd(b"put 5 0 1 %d\r\n%s" % (len(body), body))
+            m = re.fullmatch(rb"INSERTED (\d+)", l)
+            check(m is not None, "put into tmo: %r" % l)
+            j = Job(int(m.group(1)), body, "tmo", 5, 1)
+            self.note_id(j.id)
+            self.led.add(j)
+            w2 = self.t.bs()        # held open: its close would release
+            self.holders.append(w2)
+            l, got = w2.cmd_body("reserve-job %d" % j.id)
+            check(l == b"RESERVED %d %d" % (j.id, len(body)) and got == body,
+                  "reserve-job %d: %r" % (j.id, l))
+            j.state, j.holder, j.tmo = "reserved", "w2", (t0 + 1, time.time() + 1)
+            return
+        cand = self.jobs(lambda j: self.stable(j) and j.state != "reserved"
+                         and j.tube not in ("mq", "tmo"))
+        if not cand:
+            return
+        j = r.choice(cand)
+        l, got = self.w.cmd_body("reserve-job %d" % j.id)
+        check(l == b"RESERVED %d %d" % (j.id, len(j.body)) and got == j.body,
+              "reserve-job %d (%r): %r" % (j.id, j, l))
+        j.state, j.holder, j.delay = "reserved", "w", None
+
+    def op_reload(self):
+        """SIGHUP with other read-behind budgets."""
+        r = self.rnd
+        self.t.reload(CONF % {"rb": r.choice(BUDGETS), "mq": r.choice(BUDGETS)})
+        self.stats["reloads"] = self.stats.get("reloads", 0) + 1
+
     OPS = [("op_put", 30), ("op_reserve", 10), ("op_finish", 14),
            ("op_delete", 6), ("op_kick_job", 4), ("op_kick", 2),
            ("op_move", 8), ("op_flush", 1), ("op_mc_set", 8),
-           ("op_mc_get", 8), ("op_peek", 4)]
+           ("op_mc_get", 8), ("op_peek", 4), ("op_reload", 1),
+           ("op_bulk_put", 2), ("op_reserve_job", 3)]
 
     def step(self):
         self.settle()
@@ -707,7 +797,7 @@ class Fuzz:
                     j.unsure = True
             else:
                 cand = self.jobs(lambda j: self.stable(j) and
-                                 j.state != "reserved")
+                                 j.state != "reserved" and j.tube != "tmo")
                 mine = [j for j in self.held("w") if not j.unsure]
                 if kind == "finish" and mine:
                     j = r.choice(mine)
@@ -755,9 +845,10 @@ class Fuzz:
             self.t.kill9()
             self.stats["kills"] += 1
         for j in self.led.alive.values():
-            if j.state == "reserved":
+            if j.state == "reserved" and not j.tmo:
                 j.state, j.holder = "ready", None
-        self.c = self.w = self.m = None
+        self.c = self.w = self.m = self.c2 = None
+        self.holders = []
 
     # -- after a restart -----------------------------------------------
     def observe(self):
@@ -805,6 +896,7 @@ class Fuzz:
                 j.exp = None        # moved by its expiry
             was_delayed = j.state == "delayed"
             j.tube, j.state, j.pri, j.unsure, j.holder = s.tube, s.state, s.pri, False, None
+            j.tmo = None
             if j.state == "delayed" and not (was_delayed and j.delay):
                 j.delay = (ta + s.time_left - 1, tb + s.time_left + 1)
             if j.state != "delayed":
