@@ -898,6 +898,42 @@ START_TEST(move_and_flush)
 }
 END_TEST
 
+/* A reload that turns a tube's journal off leaves the records of the jobs
+ * it already holds in the binlog (they are deleted, released, buried there
+ * as before). A flush-tube of it must still write its record: the old
+ * code wrote none for an unjournaled tube, and the flushed jobs came back
+ * at the next start. */
+START_TEST(flush_after_journal_turned_off)
+{
+    static const char off[] = "[tube p]\njournal = false\n";
+    char text[sizeof conf_text + sizeof off];
+    World x;
+    uint64_t a, b, c;
+    Job *j;
+
+    world_config(&x, 0);
+    world_open(&x);
+    a = put_in(&x, x.p, BODY, 10, 0)->id;
+    b = put_in(&x, x.p, BODY, 10, 3600)->id;
+    c = put_in(&x, x.p, BODY, 10, 0)->id;
+    engine_commit(&x.e);
+    snprintf(text, sizeof text, "%s%s", conf_text, off);
+    reload(&x, text);
+    ck_assert(!x.p->pol.journal);
+    /* c is reserved: it stays with its worker, and comes back ready. */
+    ck_assert_int_eq(engine_reserve_job(&x.e, &x.w, c, &j), ENG_OK);
+    ck_assert_int_eq(engine_flush_tube(&x.e, x.p), 2);
+    for (int i = 0; i < 5; i++)
+        iterate(&x);
+    world_restart(&x);
+    ck_assert_msg(!find(&x, a), "flushed job %llu came back", (unsigned long long)a);
+    ck_assert_msg(!find(&x, b), "flushed job %llu came back", (unsigned long long)b);
+    ck_assert_ptr_nonnull(find(&x, c));
+    ck_assert_int_eq(find(&x, c)->state, JOB_READY);
+    world_free(&x);
+}
+END_TEST
+
 /* Fanout copies into a child with its own budget take the spilled form
  * there; a copy's body is its parent job's. */
 START_TEST(fanout_copies_spill)
@@ -2021,6 +2057,7 @@ static Suite *spill_suite(void)
     tcase_add_test(sp, reserve_loads_a_spilled_job);
     tcase_add_test(sp, waiting_reserve_parks_for_the_reader);
     tcase_add_test(sp, move_and_flush);
+    tcase_add_test(sp, flush_after_journal_turned_off);
     tcase_add_test(sp, strict_fsync);
     tcase_add_test(sp, fanout_copies_spill);
     tcase_add_test(sp, expiry_moves_spilled_jobs);
