@@ -65,15 +65,18 @@ sync_journal = true
 journal = false
 [tube tmo]
 max_timeouts = 1
+[tube tog]
+journal = %(tog)s
 """
 # The read-behind budgets a reload switches between ("0": none; a lower
 # one spills what is over, none reads every body back).
 BUDGETS = ["2K", "1K", "512", "8K", "0"]
 
 PUT_TUBES = ["default", "a", "rb", "rb", "mq", "cap", "sz", "age", "agedel",
-             "sync", "nj", "dead"]
-MOVE_TUBES = ["default", "a", "rb", "mq", "cap", "sz", "age", "sync", "nj", "dead"]
-WATCHED = ["default", "a", "rb", "cap", "sz", "sync", "nj", "dead"]
+             "sync", "nj", "dead", "tog"]
+MOVE_TUBES = ["default", "a", "rb", "mq", "cap", "sz", "age", "sync", "nj", "dead",
+              "tog"]
+WATCHED = ["default", "a", "rb", "cap", "sz", "sync", "nj", "dead", "tog"]
 FULL_TUBES = ("cap", "sz")        # a put or move into them may discard
 EXPIRE_TO = {"age": "dead", "agedel": None}
 TTL_TUBE = "ttl"                  # memcache set with an exptime
@@ -96,12 +99,16 @@ class Job:
         self.tmo = None             # (earliest, latest) end of its TTR: then
                                     # buried (max_timeouts = 1)
         self.unsure = False         # a command on it was not answered
+        self.logged = True          # its last put or move went into a
+                                    # journaled tube (tog: as the config
+                                    # then said)
 
     def __repr__(self):
-        return ("<job %d %s %s pri %d%s%s%s>"
+        return ("<job %d %s %s pri %d%s%s%s%s>"
                 % (self.id, self.tube, self.state, self.pri,
                    " delay %r" % (self.delay,) if self.delay else "",
                    " exp %r" % (self.exp,) if self.exp else "",
+                   " ttr ends %r" % (self.tmo,) if self.tmo else "",
                    " unsure" if self.unsure else ""))
 
 
@@ -151,15 +158,13 @@ def expectations(j, ta, tb, restarted):
 
 
 def _alive_states(j, ta, tb, restarted):
-    if restarted and j.tube == "nj":
+    if restarted and not j.logged:
         return [None]                   # journal = false: gone
     if j.tmo:
-        held = (j.tube, "ready" if restarted else "reserved")
-        if ta > j.tmo[1] + TOL:
-            return [(j.tube, "buried")]
-        if tb < j.tmo[0] - TOL:
-            return [held]
-        return [held, (j.tube, "buried")]
+        # Held until its TTR ran out, then buried by the server (a record
+        # of its own); the client learns it only by asking (Fuzz.ttr_ends),
+        # so a kill may come before or after it.
+        return [(j.tube, "ready" if restarted else "reserved"), (j.tube, "buried")]
     state = j.state
     if state == "reserved":
         state = "ready" if restarted else "reserved"
@@ -228,7 +233,9 @@ def plant_faults(led, seen, ta, tb, rnd):
     make sure it reports it.  Returns {kind: caught or not (None: nothing
     to plant it in)}."""
     out = {}
+    # Jobs whose tube and state are certain (one expectation, not absence).
     certain = [j for j in led.alive.values() if not j.unsure and
+               len(expectations(j, ta, tb, True)) == 1 and
                None not in expectations(j, ta, tb, True) and j.id in seen]
 
     def run(kind, mutate, jid):
@@ -352,9 +359,10 @@ class Fuzz:
         self.seed = seed
         self.log = log
         self.led = Ledger()
-        self.t = Tubed(binary, *ARGS, conf=CONF % {"rb": "2K", "mq": "1K"}, bdir=True, memcache=True,
+        self.t = Tubed(binary, *ARGS, conf=CONF % {"rb": "2K", "mq": "1K", "tog": "true"}, bdir=True, memcache=True,
                        prefix="tubed-crashfuzz-")
         self.nbody = 0
+        self.tog = True         # tog's journal setting in force
         self.floor = 0          # every id given out in this life is above
         self.stats = {"ops": 0, "kills": 0, "terms": 0, "unsure": 0,
                       "maybe-puts": 0, "discards": 0, "expired": 0,
@@ -398,12 +406,28 @@ class Fuzz:
                 continue
             if j.state == "delayed" and now > j.delay[1] + TOL:
                 j.state, j.delay = "ready", None
-            if j.tmo and now > j.tmo[1] + TOL:
+
+
+    def ttr_ends(self):
+        """Ask about the held jobs of tmo whose TTR should have run out: a
+        stats-job that says buried comes after the bury's record was
+        written (records go out before the replies of their iteration)."""
+        now = time.time()
+        due = [j for j in self.led.alive.values() if j.tmo and now > j.tmo[1] + TOL]
+        for j in due:
+            l, body = self.c.cmd_body("stats-job %d" % j.id)
+            check(body is not None, "stats-job %d (%r): %r" % (j.id, j, l))
+            st = harness.unq(harness.parse_yaml_dict(body)["state"])
+            check(st in ("reserved", "buried"), "job %d (%r) is %s" % (j.id, j, st))
+            if st == "buried":
                 j.state, j.holder, j.tmo = "buried", None, None
 
     def stable(self, j):
         """A job an operation may target: no expiry pending."""
         return not j.exp and not j.unsure and not j.tmo
+
+    def journaled(self, tube):
+        return tube != "nj" and (tube != "tog" or self.tog)
 
     def note_id(self, jid):
         self.floor = max(self.floor, jid)
@@ -475,6 +499,7 @@ class Fuzz:
             self.stats["reused-ids"] += 1
         self.note_id(jid)
         j = Job(jid, body, tube, pri, ttr)
+        j.logged = self.journaled(tube)
         if delay:
             j.state, j.delay = "delayed", (t0 + delay, t1 + delay)
         if tube in EXPIRE_TO:
@@ -581,6 +606,7 @@ class Fuzz:
         if to == j.tube:
             return
         j.tube = to
+        j.logged = self.journaled(to)
         if to in EXPIRE_TO:
             j.exp, j.exp_to = (t0 + AGE, t1 + AGE), EXPIRE_TO[to]
         if to in FULL_TUBES:
@@ -708,6 +734,7 @@ class Fuzz:
                 check(jid > self.floor,
                       "put: id %d not above %d" % (jid, self.floor))
                 j = Job(jid, body, tube, pri, 60)
+                j.logged = self.journaled(tube)
                 if delay:
                     j.state, j.delay = "delayed", (t0 + delay, time.time() + delay)
                 if jid in self.led.dead:
@@ -749,7 +776,9 @@ class Fuzz:
     def op_reload(self):
         """SIGHUP with other read-behind budgets."""
         r = self.rnd
-        self.t.reload(CONF % {"rb": r.choice(BUDGETS), "mq": r.choice(BUDGETS)})
+        self.tog = r.random() < 0.5
+        self.t.reload(CONF % {"rb": r.choice(BUDGETS), "mq": r.choice(BUDGETS),
+                              "tog": "true" if self.tog else "false"})
         self.stats["reloads"] = self.stats.get("reloads", 0) + 1
 
     OPS = [("op_put", 30), ("op_reserve", 10), ("op_finish", 14),
@@ -760,6 +789,7 @@ class Fuzz:
 
     def step(self):
         self.settle()
+        self.ttr_ends()
         names = [n for n, _ in self.OPS]
         weights = [w for _, w in self.OPS]
         name = self.rnd.choices(names, weights)[0]
@@ -792,6 +822,8 @@ class Fuzz:
                 led.maybe[body] = ("mq", 7, 0, time.time())
                 self.stats["maybe-puts"] += 1
             elif kind == "get":
+                if self.held("m"):
+                    continue    # a get while holding one: ERROR, closed
                 self.m.send(b"get mq\r\n")
                 for j in self.jobs(lambda j: j.tube == "mq"):
                     j.unsure = True
@@ -833,6 +865,7 @@ class Fuzz:
         self.binlog_figures()
         if r.random() < 0.3:
             time.sleep(r.choice((0.3, 1.2)))     # let delays and expiries pass
+            self.ttr_ends()
         if r.random() < 0.1:
             self.t.sigterm()
             self.stats["terms"] += 1
@@ -897,6 +930,7 @@ class Fuzz:
             was_delayed = j.state == "delayed"
             j.tube, j.state, j.pri, j.unsure, j.holder = s.tube, s.state, s.pri, False, None
             j.tmo = None
+            j.logged = True         # it came back from its record
             if j.state == "delayed" and not (was_delayed and j.delay):
                 j.delay = (ta + s.time_left - 1, tb + s.time_left + 1)
             if j.state != "delayed":
