@@ -24,12 +24,16 @@ accepted either way only while the check's own window overlaps that range.
 A slow machine widens what is unsure; it never fails the check.
 """
 
+import os
 import random
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 
 import harness
-from harness import TestFailure, check, fail
+from harness import Skip, TestFailure, check, fail
 from server import Tubed
 
 KIB = 1024
@@ -99,6 +103,7 @@ class Job:
         self.tmo = None             # (earliest, latest) end of its TTR: then
                                     # buried (max_timeouts = 1)
         self.unsure = False         # a command on it was not answered
+        self.room_gone = False      # the disk was full since it was put
         self.logged = True          # its last put or move went into a
                                     # journaled tube (tog: as the config
                                     # then said)
@@ -353,14 +358,44 @@ def read_jobs(c, ids, chunk=100):
 
 # ---------------------------------------------------------------- the run
 
+def mount_tmpfs(size):
+    """A fresh directory with a tmpfs of `size` mounted on it (root only;
+    a Skip otherwise)."""
+    if os.geteuid() != 0:
+        raise Skip("the full-disk rounds need root to mount a tmpfs")
+    path = tempfile.mkdtemp(prefix="tubed-crashfuzz-mnt-")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size,
+                        "tubed-crashfuzz", path], capture_output=True, text=True,
+                       timeout=20)
+    if r.returncode != 0:
+        os.rmdir(path)
+        raise Skip("cannot mount a tmpfs: %s" % r.stderr.strip()[:200])
+    return path
+
+
+def umount(path):
+    r = subprocess.run(["umount", path], capture_output=True, timeout=20)
+    if r.returncode != 0:
+        subprocess.run(["umount", "-l", path], capture_output=True, timeout=20)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 class Fuzz:
-    def __init__(self, binary, seed, log):
+    def __init__(self, binary, seed, log, disk=False):
         self.rnd = random.Random(seed)
         self.seed = seed
         self.log = log
         self.led = Ledger()
-        self.t = Tubed(binary, *ARGS, conf=CONF % {"rb": "2K", "mq": "1K", "tog": "true"}, bdir=True, memcache=True,
-                       prefix="tubed-crashfuzz-")
+        self.disk = disk        # the binlog on a small tmpfs that fills up
+        self.full = False       # the filler leaves (almost) no room
+        self.mnt = None
+        bdir = True
+        if disk:
+            self.mnt = mount_tmpfs("4M")
+            bdir = os.path.join(self.mnt, "binlog")
+            os.mkdir(bdir)
+        self.t = Tubed(binary, *ARGS, conf=CONF % {"rb": "2K", "mq": "1K", "tog": "true"},
+                       bdir=bdir, memcache=True, prefix="tubed-crashfuzz-")
         self.nbody = 0
         self.tog = True         # tog's journal setting in force
         self.floor = 0          # every id given out in this life is above
@@ -418,13 +453,48 @@ class Fuzz:
             l, body = self.c.cmd_body("stats-job %d" % j.id)
             check(body is not None, "stats-job %d (%r): %r" % (j.id, j, l))
             st = harness.unq(harness.parse_yaml_dict(body)["state"])
-            check(st in ("reserved", "buried"), "job %d (%r) is %s" % (j.id, j, st))
-            if st == "buried":
-                j.state, j.holder, j.tmo = "buried", None, None
+            # With no room for the bury's record it goes back to ready.
+            check(st in ("reserved", "buried") or (st == "ready" and j.room_gone),
+                  "job %d (%r) is %s" % (j.id, j, st))
+            if st != "reserved":
+                j.state, j.holder, j.tmo = st, None, None
 
     def stable(self, j):
         """A job an operation may target: no expiry pending."""
         return not j.exp and not j.unsure and not j.tmo
+
+    def refused(self, l):
+        """Is l the answer to a durable command the binlog had no room for
+        (allowed only while the disk is full; nothing changed then)?"""
+        if self.full and l in (b"OUT_OF_MEMORY", b"NOT_STORED"):
+            self.stats["refused"] = self.stats.get("refused", 0) + 1
+            return True
+        return False
+
+    def op_disk(self):
+        """Fill the tmpfs up to a few KiB, or make room again."""
+        filler = os.path.join(self.mnt, "filler")
+        if self.full:
+            os.unlink(filler)
+            self.full = False
+            return
+        st = os.statvfs(self.mnt)
+        free = st.f_bavail * st.f_frsize
+        leave = self.rnd.choice((0, 4096, 12288, 24576))
+        with open(filler, "wb") as f:
+            left = max(0, free - leave)
+            while left > 0:
+                n = min(left, 1 << 20)
+                try:
+                    f.write(b"\xa5" * n)
+                    f.flush()
+                except OSError:
+                    break
+                left -= n
+        self.full = True
+        for j in self.led.alive.values():
+            j.room_gone = True
+        self.stats["fills"] = self.stats.get("fills", 0) + 1
 
     def journaled(self, tube):
         return tube != "nj" and (tube != "tog" or self.tog)
@@ -488,7 +558,7 @@ class Fuzz:
         l = self.c.cmd("use %s" % tube)
         l = self.c.cmd(b"put %d %d %d %d\r\n%s" % (pri, delay, ttr, len(body), body))
         t1 = time.time()
-        if l == b"OUT_OF_MEMORY" and tube in FULL_TUBES:
+        if (l == b"OUT_OF_MEMORY" and tube in FULL_TUBES) or self.refused(l):
             return
         m = re.fullmatch(rb"INSERTED (\d+)", l)
         check(m is not None, "put into %s: %r" % (tube, l))
@@ -544,14 +614,20 @@ class Fuzz:
             self.w.expect("touch %d" % j.id, "TOUCHED")
         elif what == "bury":
             pri = r.choice((j.pri, 3, 1 << 31))
-            self.w.expect("bury %d %d" % (j.id, pri), "BURIED")
+            l = self.w.cmd("bury %d %d" % (j.id, pri))
+            if self.refused(l):
+                return
+            check(l == b"BURIED", "bury %d: %r" % (j.id, l))
             j.state, j.holder, j.pri = "buried", None, pri
         else:
             pri = r.choice((j.pri, 2, 999))
             delay = r.choice((0, 0, 1, 2, 3600))
             t0 = time.time()
-            self.w.expect("release %d %d %d" % (j.id, pri, delay), "RELEASED")
+            l = self.w.cmd("release %d %d %d" % (j.id, pri, delay))
             t1 = time.time()
+            if self.refused(l):
+                return
+            check(l == b"RELEASED", "release %d: %r" % (j.id, l))
             j.holder, j.pri = None, pri
             if delay:
                 j.state, j.delay = "delayed", (t0 + delay, t1 + delay)
@@ -571,10 +647,15 @@ class Fuzz:
             j.state == "buried" or (j.state == "delayed" and j.delay[0] > now + 1)))
         if cand:
             j = self.rnd.choice(cand)
-            self.c.expect("kick-job %d" % j.id, "KICKED")
+            l = self.c.cmd("kick-job %d" % j.id)
+            if self.refused(l):
+                return
+            check(l == b"KICKED", "kick-job %d: %r" % (j.id, l))
             j.state, j.delay = "ready", None
 
     def op_kick(self):
+        if self.full:
+            return      # a kick may stop part way: which ones is unknown
         now = time.time()
         tube = self.rnd.choice(WATCHED)
         mine = self.jobs(lambda j: j.tube == tube)
@@ -600,7 +681,7 @@ class Fuzz:
         t0 = time.time()
         l = self.c.cmd("move-job %d %s" % (j.id, to))
         t1 = time.time()
-        if l == b"OUT_OF_MEMORY" and to in FULL_TUBES:
+        if (l == b"OUT_OF_MEMORY" and to in FULL_TUBES) or self.refused(l):
             return
         check(l == b"MOVED", "move-job %d %s: %r" % (j.id, to, l))
         if to == j.tube:
@@ -618,6 +699,8 @@ class Fuzz:
         l = self.c.cmd("flush-tube %s" % tube)
         now = time.time()
         m = re.fullmatch(rb"FLUSHED (\d+)", l)
+        if self.refused(l):
+            return
         if l == b"NOT_FOUND":
             left = [j for j in mine if j.tube == tube and
                     not (j.exp and now >= j.exp[0] - TOL)]
@@ -656,7 +739,7 @@ class Fuzz:
         t0 = time.time()
         l = self.m.set(tube, body, exptime=exptime)
         t1 = time.time()
-        if l == b"SERVER_ERROR" or (tube in FULL_TUBES and l != b"STORED"):
+        if (tube in FULL_TUBES and l != b"STORED") or self.refused(l):
             return
         check(l == b"STORED", "set %s: %r" % (tube, l))
         jid = self.mc_new_id(tube, body)
@@ -677,7 +760,7 @@ class Fuzz:
         held = self.held("m")
         if held:
             j = held[0]
-            if r.random() < 0.5:
+            if r.random() < 0.5 or self.full:
                 self.m.expect("get mq/close", "END")
                 self.led.kill(j.id)
             else:
@@ -728,6 +811,8 @@ class Fuzz:
             conn.expect_lines([b"USING " + tube.encode()])
             for body, pri, delay in puts:
                 l = conn.read_line()
+                if self.refused(l):
+                    continue
                 m = re.fullmatch(rb"INSERTED (\d+)", l)
                 check(m is not None, "bulk put into %s: %r" % (tube, l))
                 jid = int(m.group(1))
@@ -751,6 +836,8 @@ class Fuzz:
             self.c.expect("use tmo", "USING tmo")
             body = self.body()
             l = self.c.cmd(b"put 5 0 1 %d\r\n%s" % (len(body), body))
+            if self.refused(l):
+                return
             m = re.fullmatch(rb"INSERTED (\d+)", l)
             check(m is not None, "put into tmo: %r" % l)
             j = Job(int(m.group(1)), body, "tmo", 5, 1)
@@ -759,6 +846,8 @@ class Fuzz:
             w2 = self.t.bs()        # held open: its close would release
             self.holders.append(w2)
             l, got = w2.cmd_body("reserve-job %d" % j.id)
+            if self.refused(l):
+                return          # (the job stays, ready, in tmo)
             check(l == b"RESERVED %d %d" % (j.id, len(body)) and got == body,
                   "reserve-job %d: %r" % (j.id, l))
             j.state, j.holder, j.tmo = "reserved", "w2", (t0 + 1, time.time() + 1)
@@ -769,6 +858,8 @@ class Fuzz:
             return
         j = r.choice(cand)
         l, got = self.w.cmd_body("reserve-job %d" % j.id)
+        if self.refused(l):
+            return
         check(l == b"RESERVED %d %d" % (j.id, len(j.body)) and got == j.body,
               "reserve-job %d (%r): %r" % (j.id, j, l))
         j.state, j.holder, j.delay = "reserved", "w", None
@@ -790,8 +881,9 @@ class Fuzz:
     def step(self):
         self.settle()
         self.ttr_ends()
-        names = [n for n, _ in self.OPS]
-        weights = [w for _, w in self.OPS]
+        ops = self.OPS + ([("op_disk", 3)] if self.disk else [])
+        names = [n for n, _ in ops]
+        weights = [w for _, w in ops]
         name = self.rnd.choices(names, weights)[0]
         getattr(self, name)()
         self.stats["ops"] += 1
@@ -877,6 +969,8 @@ class Fuzz:
                     time.sleep(pause)
             self.t.kill9()
             self.stats["kills"] += 1
+        if self.full:
+            self.op_disk()      # room again: a start makes a new file
         for j in self.led.alive.values():
             if j.state == "reserved" and not j.tmo:
                 j.state, j.holder = "ready", None
@@ -971,8 +1065,9 @@ class Fuzz:
                               % (self.seed, self.seed, e)) from None
         finally:
             problems = t.stop()
-            import shutil
             shutil.rmtree(t.tmp, ignore_errors=True)
+            if self.mnt:
+                umount(self.mnt)
             if problems:
                 raise TestFailure("seed %d: %s" % (self.seed, "; ".join(problems)))
         return self.stats, self.caught

@@ -12,6 +12,12 @@ Environment:
     TUBED_CRASHFUZZ_SEED=N     repeat one seed
     TUBED_CRASHFUZZ_ROUNDS=N   kill/restart rounds per run (default 6)
     TUBED_CRASHFUZZ_RUNS=N     runs with consecutive seeds (default 1)
+
+test_binlog_crashfuzz_disk_full does the same with the binlog on a 4 MiB
+tmpfs (root only, skipped otherwise) that a filler file fills to a few KiB
+of free space and empties again at random: a durable command then either
+succeeds or answers OUT_OF_MEMORY (memcache: NOT_STORED) having changed
+nothing, and puts work again once the room is back (rounds: default 4).
 """
 
 import os
@@ -27,16 +33,13 @@ def _log(msg):
         sys.stderr.write(msg + "\n")
 
 
-@slow
-@no_server
-@tubed_only("binlog policies, read-behind and memcache are tubed extensions")
-def test_binlog_crashfuzz(binary):
+def _fuzz(binary, rounds, disk=False):
     seed = int(os.environ.get("TUBED_CRASHFUZZ_SEED") or random.randrange(1 << 30))
-    rounds = int(os.environ.get("TUBED_CRASHFUZZ_ROUNDS") or 6)
+    rounds = int(os.environ.get("TUBED_CRASHFUZZ_ROUNDS") or rounds)
     runs = int(os.environ.get("TUBED_CRASHFUZZ_RUNS") or 1)
     caught = {}
     for k in range(runs):
-        _, got = crashfuzz.Fuzz(binary, seed + k, _log).run(rounds)
+        _, got = crashfuzz.Fuzz(binary, seed + k, _log, disk=disk).run(rounds)
         for kind, (a, b) in got.items():
             x, y = caught.get(kind, (0, 0))
             caught[kind] = (x + a, y + b)
@@ -45,3 +48,17 @@ def test_binlog_crashfuzz(binary):
                  "resurrect a deleted job"):
         check(caught.get(kind, (0, 0))[1] > 0,
               "seed %d: no %r fault could be planted (%r)" % (seed, kind, caught))
+
+
+@slow
+@no_server
+@tubed_only("binlog policies, read-behind and memcache are tubed extensions")
+def test_binlog_crashfuzz(binary):
+    _fuzz(binary, 6)
+
+
+@slow
+@no_server
+@tubed_only("binlog policies, read-behind and memcache are tubed extensions")
+def test_binlog_crashfuzz_disk_full(binary):
+    _fuzz(binary, 4, disk=True)
