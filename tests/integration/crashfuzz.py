@@ -71,13 +71,16 @@ journal = false
 max_timeouts = 1
 [tube tog]
 journal = %(tog)s
+[tube fan]
+fanout = true
 """
 # The read-behind budgets a reload switches between ("0": none; a lower
 # one spills what is over, none reads every body back).
 BUDGETS = ["2K", "1K", "512", "8K", "0"]
 
 PUT_TUBES = ["default", "a", "rb", "rb", "mq", "cap", "sz", "age", "agedel",
-             "sync", "nj", "dead", "tog"]
+             "sync", "nj", "dead", "tog", "fan", "fan"]
+FANS = ["fan+a", "fan+b", "fan+c"]     # fanout children of fan
 MOVE_TUBES = ["default", "a", "rb", "mq", "cap", "sz", "age", "sync", "nj", "dead",
               "tog"]
 WATCHED = ["default", "a", "rb", "cap", "sz", "sync", "nj", "dead", "tog"]
@@ -104,6 +107,8 @@ class Job:
                                     # buried (max_timeouts = 1)
         self.unsure = False         # a command on it was not answered
         self.room_gone = False      # the disk was full since it was put
+        self.shared = False         # a fanout parent or copy: its body is
+                                    # not its own
         self.logged = True          # its last put or move went into a
                                     # journaled tube (tog: as the config
                                     # then said)
@@ -398,6 +403,9 @@ class Fuzz:
                        bdir=bdir, memcache=True, prefix="tubed-crashfuzz-")
         self.nbody = 0
         self.tog = True         # tog's journal setting in force
+        self.subs = set()       # the registered fanout children
+        self.soft = set()       # registered on a full disk: not journaled
+        self.unknown = set()    # soft ones after a restart: gone or not
         self.floor = 0          # every id given out in this life is above
         self.stats = {"ops": 0, "kills": 0, "terms": 0, "unsure": 0,
                       "maybe-puts": 0, "discards": 0, "expired": 0,
@@ -577,6 +585,62 @@ class Fuzz:
         self.led.add(j)
         if tube in FULL_TUBES:
             self.reconcile_full(tube)
+        if tube == "fan":
+            self.fan_copies(j)
+
+    def fan_copies(self, j):
+        """The copies a put into fan made, one in each registered child
+        (none on a full disk, where a copy may find no room), and none in
+        a child let go."""
+        for child in FANS:
+            l, data = self.c.cmd_body("list-jobs %s all %d 10" % (child, j.id + 1))
+            page = [] if l == b"NOT_FOUND" else [int(x) for x in
+                                                 harness.parse_yaml_list(data)]
+            if child in self.unknown:
+                # Registered on a full disk (no C record), then a restart:
+                # the first put shows whether it is still a child.
+                self.unknown.discard(child)
+                if not page:
+                    self.subs.discard(child)
+                    continue
+            if child not in self.subs:
+                check(not page, "a put into fan (job %d) was copied into %s, "
+                      "which is not a child (%r)" % (j.id, child, page))
+                continue
+            check(len(page) == 1 or (not page and self.full),
+                  "a put into fan (job %d): copies in the child %s: %r"
+                  % (j.id, child, page))
+            for cid in page:
+                k = Job(cid, j.body, child, j.pri, j.ttr)
+                k.state, k.delay, k.shared = j.state, j.delay, True
+                self.note_id(cid)
+                self.led.add(k)
+            j.shared = True
+
+    def op_subscribe(self):
+        """A fanout child comes into existence (a C record), or a memcache
+        delete lets it go (and deletes its jobs but reserved ones)."""
+        r = self.rnd
+        child = r.choice(FANS)
+        mine = self.jobs(lambda j: j.tube == child)
+        if child in self.subs:
+            self.m.expect("delete %s" % child, "DELETED")
+            for j in mine:
+                if j.state != "reserved":
+                    self.led.kill(j.id)
+            self.subs.discard(child)
+            self.soft.discard(child)
+            self.unknown.discard(child)
+        elif not mine:
+            # (a tube that still exists would not come into existence)
+            self.c2.expect("use %s" % child, "USING %s" % child)
+            self.c2.expect("use default", "USING default")
+            self.subs.add(child)
+            if self.full:
+                # No room for its C record: it stays registered until a
+                # restart (logged, doc/binlog.md), and the client is not told.
+                self.soft.add(child)
+            self.stats["subscribes"] = self.stats.get("subscribes", 0) + 1
 
     def op_reserve(self):
         l, body = self.w.cmd_body("reserve-with-timeout 0")
@@ -678,6 +742,8 @@ class Fuzz:
             return
         j = self.rnd.choice(cand)
         to = self.rnd.choice(MOVE_TUBES)
+        if to == "mq" and j.shared:
+            return      # memcache get finds a job by its body
         t0 = time.time()
         l = self.c.cmd("move-job %d %s" % (j.id, to))
         t1 = time.time()
@@ -772,7 +838,7 @@ class Fuzz:
         body = self.m.read_value("mq/open" if opn else "mq")
         if body is None:
             return
-        hits = self.jobs(lambda j: j.body == body)
+        hits = self.jobs(lambda j: j.body == body and j.tube == "mq")
         check(len(hits) == 1, "memcache get mq: body %r... is %d ledger jobs"
               % (body[:24], len(hits)))
         j = hits[0]
@@ -876,7 +942,8 @@ class Fuzz:
            ("op_delete", 6), ("op_kick_job", 4), ("op_kick", 2),
            ("op_move", 8), ("op_flush", 1), ("op_mc_set", 8),
            ("op_mc_get", 8), ("op_peek", 4), ("op_reload", 1),
-           ("op_bulk_put", 2), ("op_reserve_job", 3)]
+           ("op_bulk_put", 2), ("op_reserve_job", 3),
+           ("op_subscribe", 1)]
 
     def step(self):
         self.settle()
@@ -996,6 +1063,16 @@ class Fuzz:
 
     def check_restart(self, rnd_no):
         seen, ta, tb = self.observe()
+        c = self.t.bs()
+        l, body = c.cmd_body("list-tubes")
+        tubes = set(harness.parse_yaml_list(body))
+        c.close()
+        self.unknown |= self.soft
+        self.soft = set()
+        sure = self.subs - self.unknown
+        check(sure <= tubes, "seed %d, after restart %d: the fanout children "
+              "%s are gone (tubes: %s)" % (self.seed, rnd_no, sorted(sure - tubes),
+                                           sorted(tubes)))
         probs = check_view(self.led, seen, ta, tb)
         if probs:
             fail("seed %d, after restart %d: %d problems:\n  %s"
