@@ -10,14 +10,14 @@ the checker must report every one.
 
 Environment:
     TUBED_CRASHFUZZ_SEED=N     repeat one seed
-    TUBED_CRASHFUZZ_ROUNDS=N   kill/restart rounds per run (default 6)
+    TUBED_CRASHFUZZ_ROUNDS=N   kill/restart rounds per run (default 12)
     TUBED_CRASHFUZZ_RUNS=N     runs with consecutive seeds (default 1)
 
 test_binlog_crashfuzz_disk_full does the same with the binlog on a 4 MiB
 tmpfs (root only, skipped otherwise) that a filler file fills to a few KiB
 of free space and empties again at random: a durable command then either
 succeeds or answers OUT_OF_MEMORY (memcache: NOT_STORED) having changed
-nothing, and puts work again once the room is back (rounds: default 4).
+nothing, and puts work again once the room is back (rounds: default 8).
 """
 
 import os
@@ -54,11 +54,11 @@ def _fuzz(binary, rounds, disk=False):
 @no_server
 @tubed_only("binlog policies, read-behind and memcache are tubed extensions")
 def test_binlog_crashfuzz(binary):
-    _fuzz(binary, 6)
+    _fuzz(binary, 12)
 
 
 @slow
 @no_server
 @tubed_only("binlog policies, read-behind and memcache are tubed extensions")
 def test_binlog_crashfuzz_disk_full(binary):
-    _fuzz(binary, 4, disk=True)
+    _fuzz(binary, 8, disk=True)
