@@ -1146,6 +1146,11 @@ class Fuzz:
                 for _ in range(r.randrange(*ops)):
                     self.step()
                 self.crash()
+                if r.random() < 0.2:
+                    # killed again at once: while it replays, or just after
+                    t.start(extra=r.choice(MODES))
+                    t.kill9()
+                    self.stats["double-kills"] = self.stats.get("double-kills", 0) + 1
                 t.start(extra=r.choice(MODES))
                 self.check_restart(n + 1)
             self.log("seed %d: %r; planted faults caught %r"
