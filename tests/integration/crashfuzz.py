@@ -440,7 +440,9 @@ class Fuzz:
         """Apply what the clock alone has made certain."""
         now = time.time()
         for j in list(self.led.alive.values()):
-            if j.exp and now > j.exp[1] + TOL:
+            # An expired job that found no room to move waits for the next
+            # try: such a job stays unsure until the restart shows it.
+            if j.exp and now > j.exp[1] + TOL and not (self.full or j.room_gone):
                 self.stats["expired"] += 1
                 if j.exp_to:
                     j.tube, j.state, j.exp, j.delay = j.exp_to, "ready", None, None
@@ -462,7 +464,8 @@ class Fuzz:
             check(body is not None, "stats-job %d (%r): %r" % (j.id, j, l))
             st = harness.unq(harness.parse_yaml_dict(body)["state"])
             # With no room for the bury's record it goes back to ready.
-            check(st in ("reserved", "buried") or (st == "ready" and j.room_gone),
+            check(st in ("reserved", "buried") or
+                  (st == "ready" and (j.room_gone or self.full)),
                   "job %d (%r) is %s" % (j.id, j, st))
             if st != "reserved":
                 j.state, j.holder, j.tmo = st, None, None
@@ -920,6 +923,7 @@ class Fuzz:
             m = re.fullmatch(rb"INSERTED (\d+)", l)
             check(m is not None, "put into tmo: %r" % l)
             j = Job(int(m.group(1)), body, "tmo", 5, 1)
+            j.room_gone = self.full
             self.note_id(j.id)
             self.led.add(j)
             w2 = self.t.bs()        # held open: its close would release
