@@ -6,22 +6,30 @@ are compacted and files deleted all the time) through every journaled
 change: put (priorities, delays, TTRs, several tubes: read-behind ones,
 full ones that discard, max_age ones that expire or move to a dead-letter
 tube, a sync_journal one, an unjournaled one), reserve + delete / release
-(with a delay) / bury / touch, delete by id, kick, kick-job, move-job,
-flush-tube, and memcache set (with an expiry) / get (take) / get /open,
-/close, /abort.  A client-side ledger holds what each acknowledged reply
-makes knowable.  At a random moment the server is killed with SIGKILL
-(often with a few commands sent and not yet answered: those are
-"unsure"), started again on the same directory in a random durability mode
-(-f 0, -f 25, -F: a process crash loses nothing acknowledged in any of
-them), and the recovered state is read back (list-tubes, list-jobs, stats-job,
-peek of every id) and compared job by job with the ledger by check(), a
-pure function, so that planted faults prove it can fail.
+(with a delay) / bury / touch, reserve-job, a 1 s TTR running out in a
+max_timeouts tube (a bury), delete by id, kick, kick-job, move-job,
+flush-tube, pipelined puts on two connections at once, fanout (children
+registered and let go, copies), reloads that change the read-behind
+budgets and turn a tube's journal on and off, and memcache set (with an
+expiry) / get (take) / get /open, /close, /abort, delete.  A client-side
+ledger holds what each acknowledged reply makes knowable.  At a random
+moment the server is killed with SIGKILL (often with a few commands sent
+and not yet answered: those are "unsure"; sometimes killed again during
+the next start's replay), started again on the same directory in a random
+durability mode (-f 0, -f 25, -F: a process crash loses nothing
+acknowledged in any of them), and the recovered state is read back
+(list-tubes, list-jobs, stats-job, peek of every id) and compared job by
+job with the ledger by check_view(), a pure function, so that planted
+faults (plant_faults()) prove it can fail.  With disk=True the binlog is
+on a small tmpfs that a filler file fills up and empties at random.
 
 Times: the server keeps delay deadlines and expiries in real time; the
 ledger keeps for each a range [earliest, latest] of the wall-clock time it
 can be (send time .. reply time), and a state that depends on one is
-accepted either way only while the check's own window overlaps that range.
-A slow machine widens what is unsure; it never fails the check.
+accepted either way only while the check's own window overlaps that range
+(TOL is slack for the clocks' rounding, not for speed: the server applies a
+due deadline before it answers about the job).  A slow machine widens what
+is unsure; it never fails the check.
 """
 
 import os
