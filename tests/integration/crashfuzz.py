@@ -500,16 +500,16 @@ class Fuzz:
         st = os.statvfs(self.mnt)
         free = st.f_bavail * st.f_frsize
         leave = self.rnd.choice((0, 4096, 12288, 24576))
-        with open(filler, "wb") as f:
+        # Unbuffered: a write the tmpfs cut short raises here, never
+        # again at the close.
+        with open(filler, "wb", buffering=0) as f:
             left = max(0, free - leave)
             while left > 0:
                 n = min(left, 1 << 20)
                 try:
-                    f.write(b"\xa5" * n)
-                    f.flush()
+                    left -= f.write(b"\xa5" * n) or n
                 except OSError:
                     break
-                left -= n
         self.full = True
         for j in self.led.alive.values():
             j.room_gone = True
