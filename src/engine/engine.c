@@ -414,10 +414,13 @@ EngineResult engine_put(Engine *e, Job *j, Tube *t)
     int r;
 
     j->tube = t;
-    if (policy_make_room(e, t, j->body_size) < 0)
-        return ENG_FULL;
+    /* Log room first: a put refused for want of it must not have
+     * discarded old jobs to make room in t (their delete records need no
+     * room of their own: every live job keeps some for its delete). */
     if (binlog_reserve_put(e, j) < 0)
         return ENG_NO_MEMORY;
+    if (policy_make_room(e, t, j->body_size) < 0)
+        return ENG_FULL;
     r = queue_add(e, j, t);
     if (r == -2)
         return ENG_NO_MEMORY;

@@ -133,10 +133,10 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
     if (spill_load(e, j) < 0)
         return -1;
     j->ringed = 0; /* src's ring has it; dst's does not */
-    if (dst != src && policy_make_room(e, dst, j->body_size) < 0)
-        return -1;
     /* Everything that can fail first: heap room, and log room for the
-     * record the job will have (in dst, its clock restarted). */
+     * record the job will have (in dst, its clock restarted); only then
+     * the discards that make room in dst, so a move refused for want of
+     * log room has deleted nothing. */
     entered = x->entered;
     j->tube = dst;
     x->entered = e->now;
@@ -146,7 +146,7 @@ static int move_held(Engine *e, Job *j, Tube *dst, int to_ready)
          binlog_reserve_put(e, j) == 0;
     j->tube = src;
     x->entered = entered;
-    if (!ok)
+    if (!ok || (dst != src && policy_make_room(e, dst, j->body_size) < 0))
         return -1;
     binlog_leave(e, j, dst->pol.journal);
     queue_detach(e, j);
@@ -554,12 +554,12 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         Job *copy;
 
         /* A child follows its own keys: too big for it, or no room. */
-        if (j->body_size > policy_max_body(e, c) ||
-            policy_make_room(e, c, j->body_size) < 0) {
+        if (j->body_size > policy_max_body(e, c)) {
             c->total_discarded++;
             continue;
         }
-        copy = queue_job_new_for(e, c, e->next_id++, j->body_size, 0);
+        /* Its id is taken only once it has room (below). */
+        copy = queue_job_new_for(e, c, e->next_id, j->body_size, 0);
         if (!copy || (x->delay && !job_ext_get(copy))) {
             queue_job_free(e, copy);
             c->total_discarded++;
@@ -572,7 +572,15 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         if (x->delay)
             job_ext(copy)->delay = x->delay;
         copy->tube = c;
-        if (binlog_reserve_put(e, copy) < 0 || queue_add(e, copy, c) == -2) {
+        /* Log room before the discards that make room in c: a copy that
+         * cannot be logged must not have cost c its old jobs. */
+        if (binlog_reserve_put(e, copy) < 0 || policy_make_room(e, c, j->body_size) < 0) {
+            queue_job_free(e, copy);
+            c->total_discarded++;
+            continue;
+        }
+        e->next_id++;
+        if (queue_add(e, copy, c) == -2) {
             queue_job_free(e, copy);
             c->total_discarded++;
             continue;

@@ -657,12 +657,16 @@ void binlog_leave(Engine *e, Job *j, int to_journaled)
 int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep,
                  uint32_t nkeep, uint64_t flushed)
 {
-    uint64_t freed = flushed * DEL;
+    /* Only a journaled tube's jobs each kept room for a delete record. */
+    uint64_t freed = t->pol.journal ? flushed * DEL : 0;
     BlRecord r = {.type = BL_FLUSH, .id = max_id, .tube = t->name,
                   .tube_len = t->name_len, .nkeep = nkeep};
     char *ids;
 
-    if (!bl(e)->enabled || !t->pol.journal)
+    /* Written for an unjournaled tube too: a reload may have turned its
+     * journal off while it held jobs whose records are in the files, and
+     * without this record they would come back at the next start. */
+    if (!bl(e)->enabled)
         return 0;
     /* The room kept for the flushed jobs' delete records is free now. */
     if (reserve(e, bl_record_size(&r), bl(e)->reserved > freed ? bl(e)->reserved - freed : 0) < 0)

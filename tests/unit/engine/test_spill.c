@@ -898,6 +898,108 @@ START_TEST(move_and_flush)
 }
 END_TEST
 
+/* A reload that turns a tube's journal off leaves the records of the jobs
+ * it already holds in the binlog (they are deleted, released, buried there
+ * as before). A flush-tube of it must still write its record: the old
+ * code wrote none for an unjournaled tube, and the flushed jobs came back
+ * at the next start. */
+START_TEST(flush_after_journal_turned_off)
+{
+    static const char off[] = "[tube p]\njournal = false\n";
+    char text[sizeof conf_text + sizeof off];
+    World x;
+    uint64_t a, b, c;
+    Job *j;
+
+    world_config(&x, 0);
+    world_open(&x);
+    a = put_in(&x, x.p, BODY, 10, 0)->id;
+    b = put_in(&x, x.p, BODY, 10, 3600)->id;
+    c = put_in(&x, x.p, BODY, 10, 0)->id;
+    engine_commit(&x.e);
+    snprintf(text, sizeof text, "%s%s", conf_text, off);
+    reload(&x, text);
+    ck_assert(!x.p->pol.journal);
+    /* c is reserved: it stays with its worker, and comes back ready. */
+    ck_assert_int_eq(engine_reserve_job(&x.e, &x.w, c, &j), ENG_OK);
+    ck_assert_int_eq(engine_flush_tube(&x.e, x.p), 2);
+    for (int i = 0; i < 5; i++)
+        iterate(&x);
+    world_restart(&x);
+    ck_assert_msg(!find(&x, a), "flushed job %llu came back", (unsigned long long)a);
+    ck_assert_msg(!find(&x, b), "flushed job %llu came back", (unsigned long long)b);
+    ck_assert_ptr_nonnull(find(&x, c));
+    ck_assert_int_eq(find(&x, c)->state, JOB_READY);
+    world_free(&x);
+}
+END_TEST
+
+static int no_room(int fd, off_t off, off_t len)
+{
+    (void)fd, (void)off, (void)len;
+    return ENOSPC;
+}
+
+/* A put or a move into a full tube that discards its oldest jobs, refused
+ * because the binlog has no room for its record (a full disk), deletes
+ * nothing. The old code discarded first and looked for log room after:
+ * the client got OUT_OF_MEMORY and the tube had lost its oldest jobs for
+ * nothing (policy_fanout had the same order for a child). */
+START_TEST(no_log_room_discards_nothing)
+{
+    static const char cap_conf[] = "[tube cap]\nmax_items = 2\ndiscard_old_when_full = true\n";
+    char text[sizeof conf_text + sizeof cap_conf];
+    World x;
+    Tube *cap;
+    Job *j;
+    uint64_t a, b, m;
+    int full = 0;
+
+    world_config(&x, 0);
+    world_open(&x);
+    snprintf(text, sizeof text, "%s%s", conf_text, cap_conf);
+    reload(&x, text);
+    cap = engine_tube(&x.e, "cap", 3);
+    ck_assert_ptr_nonnull(cap);
+    engine_tube_ref(cap);
+    ck_assert_uint_eq(cap->pol.max_items, 2);
+    a = put_in(&x, cap, BODY, 10, 0)->id;
+    b = put_in(&x, cap, BODY, 10, 0)->id;
+    m = put_in(&x, x.p, BODY, 10, 0)->id;
+    engine_commit(&x.e);
+    /* The disk is full: puts go on until the binlog's room is used up. */
+    bl_disk.fallocate = no_room;
+    for (int i = 0; i < 10000 && !full; i++) {
+        j = engine_job_new(&x.e, x.p, BODY, 10, 0, 60);
+        ck_assert_ptr_nonnull(j);
+        fill(j->id, BODY, job_body_mut(j));
+        if (engine_put(&x.e, j, x.p) == ENG_NO_MEMORY) {
+            engine_job_drop(&x.e, j);
+            full = 1;
+        }
+        engine_commit(&x.e);
+    }
+    ck_assert_msg(full, "the binlog never ran out of room");
+    j = engine_job_new(&x.e, cap, BODY, 10, 0, 60);
+    ck_assert_ptr_nonnull(j);
+    fill(j->id, BODY, job_body_mut(j));
+    ck_assert_int_eq(engine_put(&x.e, j, cap), ENG_NO_MEMORY);
+    engine_job_drop(&x.e, j);
+    ck_assert_int_ne(engine_move_job(&x.e, m, cap), ENG_OK);
+    engine_commit(&x.e);
+    ck_assert_msg(find(&x, a) && find(&x, b), "a refused put or move discarded %s",
+                  find(&x, a) ? "the second job" : "the oldest job");
+    ck_assert_ptr_eq(find(&x, m)->tube, x.p);
+    ck_assert_uint_eq(cap->total_discarded, 0);
+    bl_disk.fallocate = posix_fallocate;
+    engine_tube_unref(&x.e, cap);
+    world_restart(&x);
+    ck_assert_ptr_nonnull(find(&x, a));
+    ck_assert_ptr_nonnull(find(&x, b));
+    world_free(&x);
+}
+END_TEST
+
 /* Fanout copies into a child with its own budget take the spilled form
  * there; a copy's body is its parent job's. */
 START_TEST(fanout_copies_spill)
@@ -2021,6 +2123,8 @@ static Suite *spill_suite(void)
     tcase_add_test(sp, reserve_loads_a_spilled_job);
     tcase_add_test(sp, waiting_reserve_parks_for_the_reader);
     tcase_add_test(sp, move_and_flush);
+    tcase_add_test(sp, flush_after_journal_turned_off);
+    tcase_add_test(sp, no_log_room_discards_nothing);
     tcase_add_test(sp, strict_fsync);
     tcase_add_test(sp, fanout_copies_spill);
     tcase_add_test(sp, expiry_moves_spilled_jobs);
