@@ -51,6 +51,7 @@ struct Tube {
     uint32_t waitq_len, waitq_cap, waitq_last;
     uint32_t waitq_fifo; /* its waiters with Worker.fifo: while any, first
                             come first served (waiter.c) */
+    uint32_t fresh_ct;   /* its jobs on Engine.fresh while posted */
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */
     Heap expiry;         /* Job*, by JobExt.expires: jobs that can expire,
@@ -69,7 +70,6 @@ struct Tube {
     uint32_t child_file; /* the binlog file of its registration record
                             (store/blfile.h); 0: none */
     uint8_t posted;      /* on Engine.posted_tubes (a reference is held) */
-    uint32_t fresh_ct;   /* its jobs on Engine.fresh while posted */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
     uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */

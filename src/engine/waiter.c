@@ -368,6 +368,15 @@ static Worker *next_waiter(const Engine *e, const Tube *t)
     return narrow;
 }
 
+/* w, t's next waiter, takes j: t's cursor moves on, w's wait ends, and
+ * it is woken with the job. */
+static void give(Engine *e, Tube *t, Worker *w, Job *j)
+{
+    waitq_took(t, w);
+    worker_cancel(e, w);
+    w->ops->wake(w, take(e, w, j), j);
+}
+
 /* The job that became ready goes to its tube's next waiter, as beanstalkd
  * hands a job out the moment it is ready. One
  * gone, taken or expired since, or in a tube paused or without a waiter,
@@ -383,9 +392,7 @@ static void serve_fresh(Engine *e, uint64_t id)
         return;
     if (policy_check(e, j) || spill_fetch(e, j) > 0)
         return;
-    waitq_took(j->tube, w);
-    worker_cancel(e, w);
-    w->ops->wake(w, take(e, w, j), j);
+    give(e, j->tube, w, j);
 }
 
 void waiter_serve(Engine *e, Tube *t)
@@ -410,9 +417,7 @@ void waiter_serve(Engine *e, Tube *t)
         } else if (spill_fetch(e, j) > 0) {
             break; /* served when the reader brings it (spill.h) */
         }
-        waitq_took(t, w);
-        worker_cancel(e, w);
-        w->ops->wake(w, take(e, w, j), j);
+        give(e, t, w, j);
     }
     tube_unref(&e->tubes, t);
 }

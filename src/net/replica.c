@@ -36,9 +36,9 @@ static void read_some(Server *s);
 
 /* Give up the connection; try again in a second. why goes to last-error
  * and, when it is news, to the log. */
-/* The link ended (why: for the log, once per distinct reason, and for
- * last-error); the next try is a second away. */
-static void fail_quietly(Server *s, const char *why, int quiet)
+/* The link ended (why: for last-error, and for the log when logged, once
+ * per distinct reason); the next try is a second away. */
+static void end_link(Server *s, const char *why, int logged)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start;
@@ -65,7 +65,7 @@ static void fail_quietly(Server *s, const char *why, int quiet)
         engine_sweep_abort(&s->eng);
     r->snapshot = 0;
     snprintf(r->last_error, sizeof r->last_error, "%s", why);
-    if (!quiet && strcmp(r->logged_error, why)) {
+    if (logged && strcmp(r->logged_error, why)) {
         log_warn("replication: primary %s: %s; retrying every second", r->primary, why);
         snprintf(r->logged_error, sizeof r->logged_error, "%s", why);
     }
@@ -73,7 +73,7 @@ static void fail_quietly(Server *s, const char *why, int quiet)
 
 static void fail(Server *s, const char *why)
 {
-    fail_quietly(s, why, 0);
+    end_link(s, why, 1);
 }
 
 void replica_stop(Server *s)
@@ -175,7 +175,7 @@ static void connect_failed(Server *s, const char *why)
     Repl *r = R(s);
     int more = (r->addr_nth + 1) % r->addr_count != 0;
 
-    fail_quietly(s, why, more);
+    end_link(s, why, !more);
     if (more) {
         r->addr_nth++;
         r->next_try = s->eng.now;

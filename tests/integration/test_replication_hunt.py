@@ -21,6 +21,14 @@ SERVER = "none"
 MEM = "[tube mem]\njournal = false\n"
 
 
+def _restart_keeps(p, want):
+    """kill -9 of p and a restart: its binlog brings back exactly want."""
+    p.kill9()
+    p.restart()
+    assert_same(want, snapshot(p.admin()), "the primary restarted from its binlog",
+                "before", "after", replica_side=False)
+
+
 @no_server
 @tubed_only(EXT)
 def test_id_mark_after_a_roll_over_deletes_no_job(binary):
@@ -40,11 +48,7 @@ def test_id_mark_after_a_roll_over_deletes_no_job(binary):
         want = {j: v for j, v in snapshot(p.admin()).items() if v.tube == "disk"}
         eq(sorted(want), ids, "the journaled jobs on the primary")
         assert_same(want, snapshot(r.admin()), "the replica after the roll-overs")
-        p.kill9()
-        p.restart()
-        got = snapshot(p.admin())
-        assert_same(want, got, "the primary restarted from its binlog",
-                    "before", "after", replica_side=False)
+        _restart_keeps(p, want)
         eq(p.bs().put(b"next") > 1, True, "a new id after the restart")
 
 
@@ -65,11 +69,7 @@ def test_move_of_an_old_job_into_an_unjournaled_tube(binary):
         want = {j: v for j, v in snapshot(p.admin()).items() if v.tube == "disk"}
         eq(sorted(want), ids[1:], "the journaled jobs on the primary")
         assert_same(want, snapshot(r.admin()), "the replica after the move")
-        p.kill9()
-        p.restart()
-        got = snapshot(p.admin())
-        assert_same(want, got, "the primary restarted from its binlog",
-                    "before", "after", replica_side=False)
+        _restart_keeps(p, want)
 
 
 def _promote(c, epoch, what):

@@ -112,6 +112,20 @@ static void add_simple(Stream *s, int type, uint64_t id, uint64_t pos)
     add(s, &r);
 }
 
+/* The replica's own jobs, before it connects: st's records applied as
+ * its binlog's replay would leave them. */
+static void apply_own(Server *s, const Stream *st)
+{
+    for (size_t off = 0; off < st->len;) {
+        BlRecord rec;
+        long n = bl_decode(st->data + off, st->len - off, &rec);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
+        off += (size_t)n;
+    }
+    engine_commit(&s->eng);
+}
+
 static void feed(Server *s, const char *p, size_t n)
 {
     Repl *r = s->repl;
@@ -159,14 +173,7 @@ START_TEST(replica_applies_a_stream)
     /* Jobs of its own first: 50 goes at the sweep, 2 is replaced. */
     add_job(&st, 50, "stale", "old", 0);
     add_job(&st, 2, "default", "stale body", 0);
-    for (size_t off = 0; off < st.len;) {
-        BlRecord rec;
-        long n = bl_decode(st.data + off, st.len - off, &rec);
-        ck_assert_int_gt(n, 0);
-        ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
-        off += (size_t)n;
-    }
-    engine_commit(&s->eng);
+    apply_own(s, &st);
     ck_assert_uint_eq(s->eng.jobs.len, 2);
 
     replica_expect_answer(s);
@@ -243,14 +250,7 @@ START_TEST(sweep_keeps_jobs_sent_out_of_order)
 
     for (uint64_t id = 1; id <= 9; id++)
         add_job(&st, id, "default", "mine", 0);
-    for (size_t off = 0; off < st.len;) {
-        BlRecord rec;
-        long n = bl_decode(st.data + off, st.len - off, &rec);
-        ck_assert_int_gt(n, 0);
-        ck_assert_int_eq(engine_apply(&s->eng, &rec), 0);
-        off += (size_t)n;
-    }
-    engine_commit(&s->eng);
+    apply_own(s, &st);
     ck_assert_uint_eq(s->eng.jobs.len, 9);
 
     replica_expect_answer(s);
