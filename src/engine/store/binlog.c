@@ -468,6 +468,11 @@ int binlog_mark_ids(Engine *e, uint64_t upto)
 
     if (!b->enabled || reserve(e, DEL, b->reserved) < 0 || append(e, &r) < 0)
         return -1;
+    /* As the journal=false tubes' mark: carried into every new file, so
+     * the jump outlives the file that holds this record even when no id
+     * above it is journaled before compaction drops that file. */
+    if (upto > b->id_mark)
+        b->id_mark = upto;
     return 0;
 }
 

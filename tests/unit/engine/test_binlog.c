@@ -1020,6 +1020,46 @@ START_TEST(compaction_bounds_release_churn)
 }
 END_TEST
 
+/* A promotion's id jump (engine_skip_ids) is one delete record of the
+ * last id skipped. Records of old jobs alone can then fill and roll over
+ * file after file, and compaction drops the file that held it: the jump
+ * must go on in the newest file, or a restart hands out skipped ids. */
+START_TEST(id_jump_outlives_its_file)
+{
+    Server *s;
+    Config cfg;
+    Worker *c = fake_conn();
+    Job *live[20];
+    uint64_t jump_to;
+
+    config(&cfg);
+    cfg.fsync_never = 1;
+    s = open_cfg(&cfg);
+    for (int i = 0; i < 20; i++)
+        live[i] = put_filled(s, "jump", 300);
+    iterate(s);
+    ck_assert_int_eq(engine_skip_ids(&s->eng, 1u << 20), 0);
+    jump_to = s->eng.next_id;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 20; i++) {
+            reserve_job(s, c, live[i]);
+            release_job(s, live[i], (uint32_t)round, 0);
+        }
+        iterate(s);
+    }
+    ck_assert_uint_eq(s->eng.next_id, jump_to); /* no put since */
+    ck_assert_uint_gt(s->eng.binlog.records_migrated, 0);
+    ck_assert(!file_exists(1));
+    close_srv(s);
+    free(c);
+
+    s = open_cfg(&cfg);
+    ck_assert_uint_eq(s->eng.jobs.len, 20);
+    ck_assert_uint_ge(s->eng.next_id, jump_to);
+    close_srv(s);
+}
+END_TEST
+
 /* More live data than one file: compaction keeps all of it. */
 START_TEST(compaction_keeps_many_live_jobs)
 {
@@ -2006,6 +2046,7 @@ static Suite *binlog_suite(void)
     suite_add_tcase(s, rp);
 
     tcase_add_test(fl, files_roll_over);
+    tcase_add_test(fl, id_jump_outlives_its_file);
     tcase_add_test(fl, dead_files_removed);
     tcase_add_test(fl, second_open_refused_while_locked);
     suite_add_tcase(s, fl);
