@@ -135,36 +135,85 @@ static uint32_t le32(const unsigned char *p)
            (uint32_t)p[3] << 24;
 }
 
-int bk_find(const Backlog *b, uint64_t pos, uint64_t *off)
+/* The index (from mhead) just past the last mark whose position (by_off
+ * 0) or offset (by_off 1) is at or below key; 0 when there is none. */
+static size_t marks_upto(const Backlog *b, uint64_t key, int by_off)
 {
     size_t lo = 0, hi = b->mlen;
+
+    /* (marks' positions and offsets never go down) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const BkMark *m = &b->marks[(b->mhead + mid) % b->mcap];
+        if ((by_off ? m->off : m->pos) <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The frame of the record at offset at: its whole size in *size and
+ * whether it is a P record; -1 when its head is not held or is damaged. */
+static int frame_at(const Backlog *b, uint64_t at, uint64_t *size, int *is_pos)
+{
+    unsigned char h[BL_REC_HEAD + 1];
+
+    if (bk_read(b, at, h, sizeof h) != (long)sizeof h)
+        return -1;
+    if (le32(h) == 0 || le32(h) > b->end - at - BL_REC_HEAD)
+        return -1;
+    *size = BL_REC_HEAD + (uint64_t)le32(h);
+    *is_pos = h[BL_REC_HEAD] == BL_POS;
+    return 0;
+}
+
+int bk_find(const Backlog *b, uint64_t pos, uint64_t *off)
+{
+    size_t k;
     BkMark m;
     uint64_t at, have;
 
     if (!b->cap || !b->mlen || pos < b->marks[b->mhead].pos)
         return -1;
-    /* the latest mark at or below pos (marks' positions never go down) */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (b->marks[(b->mhead + mid) % b->mcap].pos <= pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    m = b->marks[(b->mhead + lo - 1) % b->mcap];
+    k = marks_upto(b, pos, 0);
+    m = b->marks[(b->mhead + k - 1) % b->mcap];
     at = m.off;
     have = m.pos;
     /* Walk the records after the mark; each but P advances the position. */
     while (have < pos) {
-        unsigned char h[BL_REC_HEAD + 1];
-        if (bk_read(b, at, h, sizeof h) != (long)sizeof h)
+        uint64_t size;
+        int is_pos;
+        if (frame_at(b, at, &size, &is_pos) < 0)
             return -1; /* the end came first: pos is past what we have */
-        if (le32(h) == 0 || le32(h) > b->end - at - BL_REC_HEAD)
-            return -1;
-        if (h[BL_REC_HEAD] != BL_POS)
+        if (!is_pos)
             have++;
-        at += BL_REC_HEAD + le32(h);
+        at += size;
     }
     *off = at;
+    return 0;
+}
+
+int bk_pos_at(const Backlog *b, uint64_t off, uint64_t *pos)
+{
+    size_t k;
+    BkMark m;
+    uint64_t at;
+
+    if (!b->cap || !b->mlen || (k = marks_upto(b, off, 1)) == 0)
+        return -1;
+    m = b->marks[(b->mhead + k - 1) % b->mcap];
+    *pos = m.pos;
+    for (at = m.off; at < off;) {
+        uint64_t size;
+        int is_pos;
+        if (frame_at(b, at, &size, &is_pos) < 0)
+            return -1;
+        if (at + size > off)
+            break; /* a record cut by off: not all of it is there */
+        if (!is_pos)
+            (*pos)++;
+        at += size;
+    }
     return 0;
 }

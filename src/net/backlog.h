@@ -56,6 +56,10 @@ int bk_range(const Backlog *b, uint64_t *first, uint64_t *last);
 /* The offset a replica at pos resumes from, or -1 when pos is not in the
  * backlog (too old, too new, or the bytes are not whole records). */
 int bk_find(const Backlog *b, uint64_t pos, uint64_t *off);
+/* The position the whole records before offset off bring the stream to
+ * (what a reader sent the bytes up to off has): -1 when off is before the
+ * first mark or the bytes from that mark are not held. */
+int bk_pos_at(const Backlog *b, uint64_t off, uint64_t *pos);
 /* Copy up to n bytes from offset off: the count (0 at the end), or -1 when
  * off is no longer held (overwritten). */
 long bk_read(const Backlog *b, uint64_t off, void *dst, size_t n);

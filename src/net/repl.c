@@ -36,6 +36,8 @@ struct ReplLink {
     uint64_t bk_off;       /* the backlog offset it is sent from next */
     uint64_t cursor;       /* the next id the snapshot looks at */
     uint64_t acked;        /* its acknowledged position */
+    uint64_t sent;         /* the position of what it was sent (or had):
+                            * it cannot acknowledge more */
     int64_t sent_at;       /* monotonic ns the last bytes were queued */
     char line[ACK_LINE_MAX];
     size_t line_len;
@@ -247,6 +249,7 @@ static void on_write(void *arg, const char *data, size_t len, uint64_t pos, uint
             continue; /* (a catching-up link reads this from the backlog) */
         conn_reply(x->c, data, len);
         conn_reply(x->c, p, sizeof p);
+        x->sent = pos;
         /* Sent before the replies this iteration releases: the clients'
          * next replies wait on this batch's round trip to the replica,
          * and writing fifty replies first delays it by their sends. */
@@ -369,6 +372,7 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
             l->catchup = 1;
             l->bk_off = off;
             l->acked = 0; /* its ACKs say what it has written */
+            l->sent = pos;
             r->partial_resyncs++;
             log_info("replication: replica %s connected (epoch %llu, position %llu); "
                      "continuing from there (%llu records)", l->addr,
@@ -417,6 +421,16 @@ static void ack_line(ReplLink *l)
     }
     if (l->snapshot)
         return; /* it cannot have everything before E */
+    if (v > l->sent) {
+        /* Its acknowledgement releases replies: one for records it has
+         * not even been sent would let a client hold an acknowledged
+         * change that no replica has. */
+        log_warn("replication: replica %s acknowledged position %llu, beyond what it "
+                 "was sent (%llu); dropping it", l->addr, (unsigned long long)v,
+                 (unsigned long long)l->sent);
+        l->drop = 1;
+        return;
+    }
     if (v > l->acked)
         l->acked = v;
 }
@@ -461,6 +475,7 @@ static void snapshot_more(Server *s, ReplLink *l)
             bl_encode(&end, buf);
             conn_reply(l->c, buf, sizeof buf);
             l->snapshot = 0;
+            l->sent = end.pos;
             l->sent_at = s->eng.now;
             log_info("replication: snapshot sent to %s (position %llu)", l->addr,
                      (unsigned long long)end.pos);
@@ -502,6 +517,7 @@ static void catchup_more(Server *s, ReplLink *l)
         }
         conn_reply(l->c, chunk, (size_t)n);
         l->bk_off += (uint64_t)n;
+        bk_pos_at(&r->bk, l->bk_off, &l->sent); /* (just read: it is held) */
         l->sent_at = s->eng.now;
     }
     conn_mark_pending(l->c);
@@ -529,6 +545,7 @@ static void heartbeat(Server *s)
             continue; /* sent something within the second: no need (and a
                          catching-up link must not hear a later position) */
         conn_reply(x->c, p, sizeof p);
+        x->sent = my_pos(s);
         x->sent_at = s->eng.now;
     }
 }

@@ -7,8 +7,9 @@ A fake replica (a raw socket speaking the handshake `replicate <epoch>
   records with P positions; BAD_FORMAT for malformed arguments; FENCED for
   a higher epoch; NOT_PRIMARY from a replica; a lower epoch is served;
 - garbage after the handshake, an overlong line, a malformed ACK, an ACK
-  of a position the primary never made: the primary closes that
-  connection, keeps serving, and such an ACK releases no held reply;
+  of a position the primary never made or never sent it: the primary
+  closes that connection, keeps serving, and such an ACK releases no held
+  reply;
 - a fake replica that stops reading: the primary keeps serving its clients,
   its memory stays bounded, and it closes that connection.
 A fake primary (a listener in the test): garbage records, a lower epoch, a
@@ -300,6 +301,46 @@ def test_ack_before_end_of_snapshot_releases_nothing(binary):
         f.close()
         cl.node("r", "-f", "0", replica_of=p)
         line = c.read_line(timeout=30)
+        check(line.startswith(b"INSERTED"), "once a real replica came: %r" % line)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ack_beyond_what_was_sent_releases_nothing(binary):
+    """A fake replica going on from the backlog (a partial resync) that
+    acknowledges the primary's position before it reads any of it: the
+    primary reads that ACK having sent only part of 30 MB of records
+    (socket buffers hold a few), so it is a lie the primary refuses (it
+    closes the link) and the held reply stays held."""
+    with Cluster(binary, "repl_backlog = 64M\n") as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs(timeout=60)
+        c.put(b"first")  # (position 0 would ask for a snapshot)
+        starter = FakeReplica(p)  # the backlog exists from a first replica on
+        check(starter.answer.startswith(b"REPLICATING"), "handshake: %r"
+              % starter.answer)
+        starter.until_end()
+        epoch, pos0 = rint(p.repl(), "epoch"), rint(p.repl(), "position")
+        starter.close()
+        put_many(c, [body("lie", i, 1000) for i in range(30000)], batch=500)
+        f = FakeReplica(p, epoch=epoch, position=pos0)
+        check(f.answer.startswith(b"CONTINUING"), "a partial resync from "
+              "position %d: %r" % (pos0, f.answer))
+        p.reload("repl_backlog = 64M\nsync_replicas = 1\n")
+        c.send(b"put 0 0 60 4\r\nheld\r\n")
+        c.expect_silence(1.0)
+        pos = rint(p.repl(), "position")
+        f.send(b"ACK %d\r\n" % pos)
+        # The primary reads it once this link's output drains below its
+        # limit: reading the stream lets it, early in the catch-up.
+        closed = f.closed(timeout=20)
+        c.expect_silence(1.0)
+        check(closed, "the primary kept a replica that acknowledged position "
+              "%d having been sent far less" % pos)
+        check("beyond what it was sent" in p.stderr(),
+              "the primary logs why: %r" % p.stderr()[-600:])
+        cl.node("r", "-f", "0", replica_of=p)
+        line = c.read_line(timeout=60)
         check(line.startswith(b"INSERTED"), "once a real replica came: %r" % line)
 
 

@@ -493,6 +493,26 @@ START_TEST(backlog_finds_positions)
     ck_assert_int_eq(bk_find(&b, 131, &off), -1); /* beyond what it has */
     ck_assert_int_eq(bk_find(&b, 99, &off), -1);  /* before it began */
     ck_assert_int_eq(bk_find(&b, UINT64_MAX, &off), -1);
+    /* Back from offsets: every byte of the stream, a record cut anywhere
+     * counting only once it is whole. */
+    {
+        uint64_t start, at, p, o, prev = 100;
+        ck_assert_int_eq(bk_find(&b, 100, &start), 0);
+        ck_assert_int_eq(bk_pos_at(&b, start, &p), 0);
+        ck_assert_uint_eq(p, 100);
+        for (at = start; at <= b.end; at++) {
+            ck_assert_int_eq(bk_pos_at(&b, at, &p), 0);
+            ck_assert_uint_ge(p, prev); /* never goes down */
+            ck_assert_uint_le(p, prev + 1);
+            if (p > 100) { /* record p began before at */
+                ck_assert_int_eq(bk_find(&b, p - 1, &o), 0);
+                ck_assert_uint_lt(o, at);
+            }
+            prev = p;
+        }
+        ck_assert_uint_eq(prev, 130);
+        ck_assert_int_eq(bk_pos_at(&b, start - 1, &p), -1); /* before the first mark */
+    }
     bk_free(&b);
 }
 END_TEST
