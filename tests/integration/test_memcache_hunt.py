@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mc_clients"))
 
-from harness import DEADLINE, check, eq, fail, no_server  # noqa: E402
+from harness import DEADLINE, check, eq, fail, no_server, wait_for  # noqa: E402
 from mcproto import McServer  # noqa: E402
 
 
@@ -604,3 +604,34 @@ def test_hunt_clients_pymemcache_and_python_memcache(binary):
                   r.returncode, "; ".join(fails) or out[-300:],
                   r.stderr.decode("utf-8", "replace")[-600:]))
         check(len(lines) >= 20, "ran its checks: %d" % len(lines))
+
+
+@no_server
+def test_hunt_fanout_copies_keep_the_expiry(binary):
+    """A fanout child's copy of an item keeps the exptime of its set, as in
+    kestrel (the parent's add passes its expiry to every child): an item
+    already expired at its set is served by neither the parent nor a child;
+    one that expires later is gone from both once it expired, and after a
+    kill -9 and restart too."""
+    with McServer(binary, "-f", "0", bdir=True, conf="[tube f]\nfanout = true\n") as s:
+        m = s.mc()
+        m.expect("get f+c", "END")
+        for exp in (-1, 1000000):
+            m.store("f", b"gone%d" % exp, exptime=exp)
+        m.store("f", b"soon", exptime=1)
+        m.store("f", b"keep", exptime=3600)
+        # The parent's first two expired at once (and, empty and unused, the
+        # tube went with them: its counters start again); "soon" follows.
+        wait_for(lambda: m.stats()["queue_f_items"] == "1", "the parent's expiry of soon")
+        st = m.stats()
+        eq((st["queue_f+c_expired_items"], st["queue_f+c_items"]), ("3", "1"),
+           "the child's copies expired with them")
+        eq([m.get("f+c"), m.get("f+c")], [b"keep", None], "the child serves only the live copy")
+        eq([m.get("f"), m.get("f")], [b"keep", None], "the parent")
+        m.store("f", b"later", exptime=2)
+        m.store("f", b"kept")
+        s.kill9()
+        time.sleep(2.5)     # past the expiry of "later" while it is down
+        s.restart()
+        m = s.mc()
+        eq([m.get("f+c"), m.get("f+c")], [b"kept", None], "after a restart past the expiry")
