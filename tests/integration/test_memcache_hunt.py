@@ -34,7 +34,9 @@ def _run_raw(s, parts):
     out = b""
     try:
         try:
-            for p in parts:
+            for i, p in enumerate(parts):
+                if i:
+                    time.sleep(0.002)   # so that the server reads the parts apart
                 c.sendall(p)
             c.shutdown(socket.SHUT_WR)
         except OSError:     # EPIPE, ECONNRESET, or ENOTCONN at the shutdown
