@@ -2,7 +2,7 @@
 every command split at every byte boundary, waiting gets woken by every
 path that makes a job ready, reliable reads that must lose and duplicate
 nothing, transactions across kill -9, fanout children after a delete,
-bodies around -z, the longest names and keys, and two real client
+the expiry of fanout copies, bodies around -z, the longest names and keys, and two real client
 libraries on the same scenarios.
 
 Each test starts its own tubed (mc_clients/mcproto.py) and stops it by pid.
