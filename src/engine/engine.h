@@ -22,8 +22,9 @@
  * Waiting: worker_reserve() either answers at once or parks the worker;
  * a parked worker is woken through its WorkerOps when a job arrives, its
  * timeout passes or a job it holds nears its TTR. Waiters of a tube are
- * served in beanstalkd's order, or first come first served while a
- * memcache get waits there (waiter.h), whatever front-end they came from.
+ * served in beanstalkd's order, or first come first served from the
+ * moment a memcache get waits there until nobody waits there (waiter.h),
+ * whatever front-end they came from.
  */
 #ifndef TUBED_ENGINE_H
 #define TUBED_ENGINE_H

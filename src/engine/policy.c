@@ -560,7 +560,7 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         }
         /* Its id is taken only once it has room (below). */
         copy = queue_job_new_for(e, c, e->next_id, j->body_size, 0);
-        if (!copy || (x->delay && !job_ext_get(copy))) {
+        if (!copy || ((x->delay || x->exptime) && !job_ext_get(copy))) {
             queue_job_free(e, copy);
             c->total_discarded++;
             continue;
@@ -571,6 +571,11 @@ void policy_fanout(Engine *e, Tube *t, const Job *j)
         job_set_created(copy, e->now);
         if (x->delay)
             job_ext(copy)->delay = x->delay;
+        /* A memcache set's exptime is the item's, copies included (kestrel
+         * adds each child's copy with the same expiry); the child's own
+         * max_age still clamps it. */
+        if (x->exptime)
+            job_ext(copy)->exptime = x->exptime;
         copy->tube = c;
         /* Log room before the discards that make room in c: a copy that
          * cannot be logged must not have cost c its old jobs. */

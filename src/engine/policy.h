@@ -25,7 +25,7 @@
  *   is registered as P's child (the engine holds a reference, so it stays
  *   when empty, and it is journaled in the binlog, BL_CHILD); each
  *   job put into P is copied, with its own id, into every child that has
- *   room.
+ *   room (priority, TTR, delay and a client's expiry kept).
  */
 #ifndef TUBED_POLICY_H
 #define TUBED_POLICY_H
@@ -63,7 +63,8 @@ void policy_expire_all(Engine *e);
  * changed (dst full, or out of memory). */
 int policy_move(Engine *e, Job *j, Tube *dst, int to_ready);
 
-/* A job was put into t: copy it into t's fanout children. */
+/* A job was put into t: copy it into t's fanout children, each copy with
+ * j's priority, TTR, delay and client expiry (JobExt.exptime). */
 void policy_fanout(Engine *e, Tube *t, const Job *j);
 /* A client named t (use, watch, set, get...): register it as a fanout
  * child if its parent has fanout on. */

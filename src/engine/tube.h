@@ -49,8 +49,10 @@ struct Tube {
      * cursor waitq_last on (ms_take). */
     struct Watch **waitq;
     uint32_t waitq_len, waitq_cap, waitq_last;
-    uint32_t waitq_fifo; /* its waiters with Worker.fifo: while any, first
-                            come first served (waiter.c) */
+    uint8_t waitq_fcfs;  /* first come first served: from the moment a
+                            Worker.fifo one waits until no worker waits at
+                            all, so the reserves that waited beside a get
+                            keep their turn after it is served (waiter.c) */
     uint32_t fresh_ct;   /* its jobs on Engine.fresh while posted */
     List ready_link;     /* server's list of tubes with jobs to hand out */
     List post_link;      /* Engine.posted_tubes: to serve after this operation */

@@ -212,7 +212,8 @@ static void waitq_add(Watch *wt)
     wt->wait_pos = t->waitq_len;
     t->waitq[t->waitq_len++] = wt;
     t->waiting_ct++;
-    t->waitq_fifo += wt->worker->fifo;
+    if (wt->worker->fifo)
+        t->waitq_fcfs = 1;
 }
 
 static void waitq_del(Watch *wt)
@@ -223,19 +224,23 @@ static void waitq_del(Watch *wt)
     t->waitq[wt->wait_pos] = last;
     last->wait_pos = wt->wait_pos;
     t->waiting_ct--;
-    t->waitq_fifo -= wt->worker->fifo;
+    if (!t->waitq_len)
+        t->waitq_fcfs = 0; /* nobody waits: beanstalkd's order again */
 }
 
 /* The narrow worker t hands its next job to, NULL if none: the one at the
- * cursor; or, while a fifo worker (a memcache get) waits on t, the one
- * that began to wait first (kestrel's contract, spec kestrel.md). */
+ * cursor; or, once a fifo worker (a memcache get) waited on t and until
+ * nobody waits there, the one that began to wait first (kestrel's
+ * contract, spec kestrel.md §2: gets and the reserves waiting with them
+ * are served in the order they started waiting, also the reserves still
+ * waiting after the last get was served). */
 static Worker *waitq_next(const Tube *t)
 {
     Worker *first = NULL;
 
     if (!t->waitq_len)
         return NULL;
-    if (!t->waitq_fifo)
+    if (!t->waitq_fcfs)
         return t->waitq[t->waitq_last % t->waitq_len]->worker;
     for (uint32_t i = 0; i < t->waitq_len; i++) {
         Worker *w = t->waitq[i]->worker;
@@ -250,7 +255,7 @@ static Worker *waitq_next(const Tube *t)
  * took its place at the end of t's set and left it. */
 static void waitq_took(Tube *t, const Worker *w)
 {
-    if (w->waiting && t->waitq_fifo)
+    if (w->waiting && t->waitq_fcfs)
         return; /* served first come first served: no cursor */
     if (w->waiting && !list_linked(&w->wide_link))
         t->waitq_last = t->waitq_last % t->waitq_len + 1;

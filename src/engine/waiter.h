@@ -15,7 +15,8 @@
  * each tube. Which worker is served is beanstalkd's choice too: a tube's
  * waiters sit in a set whose removal moves the last into the hole, served
  * from a cursor that moves on after each take (its ms_take), or first
- * come first served while a fifo worker (a memcache get) waits there; a worker
+ * come first served from the moment a fifo worker (a memcache get) waits
+ * there until nobody waits there; a worker
  * watching more than WAIT_WIDE tubes (watch.h) waits engine-wide instead
  * and goes before them if it began to wait before the one at the cursor.
  * waiter_tick() ends waits whose time came; their wakes are delivered the

@@ -516,7 +516,10 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
                          "tube %s: waitq entry %u", t->name, k);
                 fifo += t->waitq[k]->worker->fifo;
             }
-            FZ_CHECK(fifo == t->waitq_fifo, "tube %s: waitq_fifo", t->name);
+            /* first come first served while a get waits, and until
+             * nobody waits (waiter.c) */
+            FZ_CHECK((!fifo || t->waitq_fcfs) && (t->waitq_len || !t->waitq_fcfs),
+                     "tube %s: waitq_fcfs", t->name);
         }
         if (top)
             due = job_ext(top)->deadline;

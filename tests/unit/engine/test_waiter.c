@@ -494,7 +494,7 @@ END_TEST
 
 /* While a fifo worker (a memcache get) waits on a tube, its waiters are
  * served first come first served, reserves included (kestrel's
- * contract); once none waits, beanstalkd's order again. */
+ * contract); once nobody waits, beanstalkd's order again. */
 START_TEST(fifo_waiter_makes_tube_first_come)
 {
     World x;
@@ -521,18 +521,68 @@ START_TEST(fifo_waiter_makes_tube_first_come)
      * served while the get waits. */
     park(&x, &m, INT64_MAX);
     park(&x, &b2, INT64_MAX);
-    ck_assert_uint_eq(x.t->waitq_fifo, 1);
+    ck_assert_uint_eq(x.t->waitq_fcfs, 1);
     id1 = put(&x, 0);
     engine_deliver(&x.e);
     ck_assert_uint_eq(b1.id, id1);
     id2 = put(&x, 0);
     engine_deliver(&x.e);
     ck_assert_uint_eq(m.id, id2);
-    ck_assert_uint_eq(x.t->waitq_fifo, 0);
+    ck_assert_uint_eq(x.t->waitq_fcfs, 1); /* b2 still waits */
     id3 = put(&x, 0);
     engine_deliver(&x.e);
     ck_assert_uint_eq(b2.id, id3);
+    ck_assert_uint_eq(x.t->waitq_fcfs, 0);
     worker_fini(&x.e, &taker.w);
+    worker_fini(&x.e, &b1.w);
+    worker_fini(&x.e, &b2.w);
+    worker_fini(&x.e, &m.w);
+    world_free(&x);
+}
+END_TEST
+
+/* The reserves that began to wait beside a get keep their turn after the
+ * get is served (spec kestrel.md §2), though no get waits any more; once
+ * nobody waits, beanstalkd's order is back: of two that wait after a
+ * take, the later is served first. */
+START_TEST(reserves_keep_their_turn_after_the_get)
+{
+    World x;
+    Seen b1, b2, m;
+    uint64_t id;
+
+    world_init(&x);
+    seen_init(&x, &b1);
+    seen_init(&x, &b2);
+    seen_init(&x, &m);
+    m.w.fifo = 1;
+    park(&x, &m, INT64_MAX);
+    park(&x, &b1, INT64_MAX);
+    park(&x, &b2, INT64_MAX);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(m.id, id);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b1.id, id);
+    ck_assert_int_eq(b2.n, 0);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b2.id, id);
+    ck_assert_uint_eq(x.t->waitq_fcfs, 0);
+    /* Beanstalk only again: b1 takes, the cursor moves on; of b2 and b1,
+     * waiting after that take, b1 (the later) is served first. */
+    park(&x, &b1, INT64_MAX);
+    park(&x, &b2, INT64_MAX);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b1.id, id);
+    park(&x, &b1, INT64_MAX);
+    id = put(&x, 0);
+    engine_deliver(&x.e);
+    ck_assert_uint_eq(b1.id, id);
+    ck_assert_int_eq(b1.n, 3);
+    ck_assert_int_eq(b2.n, 1);
     worker_fini(&x.e, &b1.w);
     worker_fini(&x.e, &b2.w);
     worker_fini(&x.e, &m.w);
@@ -706,6 +756,7 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, indexed_watcher_waits_in_the_sets);
     tcase_add_test(tc, delay_ending_beats_timeout_in_same_tick);
     tcase_add_test(tc, fifo_waiter_makes_tube_first_come);
+    tcase_add_test(tc, reserves_keep_their_turn_after_the_get);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
     tcase_add_test(tc, immediate_reserve_moves_the_cursor);
     suite_add_tcase(s, tc);
