@@ -475,7 +475,7 @@ static void do_stats_binlog(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_binlog(conn(b)->srv, &d);
+    stats_binlog(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -694,6 +694,32 @@ static void prune_watches(BsConn *b)
     b->pruned_gen = l->srv->access_gen;
 }
 
+/* A connection that started with no tube (its listener could not touch
+ * default) and whose listener now may: it uses default, and watches it
+ * if it watches nothing, as a new connection would. */
+static void adopt_default(BsConn *b)
+{
+    Engine *e = eng(b);
+    Tube *d = engine_default_tube(e);
+
+    if (!access_tube(conn(b)->lis, d))
+        return;
+    if (b->use_none) {
+        b->use_none = 0;
+        engine_tube_ref(d);
+        d->using_ct++;
+    }
+    if (b->worker.nwatch == 0 && watch_add(&b->worker, d) < 0)
+        log_warn("fd %d: out of memory watching default after a reload", conn(b)->ev.fd);
+}
+
+/* A parked reserve stops waiting, nothing reserved; the caller replies. */
+static void end_wait(BsConn *b)
+{
+    worker_cancel(eng(b), &b->worker);
+    conn_set_state(conn(b), CONN_OPEN);
+}
+
 void cmd_access_changed(BsConn *b)
 {
     Worker *w = &b->worker;
@@ -701,16 +727,24 @@ void cmd_access_changed(BsConn *b)
     int64_t left = INT64_MAX;
     uint32_t i;
 
+    if (b->link)
+        return; /* a replica's link: no tubes, no waits */
+    adopt_default(b);
     if (conn(b)->state != CONN_PAUSED || !w->waiting)
         return;
+    /* The role no longer reserves: the wait ends as a refused reserve. */
+    if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_RESERVE])) {
+        end_wait(b);
+        conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
+        return;
+    }
     for (i = 0; i < w->nwatch && access_tube(conn(b)->lis, w->watch[i].tube); i++)
         ;
     if (i == w->nwatch)
         return; /* every tube it waits on is still allowed */
     if (w->wait_until != INT64_MAX)
         left = w->wait_until > engine_now(e) ? w->wait_until - engine_now(e) : 0;
-    worker_cancel(e, w);
-    conn_set_state(conn(b), CONN_OPEN);
+    end_wait(b);
     prune_watches(b);
     if (w->nwatch == 0)
         conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
@@ -776,11 +810,32 @@ static int tube_rules(BsConn *b, const Cmd *cmd)
     case CMD_LIST_TUBES_WATCHED:
         prune_watches(b);
         return 0;
+    case CMD_REPLICATE: /* the stream carries every tube's jobs and bodies */
+    case CMD_PROMOTE:   /* these two change every tube: follow throws */
+    case CMD_FOLLOW:    /* jobs away, promote takes the server's role */
+        break;
     default:
         return 0;
     }
     refuse(b, cmd);
     return 1;
+}
+
+/* A malformed command beanstalkd still counts (Cmd.counted) moves the
+ * counter only where it could have run: a listener that may not run it
+ * changes no counter but its refusals (access.md §7.2), and it answers
+ * as beanstalkd does, since the line is malformed whoever sends it. A
+ * restricted listener never runs pause-tube on an illegal name (no
+ * pattern matches one), nor put while it uses no tube it may touch. */
+static int bad_counts(BsConn *b, const Cmd *cmd)
+{
+    if (!access_role(conn(b), bs_front(conn(b))->allow[cmd->type]))
+        return 0;
+    if (!access_restricted(conn(b)))
+        return 1;
+    if (cmd->type == CMD_PUT)
+        return !b->use_none && access_tube(conn(b)->lis, b->use);
+    return 0;
 }
 
 void cmd_line(BsConn *b, const char *line, size_t len)
@@ -796,7 +851,7 @@ void cmd_line(BsConn *b, const char *line, size_t len)
         return;
     }
     if (r == PARSE_BAD_FORMAT) {
-        if (cmd.counted)
+        if (cmd.counted && bad_counts(b, &cmd))
             f->cmd_ct[cmd.type]++;
         /* beanstalkd checks a put's size before its trailing junk, so an
          * oversized body is still read and thrown away. */

@@ -332,7 +332,7 @@ static void do_dump_config(McConn *m, const McCmd *cmd)
 {
     Buf d = {0};
 
-    mcstats_config(front(m), &d);
+    mcstats_config(front(m), m->conn.lis, &d);
     reply_doc(m, &d);
 }
 

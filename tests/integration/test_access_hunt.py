@@ -1,0 +1,222 @@
+"""Access control (spec access.md): the ways around a listener's role and
+tubes that test_access*.py did not try, each pinned by the test of the
+bug it found (named after what the old server let through).
+
+- A restricted admin listener ran the replication handshake, whose stream
+  carries every job and body of every tube, and promote/follow.
+- memcache dump_config on a restricted listener named every tube.
+- A malformed put or pause-tube that beanstalkd still counts moved cmd-*
+  on a listener whose role could not run it.
+- A reload that took the worker role away left a parked reserve (and a
+  memcache get) waiting: it then reserved a job for a role that may not.
+- A reload that let a listener touch default left its connections that
+  started with no tube using an uncounted default and watching nothing.
+- stats-binlog's oldest-file-pinned-by named a job of a tube the listener
+  may not see.
+"""
+
+import os
+import re
+import shutil
+import socket
+import tempfile
+
+import harness
+from access_util import Access, stable_stats
+from harness import check, eq, no_server
+from policy_util import wait_for
+
+
+def put(c, tube, body=b"x"):
+    c.expect("use " + tube, "USING " + tube)
+    c.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    line = c.read_line()
+    check(line.startswith(b"INSERTED "), "put into %s: %r" % (tube, line))
+    return int(line.split()[1])
+
+
+def mc_lines(c, cmd):
+    """A memcache document up to END, as a list of lines."""
+    c.send(cmd)
+    out = []
+    while True:
+        line = c.read_line()
+        if line == b"END":
+            return out
+        out.append(line)
+
+
+class TmpDir:
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="tubed-acchunt-")
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+        return False
+
+
+@no_server
+def test_replication_refused_on_restricted_listener(binary):
+    """replicate would stream every tube's jobs and bodies; promote and
+    follow change every tube. On a listener with tubes they answer
+    NOT_ALLOWED, the connection stays, nothing is sent; an admin section
+    without tubes still replicates."""
+    with TmpDir() as d, Access(binary, {"adm": {"role": "admin", "tubes": "app-*"},
+                                        "all": {"role": "admin"}},
+                               args=["-b", d]) as a:
+        c0 = a.srv.client()
+        put(c0, "secret", b"topsecret")
+        c = a.client("adm")
+        for line in ("replicate 1 0", "promote", "follow 127.0.0.1:1"):
+            c.expect(line, "NOT_ALLOWED")
+        c.expect("list-tube-used", "NOT_ALLOWED")    # still in step: uses nothing
+        c.expect("use app-1", "USING app-1")
+        check(not c.has_data(0.2), "bytes after the refusals: %r" % c.buf)
+        eq(c0.stats_job(1)["state"], "ready", "the secret job")
+        eq(c0.stats()["current-connections"], "2", "connections (the refused one stays)")
+        # The control: a section that may touch every tube replicates.
+        s = a.sock("all")
+        s.sendall(b"replicate 1 0\r\n")
+        got = b""
+        while b"\r\n" not in got:
+            chunk = s.recv(4096)
+            check(chunk, "closed before the handshake's answer: %r" % got)
+            got += chunk
+        check(got.startswith(b"REPLICATING "), "replicate on an unrestricted admin: %r"
+              % got[:60])
+        s.close()
+
+
+@no_server
+def test_dump_config_names_only_allowed_tubes(binary):
+    secs = {"mca": {"protocol": "memcache", "role": "admin", "tubes": "app-*"},
+            "mcall": {"protocol": "memcache", "role": "admin"}}
+    top = "[tube secretcfg]\nmax_items = 5\n[tube app-cfg]\nmax_items = 7\n"
+    with Access(binary, secs, top=top) as a:
+        c0 = a.srv.client()
+        put(c0, "secret")
+        put(c0, "app-1")
+
+        def queues(name):
+            c = a.client(name)
+            heads = [l for l in mc_lines(c, b"dump_config\r\n") if l.startswith(b"queue ")]
+            c.close()
+            return heads
+        eq(queues("mca"), [b"queue 'app-1' {", b"queue 'app-cfg' {"], "restricted dump_config")
+        eq(queues("mcall"), [b"queue 'app-1' {", b"queue 'app-cfg' {",
+                             b"queue 'default' {", b"queue 'secret' {",
+                             b"queue 'secretcfg' {"], "unrestricted dump_config")
+
+
+@no_server
+def test_malformed_counted_commands_move_no_counter_when_refused(binary):
+    """beanstalkd counts `put` with junk after its numbers, and pause-tube
+    of an illegal name, though it answers BAD_FORMAT (or JOB_TOO_BIG after
+    reading an oversized body). A listener that may not run them keeps the
+    reply and moves no counter."""
+    secs = {"ro": {"role": "read"},
+            "pw": {"role": "producer", "tubes": "app-*"}}
+    with Access(binary, secs, args=["-z", "10"]) as a:
+        c0 = a.srv.client()
+        before = stable_stats(c0)
+        r = a.client("ro")
+        r.expect("put 0 0 60 5 junk", "BAD_FORMAT")
+        r.expect("pause-tube -x 5", "BAD_FORMAT")
+        r.send(b"put 0 0 60 20 junk\r\n" + b"y" * 20 + b"\r\n")   # > -z: body read
+        r.expect_lines([b"JOB_TOO_BIG"])
+        p = a.client("pw")   # default is not its tube: it uses none
+        p.expect("put 0 0 60 5 junk", "BAD_FORMAT")
+        p.expect("pause-tube -x 5", "BAD_FORMAT")
+        eq(stable_stats(c0), before, "stats after malformed commands on refused listeners")
+        r.expect("list-tube-used", "USING default")                # in step
+        # Where the command could run, beanstalkd's count stands.
+        p.expect("use app-1", "USING app-1")
+        p.expect("put 0 0 60 5 junk", "BAD_FORMAT")
+        eq(int(c0.stats()["cmd-put"]), int(before["cmd-put"]) + 1, "cmd-put on a producer")
+        c0.expect("pause-tube -x 5", "BAD_FORMAT")
+        eq(int(c0.stats()["cmd-pause-tube"]), int(before["cmd-pause-tube"]) + 1,
+           "cmd-pause-tube on the admin listener")
+
+
+@no_server
+def test_reload_taking_the_worker_role_ends_parked_waits(binary):
+    """A reserve (and a memcache get) parked when a reload takes the
+    worker role away ends at once (NOT_ALLOWED; memcache END) and takes
+    nothing; one whose role stays keeps waiting and gets the job."""
+    secs = {"w": {"role": "worker"}, "keep": {"role": "worker"},
+            "m": {"protocol": "memcache", "role": "worker"}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        w, keep, m = a.client("w"), a.client("keep"), a.client("m")
+        w.send(b"reserve\r\n")
+        m.send(b"get q/t=60000\r\n")
+        wait_for(lambda: c0.stats()["current-waiting"] == "2", "two parked waits")
+        keep.send(b"reserve\r\n")
+        wait_for(lambda: c0.stats()["current-waiting"] == "3", "three parked waits")
+        a.rewrite({"w": {"role": "read"}, "keep": {"role": "worker"},
+                   "m": {"protocol": "memcache", "role": "read"}})
+        a.reload()
+        eq(w.read_line(), b"NOT_ALLOWED", "the parked reserve of a listener now read-only")
+        eq(m.read_line(), b"END", "the parked memcache get of a listener now read-only")
+        eq(c0.stats()["current-waiting"], "1", "waits left")
+        jid = put(c0, "default", b"job")
+        put(c0, "q", b"mc")
+        eq(keep.read_reply(), (b"RESERVED %d 3" % jid, b"job"), "the worker kept")
+        eq(c0.stats_tube("q")["current-jobs-ready"], "1", "q's job, not taken")
+        w.expect("reserve-with-timeout 0", "NOT_ALLOWED")
+        w.expect("list-tube-used", "USING default")
+
+
+@no_server
+def test_reload_allowing_default_gives_it_to_open_connections(binary):
+    """A connection that started with no tube (default not allowed) uses
+    and watches default once a reload allows it, counted as any other
+    user of default."""
+    secs = {"pw": {"role": "producer,worker", "tubes": "app-*"}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        c = a.client("pw")
+        c.expect("list-tube-used", "NOT_ALLOWED")
+        eq(c0.stats_tube("default")["current-using"], "1", "default's users (main)")
+        a.rewrite({"pw": {"role": "producer,worker"}})     # every tube now
+        a.reload()
+        c.expect("list-tube-used", "USING default")
+        c.send(b"list-tubes-watched\r\n")
+        eq(c.read_reply(), (b"OK 14", b"---\n- default\n"), "list-tubes-watched")
+        st = c0.stats_tube("default")
+        eq((st["current-using"], st["current-watching"]), ("2", "2"),
+           "default's users and watchers")
+        jid = put(c0, "default", b"abc")
+        c.send(b"reserve-with-timeout 0\r\n")
+        eq(c.read_reply(), (b"RESERVED %d 3" % jid, b"abc"), "reserve from default")
+        c.expect("delete %d" % jid, "DELETED")
+        c.close()
+        wait_for(lambda: c0.stats_tube("default")["current-using"] == "1",
+                 "the close to let default go")
+
+
+@no_server
+def test_stats_binlog_names_no_hidden_job(binary):
+    """oldest-file-pinned-by is 0 on a listener that may not see the
+    pinning job; others still see its id."""
+    with TmpDir() as d, Access(binary, {"r": {"role": "read", "tubes": "app-*"},
+                                        "s": {"role": "read", "tubes": "secret"}},
+                               args=["-b", d, "-s", "65536", "-z", "1024"]) as a:
+        c0 = a.srv.client()
+        sid = put(c0, "secret", b"pin")
+        c0.expect("use app-1", "USING app-1")
+        # A second file: the first one is kept by the secret job (the live
+        # jobs keep compaction away: it waits for mostly dead files).
+        for _ in range(80):
+            c0.send(b"put 0 0 60 1000\r\n" + b"z" * 1000 + b"\r\n")
+            check(c0.read_line().startswith(b"INSERTED"), "put into app-1")
+        eq(c0.stats()["binlog-oldest-index"], "1", "the oldest binlog file")
+
+        def pinned(c):
+            c.send(b"stats-binlog\r\n")
+            _, body = c.read_reply()
+            return int(re.search(rb"oldest-file-pinned-by: (\d+)", body).group(1))
+        eq(pinned(c0), sid, "pinned-by on the admin listener")
+        eq(pinned(a.client("r")), 0, "pinned-by where the secret tube is hidden")
+        eq(pinned(a.client("s")), sid, "pinned-by where the secret tube is allowed")
