@@ -220,3 +220,70 @@ def test_stats_binlog_names_no_hidden_job(binary):
         eq(pinned(c0), sid, "pinned-by on the admin listener")
         eq(pinned(a.client("r")), 0, "pinned-by where the secret tube is hidden")
         eq(pinned(a.client("s")), sid, "pinned-by where the secret tube is allowed")
+
+
+@no_server
+def test_memcache_reload_that_refuses_its_own_peer_runs_nothing_more(binary):
+    """A memcache reload whose new users no longer name the sender's own
+    peer closes that connection at once: the commands after the reload in
+    the same packet do not run (they ran: a set stored a job for a peer no
+    longer allowed, and replies were queued on the closed descriptor,
+    which a connection accepted in the same batch may already reuse)."""
+    me = os.getuid()
+    secs = {"m": {"protocol": "memcache", "address": "unix", "users": str(me)}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        c = a.client("m")
+        check(c.cmd("version").startswith(b"VERSION "), "version before the reload")
+        a.rewrite({"m": {"protocol": "memcache", "address": "unix", "users": str(me + 1)}})
+        c.send(b"reload\r\nset leak 0 0 4\r\nbody\r\nversion\r\n")
+        c.expect_closed()
+        wait_for(lambda: c0.stats()["current-connections"] == "1", "the close")
+        c0.expect("stats-tube leak", "NOT_FOUND")
+        eq(c0.stats()["total-jobs"], "0", "jobs stored")
+        check("refused peer uid %d" % me in a.srv.stderr_text(), "the refusal is logged")
+
+
+@no_server
+def test_reload_gives_back_open_memcache_jobs_it_no_longer_allows(binary):
+    """kestrel's open jobs have no TTR: one whose queue a reload takes from
+    the listener (or every one, when the reload takes the worker role)
+    could neither be closed nor aborted any more, and stayed reserved
+    while the connection lived. They go back to ready at the reload."""
+    secs = {"m": {"protocol": "memcache", "role": "worker", "tubes": "app-*, q"}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        put(c0, "q", b"qq")
+        put(c0, "app-1", b"aa")
+        m = a.client("m")
+        for q, body in (("q", b"qq"), ("app-1", b"aa")):
+            m.expect("get %s/open" % q, "VALUE %s/open 0 2" % q)
+            m.expect_lines([body, b"END"])
+
+        def states(tube):
+            st = c0.stats_tube(tube)
+            return st["current-jobs-ready"], st["current-jobs-reserved"]
+        eq((states("q"), states("app-1")), (("0", "1"), ("0", "1")), "both open")
+        a.rewrite({"m": {"protocol": "memcache", "role": "worker", "tubes": "app-*"}})
+        a.reload()
+        eq((states("q"), states("app-1")), (("1", "0"), ("0", "1")), "after q is taken away")
+        a.rewrite({"m": {"protocol": "memcache", "role": "read", "tubes": "app-*"}})
+        a.reload()
+        eq(states("app-1"), ("1", "0"), "after the worker role is taken away")
+        check(m.cmd("version").startswith(b"VERSION "), "the connection stays")
+
+
+@no_server
+def test_memcache_shutdown_refused_on_restricted_listener(binary):
+    """shutdown ends every tube's service (and, without a binlog, every
+    job): an admin listener with tubes may not run it, even with
+    allow_shutdown."""
+    secs = {"m": {"protocol": "memcache", "role": "admin", "tubes": "app-*"}}
+    with Access(binary, secs, top="allow_shutdown = true\n") as a:
+        c0 = a.srv.client()
+        put(c0, "secret")
+        m = a.client("m")
+        m.expect("shutdown", "CLIENT_ERROR not allowed")
+        check(m.cmd("version").startswith(b"VERSION "), "the connection stays")
+        eq(c0.stats()["current-jobs-ready"], "1", "the server and its job")
+        check(a.srv.alive(), "the server runs")
