@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import tempfile
 
 import harness
@@ -287,3 +288,51 @@ def test_memcache_shutdown_refused_on_restricted_listener(binary):
         check(m.cmd("version").startswith(b"VERSION "), "the connection stays")
         eq(c0.stats()["current-jobs-ready"], "1", "the server and its job")
         check(a.srv.alive(), "the server runs")
+
+
+@no_server
+def test_one_unix_socket_under_two_spellings(binary):
+    """Two sections on one Unix socket file spelt differently: the second
+    used to replace the first's socket at start, so that the first's
+    clients (a worker socket, here) got the second's role (admin).
+    --check-config names the clash for "//", "/./" and "dir/.."; at start
+    a socket another listener serves (here through a symbolic link) is
+    never replaced, while a stale one still is."""
+    with TmpDir() as d:
+        os.mkdir(os.path.join(d, "run"))
+        os.symlink(os.path.join(d, "run"), os.path.join(d, "link"))
+        conf = os.path.join(d, "t.conf")
+        first = os.path.join(d, "run", "w.sock")
+        for other in ("run//w.sock", "run/./w.sock", "run/x/../w.sock"):
+            with open(conf, "w") as f:
+                f.write("[listen w]\naddress = unix:%s\nrole = worker\n"
+                        "[listen a]\naddress = unix:%s/%s\n" % (first, d, other))
+            r = subprocess.run([binary, "--config", conf, "--check-config"],
+                                       capture_output=True, timeout=30)
+            err = r.stderr.decode()
+            eq(r.returncode, 2, "check-config of %r: %s" % (other, err))
+            check(err.startswith("%s:5: " % conf) and "both listen on" in err,
+                  "check-config of %r: %r" % (other, err))
+        # A stale socket file (nobody listens) is replaced, as before.
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(first)
+        s.close()
+        with open(conf, "w") as f:
+            f.write("[listen w]\naddress = unix:%s\nrole = worker\n"
+                    "[listen a]\naddress = unix:%s\n" % (first, os.path.join(d, "link", "w.sock")))
+        p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p",
+                                      str(harness._free_port()), "--config", conf],
+                                     stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+            raise
+        err = err.decode()
+        check(p.returncode != 0 and "a server listens there already" in err,
+              "the second spelling at start: status %r, %r" % (p.returncode, err[-400:]))
+        check("listening on unix:%s (listener w" % first in err,
+              "the stale socket was replaced: %r" % err[-400:])
