@@ -215,9 +215,17 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
 int server_listen_section(Server *s, const Proto *p, const ConfListen *lc)
 {
     char err[256];
-    int fd = net_listen(lc->is_unix || lc->host[0] ? lc->host : NULL, lc->port, err,
-                        sizeof err);
+    /* A Unix socket file is made with socket_mode's bits at most: between
+     * bind() and the chmod() below it must not let in more peers than
+     * the mode does (listen() is called in between). */
+    mode_t old = 0;
+    int fd;
 
+    if (lc->is_unix)
+        old = umask((mode_t)(~lc->socket_mode & 0777));
+    fd = net_listen(lc->is_unix || lc->host[0] ? lc->host : NULL, lc->port, err, sizeof err);
+    if (lc->is_unix)
+        umask(old);
     if (fd < 0) {
         log_err("cannot listen for [listen %s] on %s: %s", lc->name, lc->address, err);
         return -1;

@@ -336,3 +336,71 @@ def test_one_unix_socket_under_two_spellings(binary):
               "the second spelling at start: status %r, %r" % (p.returncode, err[-400:]))
         check("listening on unix:%s (listener w" % first in err,
               "the stale socket was replaced: %r" % err[-400:])
+
+
+# An LD_PRELOAD shim: at every listen() on a Unix socket, the socket file's
+# permissions then, appended to $ACC_SHIM_OUT ("PATH MODE\n"). listen()
+# comes between bind() and the chmod() to socket_mode, so this sees the
+# window a peer could connect through.
+SHIM_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+int listen(int fd, int backlog)
+{
+    int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "listen");
+    struct sockaddr_un sa;
+    socklen_t len = sizeof sa;
+    struct stat st;
+    const char *out = getenv("ACC_SHIM_OUT");
+
+    if (out && getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+        sa.sun_family == AF_UNIX && sa.sun_path[0] && stat(sa.sun_path, &st) == 0) {
+        FILE *f = fopen(out, "a");
+        if (f) {
+            fprintf(f, "%s %o\n", sa.sun_path, (unsigned)(st.st_mode & 0777));
+            fclose(f);
+        }
+    }
+    return real(fd, backlog);
+}
+"""
+
+
+@no_server
+def test_unix_socket_never_looser_than_socket_mode(binary):
+    """The socket file was made under the process umask and only then
+    chmod()ed to socket_mode: in between (listen() included) a umask of
+    0 left it 0777, open to every local user. Now it is made with
+    socket_mode's bits at most."""
+    if not shutil.which("gcc"):
+        raise harness.Skip("needs gcc for the LD_PRELOAD shim")
+    with TmpDir() as d:
+        src, so = os.path.join(d, "shim.c"), os.path.join(d, "shim.so")
+        with open(src, "w") as f:
+            f.write(SHIM_C)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True,
+                       capture_output=True, timeout=60)
+        out, conf = os.path.join(d, "modes"), os.path.join(d, "t.conf")
+        sock = os.path.join(d, "w.sock")
+        with open(conf, "w") as f:
+            f.write("[listen w]\naddress = unix:%s\nrole = worker\nsocket_mode = 0600\n" % sock)
+        env = dict(os.environ, LD_PRELOAD=so, ACC_SHIM_OUT=out)
+        p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(harness._free_port()),
+                              "--config", conf], env=env, preexec_fn=lambda: os.umask(0),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: os.path.exists(out) and sock in open(out).read(),
+                     "the listen() on the socket")
+            wait_for(lambda: (os.stat(sock).st_mode & 0o777) == 0o600, "the final mode")
+        finally:
+            p.terminate()
+            p.wait(30)
+        modes = dict(line.split() for line in open(out).read().splitlines())
+        eq(modes[sock], "600", "the socket file's mode at listen()")
