@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 
 import harness
 from access_util import Access, stable_stats
@@ -404,3 +405,38 @@ def test_unix_socket_never_looser_than_socket_mode(binary):
             p.wait(30)
         modes = dict(line.split() for line in open(out).read().splitlines())
         eq(modes[sock], "600", "the socket file's mode at listen()")
+
+
+@no_server
+def test_reload_restricting_a_listener_ends_its_replication_link(binary):
+    """A replica's link streams every tube's jobs: a reload that gives its
+    listener tubes (or takes admin away) closes it, as the handshake is
+    now refused there; it used to keep streaming every new job."""
+    with TmpDir() as d, Access(binary, {"adm": {"role": "admin"}}, args=["-b", d]) as a:
+        c0 = a.srv.client()
+        s = a.sock("adm")
+        s.sendall(b"replicate 1 0\r\n")
+        got = b""
+        while b"\r\n" not in got:
+            chunk = s.recv(4096)
+            check(chunk, "closed before the handshake's answer: %r" % got)
+            got += chunk
+        check(got.startswith(b"REPLICATING "), "replicate: %r" % got[:60])
+        a.rewrite({"adm": {"role": "admin", "tubes": "app-*"}})
+        a.reload()
+        put(c0, "secret", b"after-the-reload")
+        deadline = time.monotonic() + harness.DEFAULT_TIMEOUT   # a generous ceiling
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            closed = not chunk
+            got += chunk
+        s.close()
+        check(closed, "the replication link is still open after the reload")
+        check(b"after-the-reload" not in got, "the link streamed a job put after the reload")
+        check("closing the replication link" in a.srv.stderr_text(), "the close is logged")
+        a.client("adm").expect("replicate 1 0", "NOT_ALLOWED")

@@ -727,8 +727,18 @@ void cmd_access_changed(BsConn *b)
     int64_t left = INT64_MAX;
     uint32_t i;
 
-    if (b->link)
-        return; /* a replica's link: no tubes, no waits */
+    if (b->link) {
+        /* A replica's link streams every tube: it ends once the listener
+         * may no longer run the handshake (do_replicate's refusal). */
+        if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_REPLICATE]) ||
+            access_restricted(conn(b))) {
+            log_warn("listener %s: a reload took the replication handshake from it; "
+                     "closing the replication link on fd %d", conn(b)->lis->name,
+                     conn(b)->ev.fd);
+            conn_close(conn(b));
+        }
+        return;
+    }
     adopt_default(b);
     if (conn(b)->state != CONN_PAUSED || !w->waiting)
         return;
