@@ -440,3 +440,43 @@ def test_reload_restricting_a_listener_ends_its_replication_link(binary):
         check(b"after-the-reload" not in got, "the link streamed a job put after the reload")
         check("closing the replication link" in a.srv.stderr_text(), "the close is logged")
         a.client("adm").expect("replicate 1 0", "NOT_ALLOWED")
+
+
+@no_server
+def test_socket_activation_socket_named_after_a_section(binary):
+    """Under socket activation the admin listener took every inherited
+    socket not named memcache or metrics, so one named after a [listen]
+    section (FileDescriptorName=web) served admin on every tube while the
+    section bound its own address. The section takes it now, with its role
+    and tubes; the admin listener keeps the others."""
+    import test_ops
+    ls_web, ls_main = test_ops.tcp_listener(), test_ops.tcp_listener()
+    web_port, main_port = ls_web.getsockname()[1], ls_main.getsockname()[1]
+    own = harness._free_port()
+    with TmpDir() as d:
+        conf = os.path.join(d, "t.conf")
+        with open(conf, "w") as f:
+            f.write("[listen web]\naddress = 127.0.0.1:%d\nrole = producer\n"
+                    "tubes = app-*, default\n" % own)
+        proc = test_ops.spawn_activated(binary, [ls_web, ls_main], args=["--config", conf],
+                                        env={"LISTEN_FDNAMES": "web:main"})
+        ls_web.close()
+        ls_main.close()
+        try:
+            admin = test_ops.wait_serving(proc, (harness.HOST, main_port))
+            web = test_ops.connect_client((harness.HOST, web_port))
+            web.expect("kick 1", "NOT_ALLOWED")
+            web.expect("use secret", "NOT_ALLOWED")
+            web.send(b"put 0 0 60 2\r\nhi\r\n")
+            check(web.read_line().startswith(b"INSERTED "), "put on the producer socket")
+            admin.expect("kick 1", "KICKED 0")
+            check(not harness.listening(proc.pid, port=own),
+                  "the section bound its configured address too")
+            line, body = admin.cmd_body("stats-listeners")
+            check(body.count(b'name: "web"') == 1 and b'role: "producer"' in body,
+                  "stats-listeners: %r" % body)
+            web.close()
+            admin.close()
+            eq(proc.stop(), 0, "exit status")
+        finally:
+            proc.cleanup()
