@@ -174,12 +174,15 @@ def test_reload_taking_the_worker_role_ends_parked_waits(binary):
 def test_reload_allowing_default_gives_it_to_open_connections(binary):
     """A connection that started with no tube (default not allowed) uses
     and watches default once a reload allows it, counted as any other
-    user of default."""
+    user of default; one that has chosen its tubes since keeps them."""
     secs = {"pw": {"role": "producer,worker", "tubes": "app-*"}}
     with Access(binary, secs) as a:
         c0 = a.srv.client()
         c = a.client("pw")
         c.expect("list-tube-used", "NOT_ALLOWED")
+        chose = a.client("pw")
+        chose.expect("use app-1", "USING app-1")
+        chose.expect("watch app-2", "WATCHING 1")
         eq(c0.stats_tube("default")["current-using"], "1", "default's users (main)")
         a.rewrite({"pw": {"role": "producer,worker"}})     # every tube now
         a.reload()
@@ -189,6 +192,9 @@ def test_reload_allowing_default_gives_it_to_open_connections(binary):
         st = c0.stats_tube("default")
         eq((st["current-using"], st["current-watching"]), ("2", "2"),
            "default's users and watchers")
+        chose.expect("list-tube-used", "USING app-1")
+        chose.send(b"list-tubes-watched\r\n")
+        eq(chose.read_reply(), (b"OK 12", b"---\n- app-2\n"), "its own watches")
         jid = put(c0, "default", b"abc")
         c.send(b"reserve-with-timeout 0\r\n")
         eq(c.read_reply(), (b"RESERVED %d 3" % jid, b"abc"), "reserve from default")

@@ -288,6 +288,7 @@ static void do_watch(BsConn *b, const Cmd *cmd)
 
     if (!t)
         return;
+    b->watch_none = 0;
     if (watch_find(w, t) < 0 && watch_add(w, t) < 0) {
         if (t->refs == 0) { /* just created for us: drop it again */
             engine_tube_ref(t);
@@ -695,8 +696,10 @@ static void prune_watches(BsConn *b)
 }
 
 /* A connection that started with no tube (its listener could not touch
- * default) and whose listener now may: it uses default, and watches it
- * if it watches nothing, as a new connection would. */
+ * default) and whose listener now may: it uses default unless it has
+ * used another, and watches it unless it has watched another, as a new
+ * connection would. (One whose chosen tubes a reload took away is left
+ * watching nothing: default is not what it asked for.) */
 static void adopt_default(BsConn *b)
 {
     Engine *e = eng(b);
@@ -709,8 +712,12 @@ static void adopt_default(BsConn *b)
         engine_tube_ref(d);
         d->using_ct++;
     }
-    if (b->worker.nwatch == 0 && watch_add(&b->worker, d) < 0)
-        log_warn("fd %d: out of memory watching default after a reload", conn(b)->ev.fd);
+    if (b->watch_none && b->worker.nwatch == 0) {
+        if (watch_add(&b->worker, d) < 0)
+            log_warn("fd %d: out of memory watching default after a reload", conn(b)->ev.fd);
+        else
+            b->watch_none = 0;
+    }
 }
 
 /* A parked reserve stops waiting, nothing reserved; the caller replies. */
@@ -720,29 +727,16 @@ static void end_wait(BsConn *b)
     conn_set_state(conn(b), CONN_OPEN);
 }
 
-void cmd_access_changed(BsConn *b)
+/* A parked reserve after a reload: it ends (NOT_ALLOWED) when the role
+ * no longer reserves or no watched tube is left; it waits again, for the
+ * time left, when only some of its tubes went. */
+static void recheck_wait(BsConn *b)
 {
     Worker *w = &b->worker;
     Engine *e = eng(b);
     int64_t left = INT64_MAX;
     uint32_t i;
 
-    if (b->link) {
-        /* A replica's link streams every tube: it ends once the listener
-         * may no longer run the handshake (do_replicate's refusal). */
-        if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_REPLICATE]) ||
-            access_restricted(conn(b))) {
-            log_warn("listener %s: a reload took the replication handshake from it; "
-                     "closing the replication link on fd %d", conn(b)->lis->name,
-                     conn(b)->ev.fd);
-            conn_close(conn(b));
-        }
-        return;
-    }
-    adopt_default(b);
-    if (conn(b)->state != CONN_PAUSED || !w->waiting)
-        return;
-    /* The role no longer reserves: the wait ends as a refused reserve. */
     if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_RESERVE])) {
         end_wait(b);
         conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
@@ -760,6 +754,25 @@ void cmd_access_changed(BsConn *b)
         conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
     else
         reserve(b, left);
+}
+
+void cmd_access_changed(BsConn *b)
+{
+    if (b->link) {
+        /* A replica's link streams every tube: it ends once the listener
+         * may no longer run the handshake (do_replicate's refusal). */
+        if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_REPLICATE]) ||
+            access_restricted(conn(b))) {
+            log_warn("listener %s: a reload took the replication handshake from it; "
+                     "closing the replication link on fd %d", conn(b)->lis->name,
+                     conn(b)->ev.fd);
+            conn_close(conn(b));
+        }
+        return;
+    }
+    if (conn(b)->state == CONN_PAUSED && b->worker.waiting)
+        recheck_wait(b);
+    adopt_default(b);
 }
 
 /* The tube rules of a restricted listener, before the command runs. 0:

@@ -26,7 +26,8 @@ void cmd_wake(Worker *w, WaitEnd how, Job *j);
  * it may no longer touch waits again on the tubes left (for the time
  * left), or answers NOT_ALLOWED when none is left. A connection that
  * started with no tube (default was not allowed) and may touch default
- * now uses it, and watches it if it watches nothing. A replica's link on
+ * now uses it unless it has used another since, and watches it unless it
+ * has watched another. A replica's link on
  * a listener that may no longer run the handshake is closed. */
 void cmd_access_changed(BsConn *b);
 
