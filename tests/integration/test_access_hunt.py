@@ -397,7 +397,10 @@ def test_unix_socket_never_looser_than_socket_mode(binary):
         sock = os.path.join(d, "w.sock")
         with open(conf, "w") as f:
             f.write("[listen w]\naddress = unix:%s\nrole = worker\nsocket_mode = 0600\n" % sock)
-        env = dict(os.environ, LD_PRELOAD=so, ACC_SHIM_OUT=out)
+        # (An ASan build wants its runtime first: let the shim go first.)
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        env = dict(os.environ, LD_PRELOAD=so, ACC_SHIM_OUT=out,
+                   ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0")
         p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(harness._free_port()),
                               "--config", conf], env=env, preexec_fn=lambda: os.umask(0),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
