@@ -13,6 +13,16 @@ bug it found (named after what the old server let through).
   started with no tube using an uncounted default and watching nothing.
 - stats-binlog's oldest-file-pinned-by named a job of a tube the listener
   may not see.
+- A memcache reload that refused its own peer went on running the rest of
+  its packet; open memcache jobs of queues a reload took away stayed
+  reserved for good; a restricted memcache admin could shut the server.
+- Two sections on one Unix socket file spelt differently: the second took
+  the first's clients; socket files were briefly as open as the umask.
+- A replica's link outlived the reload that restricted its listener.
+- Under socket activation the admin listener served the inherited socket
+  named after a section.
+
+Readings taken where access.md is silent are in doc/security.md.
 """
 
 import os
