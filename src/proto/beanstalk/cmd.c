@@ -845,20 +845,14 @@ static int tube_rules(BsConn *b, const Cmd *cmd)
 }
 
 /* A malformed command beanstalkd still counts (Cmd.counted) moves the
- * counter only where it could have run: a listener that may not run it
- * changes no counter but its refusals (access.md §7.2), and it answers
- * as beanstalkd does, since the line is malformed whoever sends it. A
- * restricted listener never runs pause-tube on an illegal name (no
- * pattern matches one), nor put while it uses no tube it may touch. */
+ * counter only where the role may run the command: a listener whose role
+ * may not changes no counter but its refusals (access.md §7.2). The
+ * answer stays beanstalkd's, since the line is malformed whoever sends
+ * it; the tubes are not looked at (the line names no tube it could run
+ * on), so a role that may run it counts it as beanstalkd does. */
 static int bad_counts(BsConn *b, const Cmd *cmd)
 {
-    if (!access_role(conn(b), bs_front(conn(b))->allow[cmd->type]))
-        return 0;
-    if (!access_restricted(conn(b)))
-        return 1;
-    if (cmd->type == CMD_PUT)
-        return !b->use_none && access_tube(conn(b)->lis, b->use);
-    return 0;
+    return access_role(conn(b), bs_front(conn(b))->allow[cmd->type]);
 }
 
 void cmd_line(BsConn *b, const char *line, size_t len)
