@@ -35,7 +35,7 @@ import tempfile
 import time
 
 import harness
-from access_util import Access, stable_stats
+from access_util import Access, listeners, stable_stats
 from harness import check, eq, no_server
 from policy_util import wait_for
 
@@ -518,3 +518,18 @@ def test_differential_through_a_restricted_section(binary):
     eq(r.returncode, 0, "differential through the section:\n%s%s"
        % (out[-3000:], r.stderr.decode(errors="replace")[-1000:]))
     check(re.search(r"^differential: \d+ passed, 0 failed$", out, re.M), out[-500:])
+
+
+@no_server
+def test_stats_listeners_on_a_restricted_admin_shows_only_itself(binary):
+    """Other listeners' tubes name tubes a restricted listener may not
+    see (payroll here): on an admin listener with tubes, stats-listeners
+    shows its own entry only; an admin listener without tubes sees all."""
+    secs = {"team": {"role": "admin", "tubes": "team-a-*"},
+            "pay": {"role": "worker", "tubes": "payroll"},
+            "all": {"role": "admin"}}
+    with Access(binary, secs) as a:
+        eq(sorted(listeners(a.client("team"))), ["team"], "entries on the restricted admin")
+        ls = listeners(a.client("all"))
+        eq(sorted(ls), ["all", "main", "pay", "team"], "entries on an unrestricted admin")
+        eq(ls["pay"]["tubes"], "payroll", "pay's tubes")

@@ -484,7 +484,7 @@ static void do_stats_listeners(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_listeners(conn(b)->srv, &d);
+    stats_listeners(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 

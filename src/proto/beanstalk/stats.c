@@ -277,7 +277,7 @@ void stats_list_watched(const Worker *w, Buf *b)
         buf_printf(b, "- %s\n", w->watch[i].tube->name);
 }
 
-void stats_listeners(const Server *s, Buf *b)
+void stats_listeners(const Server *s, const Listener *me, Buf *b)
 {
     char roles[64], tubes[LISTEN_MAX_PATTERNS * (MAX_TUBE_NAME + 2) + 2];
     ListenerStats ls[SERVER_MAX_LISTENERS];
@@ -286,6 +286,10 @@ void stats_listeners(const Server *s, Buf *b)
     buf_append(b, "---\n", 4);
     for (int i = 0; i < n; i++) {
         const ListenerStats *l = &ls[i];
+
+        /* Other listeners' tubes name tubes a restricted one may not see. */
+        if (me && me->restricted && i != me->index)
+            continue;
 
         buf_printf(b, "- name: \"%s\"\n"
                    "  address: \"%s\"\n"
