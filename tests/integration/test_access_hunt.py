@@ -21,6 +21,7 @@ bug it found (named after what the old server let through).
 - A replica's link outlived the reload that restricted its listener.
 - Under socket activation the admin listener served the inherited socket
   named after a section.
+- stats-listeners on a restricted admin showed the other listeners' tubes.
 
 Readings taken where access.md is silent are in doc/security.md.
 """
