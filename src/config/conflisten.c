@@ -340,11 +340,49 @@ static bool any_host(const char *h)
     return !*h || !strcmp(h, "0.0.0.0") || !strcmp(h, "::") || !strcmp(h, "*");
 }
 
+/* The path of "unix:PATH" with "//", "/./" and "NAME/.." taken out, so
+ * that two spellings of one file compare equal (symbolic links are not
+ * followed; listen_unix() refuses to replace a live socket in any case). */
+static void norm_path(const char *unix_host, char out[LISTEN_ADDR_MAX + 1])
+{
+    const char *p = unix_host + 5;
+    size_t n = 0;
+
+    while (*p) {
+        const char *c = p;
+        size_t len;
+        while (*c == '/')
+            c++;
+        for (len = 0; c[len] && c[len] != '/'; len++)
+            ;
+        p = c + len;
+        if (len == 0 || (len == 1 && c[0] == '.'))
+            continue;
+        if (len == 2 && c[0] == '.' && c[1] == '.') {
+            while (n > 0 && out[--n] != '/')
+                ;
+            continue;
+        }
+        out[n++] = '/';
+        memcpy(out + n, c, len);
+        n += len;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+}
+
 /* Two listeners would want the same socket. */
 static bool same_address(const ConfListen *a, const ConfListen *b)
 {
-    if (a->is_unix || b->is_unix)
-        return a->is_unix && b->is_unix && !strcmp(a->host, b->host);
+    if (a->is_unix || b->is_unix) {
+        char pa[LISTEN_ADDR_MAX + 1], pb[LISTEN_ADDR_MAX + 1];
+        if (!a->is_unix || !b->is_unix)
+            return false;
+        norm_path(a->host, pa);
+        norm_path(b->host, pb);
+        return !strcmp(pa, pb);
+    }
     if (a->port != b->port)
         return false;
     return !strcmp(a->host, b->host) || any_host(a->host) || any_host(b->host);

@@ -138,8 +138,10 @@ static void recheck_peers(Server *s, Listener *l)
     }
 }
 
-/* Waits already parked on tubes a listener no longer allows end or move
- * (the protocol decides how); other commands check at their next run. */
+/* Waits already parked that a listener's role or tubes no longer allow
+ * end or move (the protocol decides how); other commands check at their
+ * next run. Every section's connections hear it: a role may have shrunk,
+ * or tubes widened, on a listener that is not restricted (any more). */
 static void recheck_waits(Server *s)
 {
     List *n, *next;
@@ -147,7 +149,7 @@ static void recheck_waits(Server *s)
     for (n = s->conns.next; n != &s->conns; n = next) {
         Conn *c = container_of(n, Conn, link);
         next = n->next;
-        if (c->lis && c->lis->restricted && c->proto->access_changed &&
+        if (c->lis && c->lis->conf && c->proto->access_changed &&
             !(c->flags & CONN_DEAD))
             c->proto->access_changed(c);
     }

@@ -29,9 +29,11 @@ size_t conn_out_pending(const Conn *c)
     return out_pending(c);
 }
 
+/* A connection closed while its input was being consumed (a memcache
+ * reload that refused its own peer) runs nothing more of it. */
 int conn_takes_input(const Conn *c)
 {
-    return c->state == CONN_OPEN && out_pending(c) < OUT_HIGH;
+    return c->state == CONN_OPEN && !(c->flags & CONN_DEAD) && out_pending(c) < OUT_HIGH;
 }
 
 static void update_events(Conn *c)
@@ -138,16 +140,19 @@ void conn_free(Conn *c)
 
 /* ---- replies ---------------------------------------------------------- */
 
+/* A closed connection's replies go nowhere: its fd is closed, and may
+ * already be another connection's (accepted later in the same batch). */
 static void mark_pending(Conn *c)
 {
+    if (c->flags & CONN_DEAD)
+        return;
     if (!list_linked(&c->out_link))
         list_insert_tail(&c->srv->pending_out, &c->out_link);
 }
 
 void conn_mark_pending(Conn *c)
 {
-    if (!(c->flags & CONN_DEAD))
-        mark_pending(c);
+    mark_pending(c);
 }
 
 void conn_mark_first(Conn *c)

@@ -69,8 +69,8 @@ typedef struct Proto {
     void (*hangup)(Conn *c);
     /* The connection is closing: give back what it holds. */
     void (*close)(Conn *c);
-    /* Optional: a reload changed the tubes its listener may touch (access.h);
-     * a wait on a tube no longer allowed must end or move. */
+    /* Optional: a reload changed its listener's role or tubes (access.h);
+     * a wait the listener no longer allows must end or move. */
     void (*access_changed)(Conn *c);
     /* Optional. The server stopped taking writes (it follows another
      * primary now): give back the jobs the connection has reserved and

@@ -15,6 +15,21 @@
 
 #define BACKLOG 1024
 
+/* Someone serves the socket file at path (this process's listener under
+ * another spelling of the path, or another server): it accepts, or its
+ * backlog is full. Only a stale file, which refuses, may be replaced. */
+static int socket_live(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), r, e;
+
+    if (fd < 0)
+        return 1; /* cannot tell: leave it */
+    r = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
+    e = errno;
+    close(fd);
+    return r == 0 || (e != ECONNREFUSED && e != ENOENT);
+}
+
 static int listen_unix(const char *path, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -26,9 +41,16 @@ static int listen_unix(const char *path, char *err, size_t errlen)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    /* Replace a stale socket from an earlier run, never a regular file. */
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+    /* Replace a stale socket from an earlier run, never a regular file,
+     * nor a socket still served: taking that one over would hand its
+     * clients to this listener's role. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        if (socket_live(&sa)) {
+            snprintf(err, errlen, "%s: a server listens there already", path);
+            return -1;
+        }
         unlink(path);
+    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "socket: %s", strerror(errno));

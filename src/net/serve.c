@@ -171,14 +171,27 @@ static int inherited(Server *s)
     return s->sd_n;
 }
 
+/* A [listen] section of the live config file is named name. */
+static int section_named(const Server *s, const char *name)
+{
+    const ConfFile *cf = s->cfg.conf;
+
+    for (size_t i = 0; cf && i < cf->n_listen; i++)
+        if (!strcmp(cf->listen[i].name, name))
+            return 1;
+    return 0;
+}
+
 /* The inherited sockets a listener of this name takes: exactly its name,
  * or for the beanstalk listener (name NULL) every socket not named for
- * another front-end. */
-static int takes(const char *have, const char *want)
+ * another front-end nor for a [listen] section (which takes it with its
+ * own role and tubes: the admin listener must not serve it). */
+static int takes(const Server *s, const char *have, const char *want)
 {
     if (want)
         return strcmp(have, want) == 0;
-    return strcmp(have, "memcache") != 0 && strcmp(have, "metrics") != 0;
+    return strcmp(have, "memcache") != 0 && strcmp(have, "metrics") != 0 &&
+           !section_named(s, have);
 }
 
 int server_listen(Server *s, const Proto *p, const char *name, int port)
@@ -189,7 +202,7 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
     if (n < 0)
         return -1;
     for (int i = 0; i < n; i++) {
-        if (!takes(s->sd_names[i], name))
+        if (!takes(s, s->sd_names[i], name))
             continue;
         if (add_listener(s, SD_LISTEN_FDS_START + i, p,
                          s->sd_names[i][0] ? s->sd_names[i] : "main", NULL) < 0)
@@ -215,9 +228,24 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
 int server_listen_section(Server *s, const Proto *p, const ConfListen *lc)
 {
     char err[256];
-    int fd = net_listen(lc->is_unix || lc->host[0] ? lc->host : NULL, lc->port, err,
-                        sizeof err);
+    /* A Unix socket file is made with socket_mode's bits at most: between
+     * bind() and the chmod() below it must not let in more peers than
+     * the mode does (listen() is called in between). */
+    mode_t old = 0;
+    int fd, n = inherited(s);
 
+    if (n < 0)
+        return -1;
+    /* Socket activation: the socket named after the section is its own
+     * (systemd made it, with its own address and mode). */
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s->sd_names[i], lc->name))
+            return add_listener(s, SD_LISTEN_FDS_START + i, p, NULL, lc);
+    if (lc->is_unix)
+        old = umask((mode_t)(~lc->socket_mode & 0777));
+    fd = net_listen(lc->is_unix || lc->host[0] ? lc->host : NULL, lc->port, err, sizeof err);
+    if (lc->is_unix)
+        umask(old);
     if (fd < 0) {
         log_err("cannot listen for [listen %s] on %s: %s", lc->name, lc->address, err);
         return -1;

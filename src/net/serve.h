@@ -19,11 +19,13 @@
 int server_init(Server *s, const Config *cfg);
 /* Listen for protocol p: on the inherited sockets of socket activation
  * named `name` (NULL: the beanstalk listener, which takes every socket not
- * named "memcache" or "metrics"), else on cfg's address and this port.
- * -1 (logged) on error. */
+ * named "memcache", "metrics" or after a [listen] section), else on cfg's
+ * address and this port. -1 (logged) on error. */
 int server_listen(Server *s, const Proto *p, const char *name, int port);
 /* Listen as the [listen] section lc says (its address, role, tubes,
- * users, groups, socket_mode), for protocol p. -1 (logged) on error. */
+ * users, groups, socket_mode), for protocol p; under socket activation
+ * an inherited socket named after the section is taken instead of its
+ * address. -1 (logged) on error. */
 int server_listen_section(Server *s, const Proto *p, const ConfListen *lc);
 int server_run(Server *s);
 /* Read the config file again (SIGHUP, memcache reload) and put it in

@@ -59,6 +59,8 @@ typedef struct BsConn {
     uint8_t use_none;       /* uses no tube: its listener may not touch default
                                (use points at default, holding no reference
                                and not counted in using_ct) */
+    uint8_t watch_none;     /* started watching nothing for the same reason,
+                               and has watched nothing since */
     uint32_t pruned_gen;    /* watches checked against the listener's tubes at
                                this Server.access_gen */
     char crlf[2];           /* the two bytes after a put body */

@@ -25,6 +25,7 @@ static int bs_open(Conn *c)
      * points at default (which always exists), unreferenced and uncounted. */
     if (c->lis && !access_tube(c->lis, b->use)) {
         b->use_none = 1;
+        b->watch_none = 1;
         watch_remove(e, &b->worker, 0);
     } else {
         engine_tube_ref(b->use);

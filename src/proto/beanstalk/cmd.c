@@ -288,6 +288,7 @@ static void do_watch(BsConn *b, const Cmd *cmd)
 
     if (!t)
         return;
+    b->watch_none = 0;
     if (watch_find(w, t) < 0 && watch_add(w, t) < 0) {
         if (t->refs == 0) { /* just created for us: drop it again */
             engine_tube_ref(t);
@@ -475,7 +476,7 @@ static void do_stats_binlog(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_binlog(conn(b)->srv, &d);
+    stats_binlog(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -483,7 +484,7 @@ static void do_stats_listeners(BsConn *b, const Cmd *cmd)
 {
     Buf d = {0};
 
-    stats_listeners(conn(b)->srv, &d);
+    stats_listeners(conn(b)->srv, conn(b)->lis, &d);
     reply_doc(b, &d);
 }
 
@@ -694,28 +695,84 @@ static void prune_watches(BsConn *b)
     b->pruned_gen = l->srv->access_gen;
 }
 
-void cmd_access_changed(BsConn *b)
+/* A connection that started with no tube (its listener could not touch
+ * default) and whose listener now may: it uses default unless it has
+ * used another, and watches it unless it has watched another, as a new
+ * connection would. (One whose chosen tubes a reload took away is left
+ * watching nothing: default is not what it asked for.) */
+static void adopt_default(BsConn *b)
+{
+    Engine *e = eng(b);
+    Tube *d = engine_default_tube(e);
+
+    if (!access_tube(conn(b)->lis, d))
+        return;
+    if (b->use_none) {
+        b->use_none = 0;
+        engine_tube_ref(d);
+        d->using_ct++;
+    }
+    if (b->watch_none && b->worker.nwatch == 0) {
+        if (watch_add(&b->worker, d) < 0)
+            log_warn("fd %d: out of memory watching default after a reload", conn(b)->ev.fd);
+        else
+            b->watch_none = 0;
+    }
+}
+
+/* A parked reserve stops waiting, nothing reserved; the caller replies. */
+static void end_wait(BsConn *b)
+{
+    worker_cancel(eng(b), &b->worker);
+    conn_set_state(conn(b), CONN_OPEN);
+}
+
+/* A parked reserve after a reload: it ends (NOT_ALLOWED) when the role
+ * no longer reserves or no watched tube is left; it waits again, for the
+ * time left, when only some of its tubes went. */
+static void recheck_wait(BsConn *b)
 {
     Worker *w = &b->worker;
     Engine *e = eng(b);
     int64_t left = INT64_MAX;
     uint32_t i;
 
-    if (conn(b)->state != CONN_PAUSED || !w->waiting)
+    if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_RESERVE])) {
+        end_wait(b);
+        conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
         return;
+    }
     for (i = 0; i < w->nwatch && access_tube(conn(b)->lis, w->watch[i].tube); i++)
         ;
     if (i == w->nwatch)
         return; /* every tube it waits on is still allowed */
     if (w->wait_until != INT64_MAX)
         left = w->wait_until > engine_now(e) ? w->wait_until - engine_now(e) : 0;
-    worker_cancel(e, w);
-    conn_set_state(conn(b), CONN_OPEN);
+    end_wait(b);
     prune_watches(b);
     if (w->nwatch == 0)
         conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
     else
         reserve(b, left);
+}
+
+void cmd_access_changed(BsConn *b)
+{
+    if (b->link) {
+        /* A replica's link streams every tube: it ends once the listener
+         * may no longer run the handshake (do_replicate's refusal). */
+        if (!access_role(conn(b), bs_front(conn(b))->allow[CMD_REPLICATE]) ||
+            access_restricted(conn(b))) {
+            log_warn("listener %s: a reload took the replication handshake from it; "
+                     "closing the replication link on fd %d", conn(b)->lis->name,
+                     conn(b)->ev.fd);
+            conn_close(conn(b));
+        }
+        return;
+    }
+    if (conn(b)->state == CONN_PAUSED && b->worker.waiting)
+        recheck_wait(b);
+    adopt_default(b);
 }
 
 /* The tube rules of a restricted listener, before the command runs. 0:
@@ -776,11 +833,26 @@ static int tube_rules(BsConn *b, const Cmd *cmd)
     case CMD_LIST_TUBES_WATCHED:
         prune_watches(b);
         return 0;
+    case CMD_REPLICATE: /* the stream carries every tube's jobs and bodies */
+    case CMD_PROMOTE:   /* these two change every tube: follow throws */
+    case CMD_FOLLOW:    /* jobs away, promote takes the server's role */
+        break;
     default:
         return 0;
     }
     refuse(b, cmd);
     return 1;
+}
+
+/* A malformed command beanstalkd still counts (Cmd.counted) moves the
+ * counter only where the role may run the command: a listener whose role
+ * may not changes no counter but its refusals (access.md §7.2). The
+ * answer stays beanstalkd's, since the line is malformed whoever sends
+ * it; the tubes are not looked at (the line names no tube it could run
+ * on), so a role that may run it counts it as beanstalkd does. */
+static int bad_counts(BsConn *b, const Cmd *cmd)
+{
+    return access_role(conn(b), bs_front(conn(b))->allow[cmd->type]);
 }
 
 void cmd_line(BsConn *b, const char *line, size_t len)
@@ -796,7 +868,7 @@ void cmd_line(BsConn *b, const char *line, size_t len)
         return;
     }
     if (r == PARSE_BAD_FORMAT) {
-        if (cmd.counted)
+        if (cmd.counted && bad_counts(b, &cmd))
             f->cmd_ct[cmd.type]++;
         /* beanstalkd checks a put's size before its trailing junk, so an
          * oversized body is still read and thrown away. */

@@ -21,9 +21,14 @@ void cmd_line(BsConn *b, const char *line, size_t len);
 void cmd_put_body_done(BsConn *b);
 /* The engine ended a wait of this connection's worker. */
 void cmd_wake(Worker *w, WaitEnd how, Job *j);
-/* A reload narrowed the listener's tubes: a reserve waiting on a tube it
- * may no longer touch waits again on the tubes left (for the time left),
- * or answers NOT_ALLOWED when none is left. */
+/* A reload changed the listener's role or tubes: a reserve waiting while
+ * the role no longer reserves answers NOT_ALLOWED; one waiting on a tube
+ * it may no longer touch waits again on the tubes left (for the time
+ * left), or answers NOT_ALLOWED when none is left. A connection that
+ * started with no tube (default was not allowed) and may touch default
+ * now uses it unless it has used another since, and watches it unless it
+ * has watched another. A replica's link on
+ * a listener that may no longer run the handshake is closed. */
 void cmd_access_changed(BsConn *b);
 
 #endif

@@ -175,11 +175,24 @@ static const char *fsync_mode(const Config *cfg, char *buf, size_t n)
     return buf;
 }
 
-void stats_binlog(const Server *s, Buf *b)
+/* The job whose record keeps the oldest binlog file, if l may see it. */
+static uint64_t pinning_job(Server *s, const Listener *l)
+{
+    uint64_t id = engine_pinning_job(&s->eng);
+    Job *j;
+
+    if (!id || !l || !l->restricted)
+        return id;
+    j = engine_find(&s->eng, id);
+    return j && access_tube(l, j->tube) ? id : 0;
+}
+
+void stats_binlog(Server *s, const Listener *l, Buf *b)
 {
     EngineStats es;
     char mode[48];
     int64_t ago;
+    uint64_t pin = pinning_job(s, l);
 
     engine_stats(&s->eng, &es);
     ago = es.binlog.sync_ago_ns / NS_PER_MSEC;
@@ -196,7 +209,7 @@ void stats_binlog(const Server *s, Buf *b)
                "compactions: %llu\n",
                es.binlog.files, (unsigned long long)es.binlog.disk_bytes,
                (unsigned long long)es.binlog.live_bytes, es.binlog.oldest_index,
-               (unsigned long long)engine_pinning_job(&s->eng),
+               (unsigned long long)pin,
                (unsigned long long)es.binlog.records_written,
                (unsigned long long)es.binlog.records_migrated,
                (unsigned long long)es.binlog.compactions);
@@ -264,7 +277,7 @@ void stats_list_watched(const Worker *w, Buf *b)
         buf_printf(b, "- %s\n", w->watch[i].tube->name);
 }
 
-void stats_listeners(const Server *s, Buf *b)
+void stats_listeners(const Server *s, const Listener *me, Buf *b)
 {
     char roles[64], tubes[LISTEN_MAX_PATTERNS * (MAX_TUBE_NAME + 2) + 2];
     ListenerStats ls[SERVER_MAX_LISTENERS];
@@ -273,6 +286,10 @@ void stats_listeners(const Server *s, Buf *b)
     buf_append(b, "---\n", 4);
     for (int i = 0; i < n; i++) {
         const ListenerStats *l = &ls[i];
+
+        /* Other listeners' tubes name tubes a restricted one may not see. */
+        if (me && me->restricted && i != me->index)
+            continue;
 
         buf_printf(b, "- name: \"%s\"\n"
                    "  address: \"%s\"\n"

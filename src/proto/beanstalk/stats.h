@@ -30,8 +30,11 @@ void stats_list_watched(const Worker *w, Buf *b);
 /* Extensions (extensions.md §2): every tube in name order, its stats-tube
  * keys indented under "<name>": and then tubed's own; the binlog's health. */
 void stats_tubes(const Server *s, const Listener *l, Buf *b);
-void stats_binlog(const Server *s, Buf *b);
-/* stats-listeners: every listener, with its role, tubes and counters. */
-void stats_listeners(const Server *s, Buf *b);
+/* oldest-file-pinned-by names a job only where listener l may see it
+ * (0 otherwise, as when none pins): the job's tube decides. */
+void stats_binlog(Server *s, const Listener *l, Buf *b);
+/* stats-listeners: every listener, with its role, tubes and counters;
+ * asked on a listener with tubes (me restricted), only me's entry. */
+void stats_listeners(const Server *s, const Listener *me, Buf *b);
 
 #endif

@@ -332,7 +332,7 @@ static void do_dump_config(McConn *m, const McCmd *cmd)
 {
     Buf d = {0};
 
-    mcstats_config(front(m), &d);
+    mcstats_config(front(m), m->conn.lis, &d);
     reply_doc(m, &d);
 }
 
@@ -429,6 +429,10 @@ static int allowed(McConn *m, const McCmd *cmd)
     case MC_CMD_CONFIRM:
         err = MC_OK; /* another queue looks empty: nothing open, nothing to get */
         break;
+    case MC_CMD_SHUTDOWN:
+        /* It ends every tube's service, and without a binlog every job:
+         * only a listener that may touch every tube shuts the server. */
+        goto refuse;
     default:
         return 1;
     }

@@ -35,14 +35,31 @@ static void mc_close(Conn *c)
     mc_closing(mc_conn(c));
 }
 
-/* A reload took the tube of a waiting get from the listener: the wait ends
- * with nothing taken, as when the client gives up. */
+/* The roles that may run the fetch a get or monitor is waiting for. */
+static unsigned fetch_roles(const Memcache *f, int kind)
+{
+    switch (kind) {
+    case MC_PEEK:
+        return f->allow_peek;
+    case MC_MONITOR:
+        return f->allow[MC_CMD_MONITOR];
+    default:
+        return f->allow[MC_CMD_GET];
+    }
+}
+
+/* A reload took the tube of a waiting get from the listener, or the role
+ * that may run it: the wait ends with nothing taken, as when the client
+ * gives up. Open jobs are looked at too (mc_give_back_refused). */
 static void mc_access_changed_conn(Conn *c)
 {
     McConn *m = mc_conn(c);
 
-    if (m->waiting && m->get_tube && !access_tube(c->lis, m->get_tube))
+    if (m->waiting && (!access_role(c, fetch_roles(mc_front(c), m->fetch)) ||
+                       (m->get_tube && !access_tube(c->lis, m->get_tube))))
         mc_hangup(m);
+    /* Open jobs it could no longer close or abort go back. */
+    mc_give_back_refused(m, !access_role(c, mc_front(c)->allow[MC_CMD_GET]));
 }
 
 /* The peer half-closed while a get waited: the get answers END. */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "clock.h"
 #include "mcstats.h"
@@ -329,6 +330,20 @@ void mc_hangup(McConn *m)
     }
     if (m->conn.state == CONN_PAUSED) /* never: paused means one of the above */
         conn_set_state(&m->conn, CONN_OPEN);
+}
+
+void mc_give_back_refused(McConn *m, int all)
+{
+    List *head = &m->worker.reserved, *n, *next;
+
+    for (n = head->next; n != head; n = next) {
+        Job *j = job_of_link(n);
+        next = n->next; /* giving j back unlinks it */
+        if ((all || !access_tube(m->conn.lis, j->tube)) &&
+            give_back(m, j) == ENG_NO_MEMORY)
+            log_warn("fd %d: out of memory giving back an open job after a reload; it goes "
+                     "back when the connection closes", m->conn.ev.fd);
+    }
 }
 
 void mc_closing(McConn *m)

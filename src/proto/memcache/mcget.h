@@ -34,6 +34,11 @@ void mc_confirm(McConn *m, const McCmd *cmd);
 void mc_wake(Worker *w, WaitEnd how, Job *j);
 /* The peer half-closed or hit EOF while the connection was paused. */
 void mc_hangup(McConn *m);
+/* A reload took the tubes (or, all set, the role) of open jobs from the
+ * connection's listener: those jobs go back now, as /abort gives them
+ * back, since the client can neither close nor abort them any more and
+ * kestrel's jobs have no TTR to end them. */
+void mc_give_back_refused(McConn *m, int all);
 /* The connection is closing: give back its open jobs, drop its state. */
 void mc_closing(McConn *m);
 

@@ -310,7 +310,7 @@ static void config_block(const char *name, size_t len, const TubePolicy *p, Buf 
     buf_append(b, "}\r\n", 3);
 }
 
-void mcstats_config(Memcache *f, Buf *b)
+void mcstats_config(Memcache *f, const Listener *l, Buf *b)
 {
     const Engine *e = &f->srv->eng;
     const ConfFile *cf = f->srv->cfg.conf;
@@ -322,10 +322,13 @@ void mcstats_config(Memcache *f, Buf *b)
         b->oom = 1;
         return;
     }
+    /* A listener with tubes names no other tube, live or configured. */
     for (size_t i = 0; i < engine_tube_count(e); i++)
-        v[n++] = (Name){list[i]->name, list[i]->name_len};
+        if (access_tube(l, list[i]))
+            v[n++] = (Name){list[i]->name, list[i]->name_len};
     for (size_t i = 0; i < nsec; i++)
-        v[n++] = (Name){cf->exact[i].name, cf->exact[i].len};
+        if (access_name(l, cf->exact[i].name, cf->exact[i].len))
+            v[n++] = (Name){cf->exact[i].name, cf->exact[i].len};
     qsort(v, n, sizeof *v, by_name);
     for (size_t i = 0; i < n; i++) {
         const Tube *t;

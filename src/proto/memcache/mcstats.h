@@ -32,6 +32,8 @@ void mcstats_forget(Tube *t);
 void mcstats_server(Memcache *f, const Listener *l, Buf *b);
 /* names empty: every tube. */
 void mcstats_dump(Memcache *f, const Listener *l, McNames names, Buf *b);
-void mcstats_config(Memcache *f, Buf *b);
+/* dump_config: the live tubes and the [tube NAME] sections, only those
+ * listener l may touch (NULL: all). */
+void mcstats_config(Memcache *f, const Listener *l, Buf *b);
 
 #endif

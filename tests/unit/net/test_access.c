@@ -2,6 +2,7 @@
  * config file (conflisten.c through conf_parse), tube pattern matching,
  * peer checks, the text stats-listeners shows, and the role tables of both
  * protocols (bsaccess.c, mcaccess.c) against the parsers' command tables. */
+#include <stdio.h>
 #include <string.h>
 
 #include "bsaccess.h"
@@ -191,6 +192,44 @@ START_TEST(main_clash)
 }
 END_TEST
 
+/* One socket file spelt two ways is one address ("//", "/./", "d/.."). */
+START_TEST(unix_spellings_clash)
+{
+    static const struct {
+        const char *a, *b;
+        int clash;
+    } cases[] = {
+        {"/run/t/w.sock", "/run/t//w.sock", 1},
+        {"/run/t/w.sock", "/run/./t/w.sock", 1},
+        {"/run/t/w.sock", "/run/x/../t/w.sock", 1},
+        {"/run/t/w.sock", "//run/t/w.sock/", 1},
+        {"/run/t/w.sock", "/run/t/w.sock2", 0},
+        {"/run/t/w.sock", "/run/t/x/../../w.sock", 0},
+        {"/run/t/w.sock", "/run/t/.w.sock", 0},
+    };
+    const char *who = "the -l/-p listener";
+    char text[512], why[256];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ConfFile *cf = parse_ok("[listen u]\naddress = unix:/run/t/w.sock\n");
+        snprintf(text, sizeof text, "unix:%s", cases[i].b);
+        ck_assert_msg((conf_listen_clash(cf->listen, 1, text, 0, who, why, sizeof why) != 0) ==
+                      cases[i].clash, "%s vs %s", cases[i].a, cases[i].b);
+        conf_free(cf);
+        snprintf(text, sizeof text, "[listen u]\naddress = unix:%s\n[listen v]\n"
+                 "address = unix:%s\n", cases[i].a, cases[i].b);
+        if (cases[i].clash) {
+            char want[512];
+            snprintf(want, sizeof want, "t.conf:4: [listen v] and [listen u] (line 1) both "
+                     "listen on unix:%s", cases[i].b);
+            parse_err(text, want);
+        } else {
+            conf_free(parse_ok(text));
+        }
+    }
+}
+END_TEST
+
 /* Every command of the beanstalk parser has a row, every row admits
  * admin, and the replication commands another branch adds are decided. */
 START_TEST(beanstalk_table_complete)
@@ -284,6 +323,7 @@ static Suite *access_suite(void)
     tcase_add_test(tc, peers);
     tcase_add_test(tc, texts);
     tcase_add_test(tc, main_clash);
+    tcase_add_test(tc, unix_spellings_clash);
     tcase_add_test(tc, beanstalk_table_complete);
     tcase_add_test(tc, memcache_table_complete);
     tcase_add_test(tc, allocation_failure_sweep);
