@@ -47,6 +47,8 @@ static Job *open_job(McConn *m, const Tube *t)
 {
     List *head = &m->worker.reserved;
 
+    if (!t->reserved_ct)
+        return NULL; /* (no walk of a list that may hold jobs of many tubes) */
     for (List *n = head->next; n != head; n = n->next) {
         Job *j = job_of_link(n);
         if (j->tube == t)
