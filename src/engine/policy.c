@@ -273,7 +273,7 @@ static void expire_in_order(Engine *e, Job *j)
     tube_unref(&e->tubes, t);
 }
 
-int policy_check(Engine *e, Job *j)
+int policy_due(const Engine *e, const Job *j)
 {
     int64_t exp;
 
@@ -286,6 +286,13 @@ int policy_check(Engine *e, Job *j)
         return 0; /* a move that failed waits for its retry */
     if (queue_age_member(j) && j->tube->age_retry_at > e->now)
         return 0; /* the same, for the jobs of the age ring */
+    return 1;
+}
+
+int policy_check(Engine *e, Job *j)
+{
+    if (!policy_due(e, j))
+        return 0;
     expire_in_order(e, j);
     return 1;
 }
