@@ -42,3 +42,55 @@ def test_list_jobs_shows_job_whose_expiry_move_failed(binary):
         eq(_list(c, "b", "ready"), ids[1:], "list-jobs b ready")
         eq(_list(c, "b", "ready", ids[2]), ids[2:], "list-jobs b ready from the last")
         eq(_list(c, "bx", "all"), ids[:1], "list-jobs bx all")
+
+
+# ------------------------------------------------ fanout turned on at reload
+
+@no_server
+def test_reload_turning_fanout_on_makes_existing_children(binary):
+    """A tube named P+CHILD is P's fanout child while P has fanout on
+    (extensions.md §1), and a reload applies at once.  The old reload only
+    let children go when fanout went off; a P+CHILD tube that existed when
+    fanout came on (a worker watching it, or a child let go by an earlier
+    reload) got no copies until some client named it again, so a worker
+    already watching it waited for ever.  Now it is a child from the
+    reload on (journaled: it stays across a kill -9), and jobs put into P
+    before the reload are still not copied."""
+    with Policy(binary, "", bdir=True) as p:
+        c = p.srv.client()
+        w = p.srv.client()
+        w.watch("P+x")                      # exists, an ordinary tube
+        c.use("P")
+        before = put_id(c, b"before")
+        eq(_list(c, "P+x", "all"), [], "P+x before fanout is on")
+
+        p.rewrite("[tube P]\nfanout = true\n")
+        p.reload()
+        after = put_id(c, b"after")
+        copies = _list(c, "P+x", "all")
+        eq(len(copies), 1, "copies in P+x of the put after the reload")
+        check(copies[0] not in (before, after), "the copy has its own id")
+        w.ignore("default")
+        got = w.reserve(timeout=0)
+        eq(got, (copies[0], b"after"), "the watching worker's job")
+        w.expect("delete %d" % got[0], "DELETED")
+
+        # Off, then on again: let go, then a child again.
+        p.rewrite("")
+        p.reload()
+        put_id(c, b"off")
+        eq(_list(c, "P+x", "all"), [], "P+x while fanout is off")
+        p.rewrite("[tube P]\nfanout = true\n")
+        p.reload()
+        put_id(c, b"on again")
+        eq(len(_list(c, "P+x", "all")), 1, "P+x after fanout came back")
+
+        # Registered in the binlog: after a kill -9 P+x still exists (no
+        # client names it) and still gets copies.
+        p.kill9()
+        p.restart()
+        c = p.srv.client()
+        check("P+x" in c.list_tubes(), "P+x after the restart: %r" % c.list_tubes())
+        c.use("P")
+        put_id(c, b"after restart")
+        eq(len(_list(c, "P+x", "all")), 2, "P+x jobs after the restart")
