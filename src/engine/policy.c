@@ -511,11 +511,16 @@ void policy_reload(Engine *e)
         bool was = t->parent_fanout;
 
         t->parent_fanout = parent_fanout(e, t);
+        if (!t->registered && t->parent_fanout && !was && !e->passive)
+            policy_named(e, t); /* registers: adds a reference, removes no tube */
+    }
+    /* Resolved once above: the restarts below only compare flags. */
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+
         if (t->registered && !t->parent_fanout) {
             policy_unregister(e, t);
             i = (size_t)-1; /* the tube may be gone: start again */
-        } else if (!t->registered && t->parent_fanout && !was && !e->passive) {
-            policy_named(e, t); /* registers: adds a reference, removes no tube */
         }
     }
 }
