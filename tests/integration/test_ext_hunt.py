@@ -94,3 +94,26 @@ def test_reload_turning_fanout_on_makes_existing_children(binary):
         c.use("P")
         put_id(c, b"after restart")
         eq(len(_list(c, "P+x", "all")), 2, "P+x jobs after the restart")
+
+
+# ------------------------------------------ documented reading (not a bug)
+
+@no_server
+def test_move_ignores_target_max_item_size(binary):
+    """extensions.md gives move-job MOVED, NOT_FOUND or OUT_OF_MEMORY
+    (target full) and nothing for max_item_size, which judges bodies that
+    arrive (put answers JOB_TOO_BIG).  The reading doc/configuration.md
+    states: a job that exists moves whatever its size; only max_items and
+    max_size refuse, and a refused move leaves no empty tube behind."""
+    conf = "[tube small]\nmax_item_size = 1\n[tube tiny]\nmax_size = 1\n"
+    with Policy(binary, conf) as p:
+        c = p.srv.client()
+        jid = put_id(c, b"hello")
+        c.use("small")
+        eq(c.cmd("put 0 0 60 5\r\nhello"), b"JOB_TOO_BIG", "put into small")
+        c.use("default")
+        eq(c.cmd("move-job %d tiny" % jid), b"OUT_OF_MEMORY", "move into tiny")
+        check("tiny" not in c.list_tubes(), "tiny left behind: %r" % c.list_tubes())
+        eq(job_where(c, jid), ("default", "ready"), "job after the refused move")
+        eq(c.cmd("move-job %d small" % jid), b"MOVED", "move into small")
+        eq(job_where(c, jid), ("small", "ready"), "job after the move")
