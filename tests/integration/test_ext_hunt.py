@@ -1,9 +1,13 @@
 """Extension bugs found by a hunt against spec/extensions.md: each test
 failed before its fix.  The old behaviour is named in each docstring."""
 
+import os
+import tempfile
+
 import harness
 from harness import check, eq, no_server
-from policy_util import (Policy, job_where, put_id, tube_counts, wait_for)
+from policy_util import (Policy, job_where, put_id, run_tubed, tube_counts,
+                         wait_for)
 
 
 def _list(c, tube, state, frm=0, count=1000):
@@ -117,3 +121,38 @@ def test_move_ignores_target_max_item_size(binary):
         eq(job_where(c, jid), ("default", "ready"), "job after the refused move")
         eq(c.cmd("move-job %d small" % jid), b"MOVED", "move into small")
         eq(job_where(c, jid), ("small", "ready"), "job after the move")
+
+
+# ------------------------------------- side ports beside a Unix -l address
+
+@no_server
+def test_side_port_with_unix_listen_address_refused(binary):
+    """--metrics-port and --memcache-port listen on -l's host.  With
+    -l unix:PATH the old server bound PATH again for them: the metrics
+    listener replaced the socket file, so a beanstalk client connecting to
+    PATH got 'HTTP/1.1 400 Bad Request' and the beanstalk listener was
+    unreachable.  Now the pair is refused at start (status 2, nothing
+    served, the socket file not created) and by --check-config, with the
+    file's line when the file set the port."""
+    with tempfile.TemporaryDirectory(prefix="tubed-exthunt-") as d:
+        sock = os.path.join(d, "bs.sock")
+        for flag, proto in (("--metrics-port", "http"), ("--memcache-port", "memcache")):
+            rc, out, err = run_tubed(binary, ["-l", "unix:" + sock, flag, "29999"])
+            eq(rc, 2, "exit status of -l unix:PATH %s" % flag)
+            eq(err.strip(), "%s 29999 needs a TCP listen address, not unix:%s: give it "
+               "one with a [listen] section (protocol = %s)" % (flag, sock, proto),
+               "stderr of -l unix:PATH %s" % flag)
+            check(not os.path.exists(sock), "%s: socket file created" % flag)
+        conf = os.path.join(d, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("listen = unix:%s\n# the HTTP port\nmetrics_port = 9100\n" % sock)
+        for extra in ([], ["--check-config"]):
+            rc, out, err = run_tubed(binary, ["--config", conf] + extra)
+            eq(rc, 2, "exit status, file, %r" % extra)
+            eq(err.strip(), "%s:3: metrics_port = 9100 needs a TCP listen address, not "
+               "unix:%s: give it one with a [listen] section (protocol = http)"
+               % (conf, sock), "stderr, file, %r" % extra)
+        # A TCP -l on the command line wins over the file's: fine.
+        rc, out, err = run_tubed(binary, ["--config", conf, "-l", "127.0.0.1",
+                                          "--check-config"])
+        eq((rc, out.strip()), (0, conf + ": ok"), "check with -l 127.0.0.1")
