@@ -671,6 +671,10 @@ int conf_parse(const char *path, const char *buf, size_t len, ConfFile **out, ch
     cf->top.parent = -1;
     p.cf = cf;
     p.cur = &cf->top;
+    /* A UTF-8 byte-order mark, as some Windows editors write, is not part
+     * of the first key (systemd's unit files skip it too). */
+    if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+        buf += 3, len -= 3;
     if (finish(&p, parse_lines(&p, buf, len)) < 0) {
         tb_free(p.secs);
         conf_free(cf);

@@ -1,5 +1,6 @@
 #include "opts.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -436,6 +437,40 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
     return -1;
 }
 
+/* --memcache-port and --metrics-port listen on -l's host. A Unix socket
+ * has no port: binding its path again took the socket file from the
+ * beanstalk listener (beanstalk clients then met the HTTP server), so the
+ * pair is refused, naming the way to give the listener an address. Under
+ * socket activation -l is ignored, and so is this. */
+static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
+                            size_t errlen)
+{
+    static const struct { int key; const char *flag, *proto; } side[] = {
+        {SK_MEMCACHE_PORT, "--memcache-port", "memcache"},
+        {SK_METRICS_PORT, "--metrics-port", "http"},
+    };
+    const int ports[] = {cfg->memcache_port, cfg->metrics_port};
+
+    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5) || getenv("LISTEN_FDS"))
+        return 0;
+    for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
+        int k = side[i].key;
+        if (!ports[i])
+            continue;
+        if (cf && !(cfg->cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k)))
+            snprintf(err, errlen, "%s:%lu: %s = %d needs a TCP listen address, not "
+                     "%.200s: give it one with a [listen] section "
+                     "(protocol = %s)", cf->path, cf->server_line[k],
+                     conf_server_key_name(k), ports[i], cfg->listen_addr, side[i].proto);
+        else
+            snprintf(err, errlen, "%s %d needs a TCP listen address, not %.200s: "
+                     "give it one with a [listen] section (protocol = %s)",
+                     side[i].flag, ports[i], cfg->listen_addr, side[i].proto);
+        return -1;
+    }
+    return 0;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -444,7 +479,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 
     if (!cfg->config_path) {
         if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
-                              cfg->cli_set, NULL, err, errlen) < 0)
+                              cfg->cli_set, NULL, err, errlen) < 0 ||
+            check_side_ports(cfg, NULL, err, errlen) < 0)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
@@ -464,7 +500,7 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         return OPTS_CONFIG_ERROR;
     }
     if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
-        main_clash(cfg, err, errlen) < 0 ||
+        main_clash(cfg, err, errlen) < 0 || check_side_ports(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                           cfg->cli_set, cf, err, errlen) < 0) {
         opts_free(cfg);

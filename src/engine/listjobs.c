@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "idheap.h"
+#include "policy.h"
 #include "queue.h"
 
 /* The `count` smallest ids >= from seen so far, in a max-heap that lives
@@ -28,15 +29,14 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* A job list-jobs shows for t and state (-1: any): t's, live, and not
- * past its expiry (a reserved one expires only when it comes back). */
+ * one that policy_check() would expire now (a reserved one expires only
+ * when it comes back; one whose move to a full dead-letter tube failed
+ * stays, as peek and stats-tube show it). */
 static int listed(const Engine *e, const Job *j, const Tube *t, int state)
 {
-    int64_t exp;
-
     if (j->tube != t || job_dead(j) || (state >= 0 && (int)j->state != state))
         return 0;
-    exp = queue_expiry_of(j);
-    return j->state == JOB_RESERVED || e->passive || !exp || exp > e->now;
+    return !policy_due(e, j);
 }
 
 /* Offer the jobs of heap h that list-jobs shows for t. */

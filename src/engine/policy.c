@@ -36,6 +36,17 @@ static void link_child(Engine *e, Tube *c)
     list_insert_tail(p ? &p->children : &e->orphans, &c->child_link);
 }
 
+/* Whether t's fanout parent (by name) has fanout on in the config in force. */
+static bool parent_fanout(const Engine *e, const Tube *t)
+{
+    TubePolicy pp;
+
+    if (!t->parent_len)
+        return false;
+    conf_policy(e->cfg->conf, t->name, t->parent_len, e->cfg->max_job_size, &pp);
+    return pp.fanout;
+}
+
 static void on_create(void *arg, Tube *t)
 {
     Engine *e = arg;
@@ -43,6 +54,7 @@ static void on_create(void *arg, Tube *t)
 
     resolve(e, t);
     t->parent_len = plus && plus > t->name ? (uint8_t)(plus - t->name) : 0;
+    t->parent_fanout = parent_fanout(e, t);
     /* A new tube may be the parent of children registered before it. */
     for (List *n = e->orphans.next; n != &e->orphans;) {
         Tube *c = container_of(n, Tube, child_link);
@@ -273,7 +285,7 @@ static void expire_in_order(Engine *e, Job *j)
     tube_unref(&e->tubes, t);
 }
 
-int policy_check(Engine *e, Job *j)
+int policy_due(const Engine *e, const Job *j)
 {
     int64_t exp;
 
@@ -286,6 +298,13 @@ int policy_check(Engine *e, Job *j)
         return 0; /* a move that failed waits for its retry */
     if (queue_age_member(j) && j->tube->age_retry_at > e->now)
         return 0; /* the same, for the jobs of the age ring */
+    return 1;
+}
+
+int policy_check(Engine *e, Job *j)
+{
+    if (!policy_due(e, j))
+        return 0;
     expire_in_order(e, j);
     return 1;
 }
@@ -481,15 +500,25 @@ void policy_reload(Engine *e)
 
         spill_check_budget(e, t);
     }
-    /* Children of a parent whose fanout is now off are let go. */
+    /* Children of a parent whose fanout is now off are let go. A tube
+     * named P+CHILD that exists when P's fanout turns on is a child from
+     * now on, as if a client named it now: a worker already watching it
+     * gets the copies of what is put into P after the reload (and the
+     * children let go by an earlier reload that turned fanout off come
+     * back the same way). On a replica the primary's records decide. */
     for (size_t i = 0; i < e->tubes.len; i++) {
         Tube *t = e->tubes.list[i];
-        TubePolicy pp;
+        bool was = t->parent_fanout;
 
-        if (!t->registered)
-            continue;
-        conf_policy(e->cfg->conf, t->name, t->parent_len, e->cfg->max_job_size, &pp);
-        if (!pp.fanout) {
+        t->parent_fanout = parent_fanout(e, t);
+        if (!t->registered && t->parent_fanout && !was && !e->passive)
+            policy_named(e, t); /* registers: adds a reference, removes no tube */
+    }
+    /* Resolved once above: the restarts below only compare flags. */
+    for (size_t i = 0; i < e->tubes.len; i++) {
+        Tube *t = e->tubes.list[i];
+
+        if (t->registered && !t->parent_fanout) {
             policy_unregister(e, t);
             i = (size_t)-1; /* the tube may be gone: start again */
         }

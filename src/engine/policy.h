@@ -49,6 +49,11 @@ uint32_t policy_max_body(const Engine *e, const Tube *t);
  * discarding), -1 (full, nothing changed). */
 int policy_make_room(Engine *e, Tube *t, uint32_t n);
 
+/* 1 if j is past its time and would expire now: not reserved, not on a
+ * replica, and not a job whose move to a full move_expired_to tube failed
+ * and waits for its retry (that one stays a job of its tube, served,
+ * peeked, counted and listed, until a retry moves it). Changes nothing. */
+int policy_due(const Engine *e, const Job *j);
 /* If j's time has passed (and it is not reserved), expire it now and
  * return 1 (j is gone from its tube: deleted or moved); else 0. */
 int policy_check(Engine *e, Job *j);

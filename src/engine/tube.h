@@ -77,6 +77,9 @@ struct Tube {
     uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */
     uint64_t flushed_bury_seq; /* buried jobs up to it were flushed */
     uint8_t parent_len;  /* length of "P" in "P+CHILD"; 0: no '+' */
+    uint8_t parent_fanout; /* P's fanout is on in the config in force, as
+                              policy.c last resolved it (a reload that turns
+                              it on makes this tube a child) */
     uint64_t refs;
     uint64_t urgent_ct, reserved_ct, buried_ct;
     uint64_t cur_bytes;      /* body bytes of its jobs, every state */

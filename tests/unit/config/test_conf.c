@@ -324,6 +324,27 @@ START_TEST(layout_comments_and_blanks)
 }
 END_TEST
 
+/* A UTF-8 byte-order mark opening the file (Windows editors) is skipped;
+ * lines still count from 1. Anywhere else it is an error as before. The
+ * old parser read it as part of the first key: "unknown key '???max_items'". */
+START_TEST(utf8_bom_at_start)
+{
+    ConfFile *cf = parse_ok("\xef\xbb\xbfmax_items = 5\r\n[tube a]\r\nmax_size = 1K\r\n");
+
+    ck_assert_uint_eq(policy(cf, "b").max_items, 5);
+    ck_assert_uint_eq(policy(cf, "a").max_size, 1024);
+    ck_assert_uint_eq(cf->exact[0].line, 2);
+    conf_free(cf);
+    cf = parse_ok("\xef\xbb\xbf");
+    conf_free(cf);
+    parse_err("\xef\xbb\xbf\nbogus = 1\n", "t.conf:2: unknown key 'bogus'");
+    parse_err("max_items = 5\n\xef\xbb\xbfmax_size = 1\n",
+              "t.conf:2: unknown key '???max_size'");
+    parse_err("\xef\xbb\xbf\xef\xbb\xbfmax_items = 5\n",
+              "t.conf:1: unknown key '???max_items'");
+}
+END_TEST
+
 START_TEST(tube_names_in_headers)
 {
     char text[512], name[MAX_TUBE_NAME + 2];
@@ -1051,6 +1072,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, value_forms);
     tcase_add_test(tc, every_server_key);
     tcase_add_test(tc, key_names_and_ids);
+    tcase_add_test(tc, utf8_bom_at_start);
     tcase_add_test(tc, layout_comments_and_blanks);
     tcase_add_test(tc, tube_names_in_headers);
     suite_add_tcase(s, tc);
