@@ -314,8 +314,10 @@ class Proxy:
     """A TCP proxy on a free 127.0.0.1 port to upstream_port: each
     connection is forwarded both ways; `rate` (bytes a second, None for no
     limit) slows the upstream-to-client direction, so a snapshot takes
-    long enough to be cut in the middle.  It connects upstream afresh for
-    each connection, so it outlives the upstream's restarts."""
+    long enough to be cut in the middle; cut(n) drops the connection after
+    n more bytes towards the client (`cuts` counts those drops).  It
+    connects upstream afresh for each connection, so it outlives the
+    upstream's restarts."""
 
     def __init__(self, upstream_port, rate=None):
         import threading
@@ -329,6 +331,8 @@ class Proxy:
         self.addr = "%s:%d" % (harness.HOST, self.port)
         self.stop = False
         self.conns = 0
+        self.left = None
+        self.cuts = 0
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -352,6 +356,9 @@ class Proxy:
                 self.threading.Thread(target=self._pump, args=(a, b, slow),
                                       daemon=True).start()
 
+    def cut(self, n):
+        self.left = n
+
     def _pump(self, src, dst, slow):
         src.settimeout(None)
         try:
@@ -359,6 +366,13 @@ class Proxy:
                 data = src.recv(16384)
                 if not data:
                     break
+                if slow and self.left is not None:
+                    if len(data) >= self.left:
+                        dst.sendall(data[:self.left])
+                        self.left = None
+                        self.cuts += 1
+                        break
+                    self.left -= len(data)
                 dst.sendall(data)
                 if slow and self.rate:
                     time.sleep(len(data) / float(self.rate))

@@ -70,6 +70,18 @@ class TmpDir:
         return False
 
 
+def _replicate(s):
+    """Send the replication handshake on raw socket s; its answer's bytes
+    (at least one whole line)."""
+    s.sendall(b"replicate 1 0\r\n")
+    got = b""
+    while b"\r\n" not in got:
+        chunk = s.recv(4096)
+        check(chunk, "closed before the handshake's answer: %r" % got)
+        got += chunk
+    return got
+
+
 @no_server
 def test_replication_refused_on_restricted_listener(binary):
     """replicate would stream every tube's jobs and bodies; promote and
@@ -91,12 +103,7 @@ def test_replication_refused_on_restricted_listener(binary):
         eq(c0.stats()["current-connections"], "2", "connections (the refused one stays)")
         # The control: a section that may touch every tube replicates.
         s = a.sock("all")
-        s.sendall(b"replicate 1 0\r\n")
-        got = b""
-        while b"\r\n" not in got:
-            chunk = s.recv(4096)
-            check(chunk, "closed before the handshake's answer: %r" % got)
-            got += chunk
+        got = _replicate(s)
         check(got.startswith(b"REPLICATING "), "replicate on an unrestricted admin: %r"
               % got[:60])
         s.close()
@@ -435,12 +442,7 @@ def test_reload_restricting_a_listener_ends_its_replication_link(binary):
     with TmpDir() as d, Access(binary, {"adm": {"role": "admin"}}, args=["-b", d]) as a:
         c0 = a.srv.client()
         s = a.sock("adm")
-        s.sendall(b"replicate 1 0\r\n")
-        got = b""
-        while b"\r\n" not in got:
-            chunk = s.recv(4096)
-            check(chunk, "closed before the handshake's answer: %r" % got)
-            got += chunk
+        got = _replicate(s)
         check(got.startswith(b"REPLICATING "), "replicate: %r" % got[:60])
         a.rewrite({"adm": {"role": "admin", "tubes": "app-*"}})
         a.reload()

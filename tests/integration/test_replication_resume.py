@@ -152,69 +152,6 @@ def test_reconnect_without_a_restart_resumes_partially(binary):
         assert_converged(p, r, "after reconnections")
 
 
-class _CutProxy:
-    """A TCP proxy to upstream_port that, once armed with cut(n), forwards
-    n more bytes towards the client and then drops that connection; later
-    connections are forwarded whole."""
-
-    def __init__(self, upstream_port):
-        self.upstream_port = upstream_port
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.bind((harness.HOST, 0))
-        self.lsock.listen(8)
-        self.addr = "%s:%d" % (harness.HOST, self.lsock.getsockname()[1])
-        self.left = None
-        self.cuts = 0
-        self.stop = False
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def cut(self, n):
-        self.left = n
-
-    def _run(self):
-        self.lsock.settimeout(0.2)
-        while not self.stop:
-            try:
-                down, _ = self.lsock.accept()
-                up = socket.create_connection((harness.HOST, self.upstream_port),
-                                              timeout=5)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            for a, b, towards in ((up, down, True), (down, up, False)):
-                threading.Thread(target=self._pump, args=(a, b, towards),
-                                 daemon=True).start()
-
-    def _pump(self, src, dst, towards_client):
-        src.settimeout(None)
-        try:
-            while not self.stop:
-                data = src.recv(4096)
-                if not data:
-                    break
-                if towards_client and self.left is not None:
-                    if len(data) >= self.left:
-                        dst.sendall(data[:self.left])
-                        self.left = None
-                        self.cuts += 1
-                        break
-                    self.left -= len(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        for x in (src, dst):
-            try:
-                x.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            x.close()
-
-    def close(self):
-        self.stop = True
-        self.lsock.close()
-
-
 @no_server
 @tubed_only(EXT)
 def test_link_cut_mid_batch_resumes_partially(binary):
@@ -226,7 +163,7 @@ def test_link_cut_mid_batch_resumes_partially(binary):
         p = cl.node("p", "-f", "0")
         c = p.bs(timeout=30)
         c.put(b"first")
-        px = _CutProxy(p.port)
+        px = Proxy(p.port)
         try:
             r = cl.node("r", "-f", "0", replica_of=px.addr)
             wait_caught_up(p, r)
