@@ -195,7 +195,8 @@ static Status check_command(const Cli *cli, const Seen *s, char **pos, int npos,
     if (!(c = command_find(pos[0])))
         return err_set(e, ST_USAGE, "unknown command '%s'", pos[0]);
     if (npos - 1 < c->min_args || npos - 1 > c->max_args)
-        return err_set(e, ST_USAGE, "usage: tubed-cli %s %s", c->name, c->args);
+        return err_set(e, ST_USAGE, "usage: tubed-cli %s%s%s", c->name,
+                       *c->args ? " " : " (no arguments)", c->args);
     if (s->put_opts && strcmp(c->name, "put") != 0)
         return err_set(e, ST_USAGE, "--pri, --delay and --ttr are for put");
     if (s->raw && strcmp(c->name, "peek") != 0)

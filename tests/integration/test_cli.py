@@ -292,7 +292,7 @@ def test_cli_usage_errors(srv):
         (["frobnicate"], "unknown command 'frobnicate'"),
         (["peek"], "usage: tubed-cli peek"),
         (["move", "1"], "usage: tubed-cli move"),
-        (["stats", "extra"], "usage: tubed-cli stats"),
+        (["stats", "extra"], "usage: tubed-cli stats (no arguments)\n"),
         (["peek", "-bad"], "unknown option"),
         (["peek", "--", "-bad"], "not a legal tube name"),
         (["peek", "bad name!"], "not a legal tube name"),
