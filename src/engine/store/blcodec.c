@@ -158,6 +158,8 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         return -1;
     r->id = get64(p + 1);
     p += 9;
+    if (r->id >= BL_ID_LIMIT && r->type != BL_POS) /* (P's id is its epoch) */
+        return -1;
     switch (r->type) {
     case BL_DELETE:
         return len == 9 ? 0 : -1;

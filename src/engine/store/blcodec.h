@@ -45,6 +45,11 @@ enum { BL_POS_FOLLOWER = 1 };
 enum { BL_CHILD_ON = 1 };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */
+/* Job ids a record may carry are below this: no server gives out that
+ * many, and the next id (one past the highest seen) must not wrap to 0,
+ * or a replica or a replay would take a known id for a new one. A record
+ * with a higher job id is damage. */
+#define BL_ID_LIMIT ((uint64_t)1 << 62)
 #define BL_JOB_FIXED (BL_REC_HEAD + 63)
 #define BL_JOBX_EXTRA 16
 #define BL_STATE_SIZE (BL_REC_HEAD + 46)

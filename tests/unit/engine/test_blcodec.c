@@ -194,7 +194,7 @@ static size_t sample_job(char *out)
 
 START_TEST(job_round_trip_edges)
 {
-    static const uint64_t ids[] = {1, 2, 0xffffffffULL, 0x100000000ULL, UINT64_MAX};
+    static const uint64_t ids[] = {1, 2, 0xffffffffULL, 0x100000000ULL, BL_ID_LIMIT - 1};
     static const uint32_t pris[] = {0, 1, 1024, UINT32_MAX};
     static const int64_t walls[] = {0, 1, -1, INT64_MIN, INT64_MAX, 1700000000000000000LL};
     static const uint8_t states[] = {0, 2, 3}; /* ready, delayed, buried */
@@ -217,7 +217,7 @@ START_TEST(job_round_trip_edges)
                 }
     /* Every other field at its extremes. */
     for (size_t w = 0; w < sizeof walls / sizeof *walls; w++) {
-        BlRecord r = job_rec(UINT64_MAX, UINT32_MAX, "t", 1, bin, sizeof bin);
+        BlRecord r = job_rec(BL_ID_LIMIT - 1, UINT32_MAX, "t", 1, bin, sizeof bin);
         r.delay = w & 1 ? UINT32_MAX : 0;
         r.ttr = w & 1 ? 0 : UINT32_MAX;
         r.state = states[w % 3];
@@ -242,7 +242,7 @@ START_TEST(job_round_trip_large_body)
     for (uint32_t i = 0; i < n; i++)
         body[i] = (char)rng_next(&rng);
     memcpy(body + 1000, "\r\n\0\r\n", 5);
-    r = job_rec(UINT64_MAX, 0, "big", 3, body, n);
+    r = job_rec(BL_ID_LIMIT - 1, 0, "big", 3, body, n);
     ck_assert_uint_eq(bl_record_size(&r), BL_JOB_FIXED + 3 + (size_t)n);
     round_trip(&r);
     free(body);
@@ -251,7 +251,7 @@ END_TEST
 
 START_TEST(state_round_trip_edges)
 {
-    static const uint64_t ids[] = {1, UINT64_MAX};
+    static const uint64_t ids[] = {1, BL_ID_LIMIT - 1};
     static const uint32_t vals[] = {0, UINT32_MAX};
     static const int64_t walls[] = {0, -1, INT64_MIN, INT64_MAX};
 
@@ -282,7 +282,7 @@ END_TEST
 
 START_TEST(delete_round_trip_edges)
 {
-    static const uint64_t ids[] = {1, 255, 256, 0x0102030405060708ULL, UINT64_MAX};
+    static const uint64_t ids[] = {1, 255, 256, 0x0102030405060708ULL, BL_ID_LIMIT - 1};
 
     for (size_t a = 0; a < sizeof ids / sizeof *ids; a++) {
         BlRecord r;
@@ -733,6 +733,36 @@ START_TEST(structure_illegal_values_rejected)
 }
 END_TEST
 
+/* Job ids from BL_ID_LIMIT on are damage in every record that carries
+ * one (the next id past them would wrap: a replica of a primary that
+ * sent one took a known id for a new one, fuzz_repl); P's id is its
+ * epoch and may be anything. */
+START_TEST(structure_id_limit)
+{
+    static const uint64_t ids[] = {BL_ID_LIMIT - 1, BL_ID_LIMIT, UINT64_MAX};
+    static const uint8_t types[] = {BL_JOB, BL_JOBX, BL_STATE, BL_DELETE};
+
+    for (size_t a = 0; a < sizeof ids / sizeof *ids; a++) {
+        int ok = ids[a] < BL_ID_LIMIT;
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            BlRecord r = job_rec(ids[a], 0, "ok", 2, "x", 1);
+            r.type = types[t];
+            ck_assert_msg((encode_decode(&r) > 0) == ok, "type %c id %llu", types[t],
+                          (unsigned long long)ids[a]);
+        }
+        {
+            BlRecord r;
+            memset(&r, 0, sizeof r);
+            r.type = BL_SNAP_END;
+            r.id = ids[a];
+            ck_assert_int_eq(encode_decode(&r) > 0, ok);
+            r.type = BL_POS;
+            ck_assert_int_gt(encode_decode(&r), 0);
+        }
+    }
+}
+END_TEST
+
 START_TEST(structure_wrong_size_for_type)
 {
     char p[256];
@@ -980,6 +1010,7 @@ static Suite *blcodec_suite(void)
     tcase_add_test(dm, zero_prefix_is_end);
     tcase_add_test(dm, length_beyond_buffer);
     tcase_add_test(dm, structure_good_payloads_accepted);
+    tcase_add_test(dm, structure_id_limit);
     tcase_add_test(dm, structure_wrong_size_for_type);
     tcase_add_test(dm, structure_unknown_type);
     tcase_add_test(dm, structure_tube_length_inconsistent);
