@@ -450,30 +450,31 @@ static void unpin(Binlog *b, Job *j)
     j->file = 0;
 }
 
-static void mark_id(Engine *e, uint64_t id)
+/* A delete record of id, which no job has: ids up to it are never given
+ * out again, after a restart too. It becomes the mark every new file
+ * carries (open_next), so it outlives the file holding this record even
+ * when no higher id is journaled before compaction drops that file. */
+static int write_mark(Engine *e, uint64_t id)
 {
     Binlog *b = bl(e);
-    BlRecord r = {.type = BL_DELETE, .id = id_mark_above(e, id)};
+    BlRecord r = {.type = BL_DELETE, .id = id};
 
-    if (id <= b->id_mark || reserve(e, DEL, b->reserved) < 0)
-        return;
-    if (append(e, &r) == 0)
-        b->id_mark = r.id;
+    if (reserve(e, DEL, b->reserved) < 0 || append(e, &r) < 0)
+        return -1;
+    if (id > b->id_mark)
+        b->id_mark = id;
+    return 0;
+}
+
+static void mark_id(Engine *e, uint64_t id)
+{
+    if (id > bl(e)->id_mark)
+        write_mark(e, id_mark_above(e, id));
 }
 
 int binlog_mark_ids(Engine *e, uint64_t upto)
 {
-    Binlog *b = bl(e);
-    BlRecord r = {.type = BL_DELETE, .id = upto};
-
-    if (!b->enabled || reserve(e, DEL, b->reserved) < 0 || append(e, &r) < 0)
-        return -1;
-    /* As the journal=false tubes' mark: carried into every new file, so
-     * the jump outlives the file that holds this record even when no id
-     * above it is journaled before compaction drops that file. */
-    if (upto > b->id_mark)
-        b->id_mark = upto;
-    return 0;
+    return bl(e)->enabled ? write_mark(e, upto) : -1;
 }
 
 void binlog_put(Engine *e, Job *j)
