@@ -24,7 +24,6 @@
 #include "unit.h"
 
 static char dir[128];
-static int seq;
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
@@ -33,8 +32,11 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/tubed-unit-repl-%ld-%d", (long)getpid(), seq++);
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    /* mkdtemp, not a name from the pid: a failed test skips its teardown,
+     * and the directory it leaves made a later run whose child drew the
+     * same pid fail at mkdir (pids wrap at 32768 here). */
+    strcpy(dir, "/tmp/tubed-unit-repl-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
     log_verbosity = -1;
 }
 
