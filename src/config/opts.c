@@ -471,6 +471,41 @@ static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
     return 0;
 }
 
+/* The -l/-p, --memcache-port and --metrics-port listeners share -l's
+ * host, so two of them on one port could only fail at bind, after
+ * --check-config had said ok. Under socket activation -p is not used. */
+static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
+                            size_t errlen)
+{
+    static const struct { int key; const char *flag; } who[] = {
+        {SK_PORT, "-p"}, {SK_MEMCACHE_PORT, "--memcache-port"},
+        {SK_METRICS_PORT, "--metrics-port"},
+    };
+    const int main_tcp = !cfg->no_main_listener && !getenv("LISTEN_FDS") &&
+                         !(cfg->listen_addr && !strncmp(cfg->listen_addr, "unix:", 5));
+    const int ports[] = {main_tcp ? cfg->port : 0, cfg->memcache_port, cfg->metrics_port};
+    char name[2][160];
+
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t j = i + 1; j < 3; j++) {
+            if (!ports[i] || ports[i] != ports[j])
+                continue;
+            for (size_t k = 0; k < 2; k++) {
+                int key = who[k ? j : i].key;
+                if (cf && !(cfg->cli_set & CONF_BIT(key)) && (cf->server.set & CONF_BIT(key)))
+                    snprintf(name[k], sizeof name[k], "%s (%s:%lu)", conf_server_key_name(key),
+                             cf->path, cf->server_line[key]);
+                else
+                    snprintf(name[k], sizeof name[k], "%s", who[k ? j : i].flag);
+            }
+            snprintf(err, errlen, "%s and %s are both port %d: each listener needs its own",
+                     name[0], name[1], ports[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -480,7 +515,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
     if (!cfg->config_path) {
         if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                               cfg->cli_set, NULL, err, errlen) < 0 ||
-            check_side_ports(cfg, NULL, err, errlen) < 0)
+            check_side_ports(cfg, NULL, err, errlen) < 0 ||
+            check_port_clash(cfg, NULL, err, errlen) < 0)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
@@ -501,6 +537,7 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
     }
     if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
         main_clash(cfg, err, errlen) < 0 || check_side_ports(cfg, cf, err, errlen) < 0 ||
+        check_port_clash(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                           cfg->cli_set, cf, err, errlen) < 0) {
         opts_free(cfg);

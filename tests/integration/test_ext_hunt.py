@@ -156,3 +156,33 @@ def test_side_port_with_unix_listen_address_refused(binary):
         rc, out, err = run_tubed(binary, ["--config", conf, "-l", "127.0.0.1",
                                           "--check-config"])
         eq((rc, out.strip()), (0, conf + ": ok"), "check with -l 127.0.0.1")
+
+
+# ------------------------------------------- two listeners on one port
+
+@no_server
+def test_two_listeners_on_one_port_refused(binary):
+    """-p, --memcache-port and --metrics-port share -l's host.  Given one
+    port for two of them, the old server said 'ok' to --check-config and
+    failed only at bind ('Address already in use', exit 1), after the
+    operator had been told the configuration was fine.  Now both the start
+    and --check-config refuse it with status 2, naming the two settings
+    (with the file's line when the file set them); distinct ports pass."""
+    with tempfile.TemporaryDirectory(prefix="tubed-exthunt-") as d:
+        for args, want in (
+                (["-p", "29998", "--metrics-port", "29998"],
+                 "-p and --metrics-port are both port 29998"),
+                (["-p", "29997", "--memcache-port", "29996", "--metrics-port", "29996"],
+                 "--memcache-port and --metrics-port are both port 29996")):
+            rc, out, err = run_tubed(binary, ["-l", "127.0.0.1"] + args)
+            eq((rc, err.strip()), (2, want + ": each listener needs its own"), "start %r" % args)
+        conf = os.path.join(d, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("port = 29995\nmemcache_port = 29995\n")
+        rc, out, err = run_tubed(binary, ["--config", conf, "-l", "127.0.0.1", "--check-config"])
+        eq((rc, err.strip()), (2, "port (%s:1) and memcache_port (%s:2) are both port 29995: "
+                                  "each listener needs its own" % (conf, conf)), "file")
+        # The command line wins key by key: a port of its own is fine.
+        rc, out, err = run_tubed(binary, ["--config", conf, "-l", "127.0.0.1", "-p", "29994",
+                                          "--check-config"])
+        eq((rc, out.strip()), (0, conf + ": ok"), "file with -p")
