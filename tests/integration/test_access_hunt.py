@@ -131,6 +131,26 @@ def test_dump_config_names_only_allowed_tubes(binary):
 
 
 @no_server
+def test_dump_config_hides_a_hidden_expiry_target(binary):
+    """An allowed tube's move_expired_to may name a tube the listener may
+    not see; the old dump_config printed that name (a leak §3 forbids)."""
+    secs = {"mca": {"protocol": "memcache", "role": "admin", "tubes": "app-*"},
+            "mcall": {"protocol": "memcache", "role": "admin"}}
+    top = ("[tube app-cfg]\nmax_age = 60s\nmove_expired_to = vault\n"
+           "[tube app-two]\nmax_age = 60s\nmove_expired_to = app-dead\n")
+    with Access(binary, secs, top=top) as a:
+        def targets(name):
+            c = a.client(name)
+            got = [l for l in mc_lines(c, b"dump_config\r\n") if b"move_expired_to=" in l]
+            c.close()
+            return got
+        eq(targets("mca"), [b"  move_expired_to=(a tube not served here)",
+                            b"  move_expired_to=app-dead"], "restricted dump_config")
+        eq(targets("mcall"), [b"  move_expired_to=vault", b"  move_expired_to=app-dead",
+                              b"  move_expired_to=(none)"], "unrestricted dump_config")
+
+
+@no_server
 def test_malformed_counted_commands_move_no_counter_when_refused(binary):
     """beanstalkd counts `put` with junk after its numbers, and pause-tube
     of an illegal name, though it answers BAD_FORMAT (or JOB_TOO_BIG after

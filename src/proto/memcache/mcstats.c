@@ -283,7 +283,19 @@ static const char *boolean(bool v)
     return v ? "true" : "false";
 }
 
-static void config_block(const char *name, size_t len, const TubePolicy *p, Buf *b)
+/* The move_expired_to target as this listener may see it: a restricted
+ * listener names no tube outside its patterns, this one included. */
+static const char *expiry_target(const Listener *l, const TubePolicy *p)
+{
+    if (!p->move_expired_to[0])
+        return "(none)";
+    if (!access_name(l, p->move_expired_to, strlen(p->move_expired_to)))
+        return "(a tube not served here)";
+    return p->move_expired_to;
+}
+
+static void config_block(const Listener *l, const char *name, size_t len,
+                         const TubePolicy *p, Buf *b)
 {
     buf_printf(b, "queue '%.*s' {\r\n", (int)len, name);
     buf_printf(b, "  %s=%llu\r\n", conf_tube_key_name(TK_MAX_ITEMS),
@@ -296,7 +308,7 @@ static void config_block(const char *name, size_t len, const TubePolicy *p, Buf 
     buf_printf(b, "  %s=%llums\r\n", conf_tube_key_name(TK_MAX_AGE),
                (unsigned long long)p->max_age_ms);
     buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_MOVE_EXPIRED_TO),
-               p->move_expired_to[0] ? p->move_expired_to : "(none)");
+               expiry_target(l, p));
     buf_printf(b, "  %s=%u\r\n", conf_tube_key_name(TK_MAX_TIMEOUTS), p->max_timeouts);
     buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_FANOUT), boolean(p->fanout));
     buf_printf(b, "  %s=%s\r\n", conf_tube_key_name(TK_JOURNAL), boolean(p->journal));
@@ -339,7 +351,7 @@ void mcstats_config(Memcache *f, const Listener *l, Buf *b)
         t = engine_tube_find(e, v[i].p, v[i].n);
         if (!t)
             conf_policy(cf, v[i].p, v[i].n, f->srv->cfg.max_job_size, &pol);
-        config_block(v[i].p, v[i].n, t ? &t->pol : &pol, b);
+        config_block(l, v[i].p, v[i].n, t ? &t->pol : &pol, b);
     }
     tb_free(v);
     buf_append(b, "END\r\n", 5);
