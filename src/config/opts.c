@@ -73,6 +73,34 @@ static int number(const char *flag, const char *val, uint64_t max,
     return 0;
 }
 
+/* -z as beanstalkd reads it (sscanf "%zu" and nothing after): leading
+ * blanks and a sign are taken, a negative number wraps and one too large
+ * saturates, both then capped with beanstalkd's warning; so "-z -1" runs
+ * with the largest size, as it does there. */
+static int job_size_number(const char *val, uint64_t *out)
+{
+    const char *p = val;
+    uint64_t v = 0;
+    int neg = 0, sat = 0;
+
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+        p++;
+    if (*p == '+' || *p == '-')
+        neg = *p++ == '-';
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            sat = 1;
+        v = sat ? UINT64_MAX : v * 10 + d;
+    }
+    if (*p)
+        return -1;
+    *out = neg && !sat ? (uint64_t)0 - v : v;
+    return 0;
+}
+
 /* Bytes with an optional K, M or G (powers of 1024), as the file's sizes. */
 static int parse_size_str(const char *val, uint64_t *out)
 {
@@ -149,8 +177,11 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         cfg->port = (int)v;
         cfg->addr_given = 1;
     } else if (!strcmp(flag, "-z")) {
-        if (number(flag, val, UINT64_MAX, &v, err, errlen) < 0)
+        if (job_size_number(val, &v) < 0) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want a number of bytes)",
+                     flag, val);
             return -1;
+        }
         if (v > MAX_JOB_SIZE_LIMIT) { /* beanstalkd caps it and runs */
             fprintf(stderr, "tubed: warning: maximum job size was set to %llu\n",
                     MAX_JOB_SIZE_LIMIT);

@@ -79,6 +79,28 @@ def test_max_job_size_capped(srv):
 
 
 @no_server
+def test_max_job_size_read_as_beanstalkd_reads_it(binary):
+    """beanstalkd reads -z with sscanf("%zu") and nothing after it: a sign
+    and leading blanks are taken, a negative number wraps (so "-z -1" runs
+    with the largest size, with its warning), trailing bytes are an error.
+    The old tubed refused "-1", "+100" and " 100" (status 2)."""
+    for val, want in (("-1", "1073741824"), ("+100", "100"), (" 100", "100"), ("-0", "0"),
+                      ("99999999999999999999", "1073741824")):
+        srv = Server(binary, ["-z", val])
+        srv.start()
+        try:
+            got = srv.client().stats()["max-job-size"]
+        finally:
+            problems = srv.stop()
+        check(not problems, "; ".join(problems))
+        eq(got, want, "max-job-size with -z %r" % val)
+    for val in ("100 ", "1k", "", "--1"):
+        p = _run(binary, ["-l", "127.0.0.1", "-p", "1", "-z", val])
+        eq(p.returncode, 2, "exit status of -z %r" % val)
+        check(b"invalid value for -z" in p.stderr, "-z %r: stderr %r" % (val, p.stderr))
+
+
+@no_server
 def test_attached_port(binary):
     # -p11300 form: the harness normally passes "-p PORT"; start by hand.
     s = socket.socket()
