@@ -271,10 +271,19 @@ START_TEST(job_size_limits)
     ck_assert_uint_eq(r.cfg.max_job_size, 0);
     run_free(&r);
 
+    /* beanstalkd's sscanf("%zu") takes a sign and leading blanks. */
     RUN(&r, "-z", "+5");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_job_size, 5);
+    run_free(&r);
+    RUN(&r, "-z", " 7");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.max_job_size, 7);
+    run_free(&r);
+    RUN(&r, "-z", "7 ");
     expect_error(&r, "-z");
     run_free(&r);
-    RUN(&r, "-z", "18446744073709551616");
+    RUN(&r, "-z", "+-5");
     expect_error(&r, "-z");
     run_free(&r);
     RUN(&r, "-z", "");
@@ -310,7 +319,9 @@ static char *run_capturing_stderr(Run *r, const char *flag, const char *val)
 START_TEST(job_size_capped_above_limit)
 {
     static const char *const vals[] = {"1073741825", "4294967297",
-                                       "18446744073709551615"};
+                                       "18446744073709551615",
+                                       "18446744073709551616", /* saturates */
+                                       "-1", "-1073741824"};   /* wrap */
     Run r;
 
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
