@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hostport.h"
 #include "numparse.h"
 
 void opts_defaults(Config *cfg)
@@ -380,32 +381,14 @@ static int main_clash(const Config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path. */
+/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path
+ * (the one parser follow uses too). */
 static int addr_ok(const char *a)
 {
-    const char *colon;
-    unsigned long port = 0;
+    char host[256];
+    int port;
 
-    if (!strncmp(a, "unix:", 5))
-        return a[5] == '/';
-    if (*a == '[') {
-        const char *close = strchr(a, ']');
-        if (!close || close == a + 1 || close[1] != ':')
-            return 0;
-        colon = close + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (!colon || colon == a)
-            return 0;
-    }
-    if (!colon[1] || strlen(colon + 1) > 5)
-        return 0;
-    for (const char *q = colon + 1; *q; q++) {
-        if (*q < '0' || *q > '9')
-            return 0;
-        port = port * 10 + (unsigned long)(*q - '0');
-    }
-    return port >= 1 && port <= 65535;
+    return hostport_split(a, host, sizeof host, &port) == 0;
 }
 
 /* Replication needs a binlog on both sides (spec/replication.md §1): a

@@ -1,0 +1,210 @@
+"""replication.md read sentence by sentence: the cases where tubed differed
+from what the spec states (each test failed before its fix).
+
+- §1/§4: `follow`'s address is "written as for --replica-of": the same
+  strings are refused by both (exit 2 naming replica_of; BAD_FORMAT, and
+  the server keeps following its primary), among them a bracketed host
+  that is not an IPv6 literal, a relative unix: path and an unbracketed
+  IPv6 address; an IPv6 literal in brackets is followed.
+- §5: the tubed_replication_* families pass `promtool check metrics` on a
+  primary and on a replica (a position, which drops to 0 during a
+  snapshot, is a gauge).
+- §4: discarded-records counts each change of a former primary's tail
+  once (a tail of puts and deletes counts its records, not its records
+  plus the jobs they made).
+- §2/§4: what the clients of a primary told to `follow` see: waiting
+  reserves hear DRAINING, a waiting memcache get hears SERVER_ERROR
+  replica (as any get on a replica), replies held for replicas are never
+  sent (the connection closes: not acknowledged), later changes are
+  refused.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import harness
+from harness import check, eq, no_server, tubed_only, unq
+from policy_util import run_tubed
+from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint,
+                       wait_caught_up, wait_for)
+
+SERVER = "none"
+
+# Every one of these is refused by --replica-of and by follow alike.
+BAD_ADDRESSES = [
+    "[zz]:11300",            # brackets hold an IPv6 literal, nothing else
+    "[127.0.0.1]:11300",
+    "[::1%]:11300",          # an empty zone
+    "::1:11300",             # IPv6 without brackets: which colon is the port?
+    "unix:relative.sock",    # unix: takes an absolute path
+    "bad host:11300",        # no space in a name
+    "127.0.0.1:0",
+    "127.0.0.1:65536",
+    "127.0.0.1",
+]
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_refuses_what_replica_of_refuses(binary):
+    d = tempfile.mkdtemp(prefix="tubed-replspec-")
+    errors = []
+    try:
+        empty = os.path.join(d, "empty.conf")
+        open(empty, "w").close()
+        keyed = os.path.join(d, "keyed.conf")
+        for a in BAD_ADDRESSES:
+            with open(keyed, "w") as f:
+                f.write("binlog_dir = %s\nreplica_of = %s\n" % (d, a))
+            # --check-config: a start that wrongly succeeds does not hang.
+            for args, what in ((["--config", empty, "-b", d, "--replica-of", a],
+                                "--replica-of %r" % a),
+                               (["--config", keyed], "replica_of = %s" % a)):
+                rc, out, err = run_tubed(binary, args + ["--check-config"])
+                if rc != 2 or "replica_of" not in err:
+                    errors.append("%s: exit %r, stderr %r (want exit 2 naming replica_of)"
+                                  % (what, rc, err[-160:]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        c = r.bs()
+        for a in BAD_ADDRESSES:
+            got = c.cmd("follow %s" % a, timeout=10)
+            if got != b"BAD_FORMAT":
+                errors.append("follow %s: %r (want BAD_FORMAT)" % (a, got))
+        check(not errors, "%d address(es) accepted that should be refused:\n    %s"
+              % (len(errors), "\n    ".join(errors)))
+        eq(unq(r.repl()["primary"]), p.addr, "the replica's primary after the refused follows")
+        jid = p.bs().put(b"still followed")
+        wait_caught_up(p, r)
+        eq(r.admin().peek("peek %d" % jid), (jid, b"still followed"),
+           "a put on the primary after the refused follows")
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_and_replica_of_an_ipv6_literal(binary):
+    """[v6]:port: an IPv4-mapped IPv6 literal reaches the primary's
+    127.0.0.1 listener through an IPv6 socket (no IPv6 listener needed)."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        v6 = "[::ffff:127.0.0.1]:%d" % p.port
+        r = cl.node("r", "-f", "0", replica_of=v6)
+        put_many(p.bs(), [body("v6", i) for i in range(5)])
+        wait_caught_up(p, r)
+        eq(unq(r.repl()["primary"]), v6, "primary as given")
+        s = cl.node("s", "-f", "0", replica_of=p)
+        wait_caught_up(p, s)
+        eq(s.bs().cmd("follow %s" % v6, timeout=10), b"FOLLOWING", "follow [v6]:port")
+        wait_caught_up(p, s)
+        eq(unq(s.repl()["primary"]), v6, "primary after follow")
+        assert_converged(p, s, "a replica following an IPv6 literal")
+
+
+def _promtool(text):
+    path = shutil.which("promtool") or "/usr/bin/promtool"
+    if not os.path.exists(path):
+        harness.fail("promtool not found: apt-get install prometheus (make deps)")
+    r = subprocess.run([path, "check", "metrics"], input=text, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    return r.returncode, r.stdout.decode(errors="replace")
+
+
+@no_server
+@tubed_only(EXT)
+def test_replication_metrics_pass_promtool(binary):
+    from http_util import get
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", conf="sync_replicas = 1\n")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        put_many(p.bs(), [body("prom", i) for i in range(5)])
+        wait_caught_up(p, r)
+        for n in (p, r):
+            text = get(n, "/metrics").body
+            check(b"tubed_replication_position" in text,
+                  "node %s: no tubed_replication_position in /metrics" % n.name)
+            eq(_promtool(text), (0, ""), "node %s: promtool check metrics (exit status, "
+               "output)" % n.name)
+            check(b"# TYPE tubed_replication_position gauge" in text,
+                  "node %s: tubed_replication_position is not a gauge" % n.name)
+
+
+@no_server
+@tubed_only(EXT)
+def test_a_tail_of_puts_and_deletes_counts_each_record_once(binary):
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        a = cl.node("a", "-f", "0", replica_of=p)
+        c = p.bs()
+        base = put_many(c, [body("base", i) for i in range(20)])
+        wait_caught_up(p, a)
+        switch = rint(a.repl(), "position")
+        a.kill9()
+        # The tail: 5 puts and 2 deletes of replicated jobs, 7 records
+        # that a never gets.
+        put_many(c, [body("tail", i) for i in range(5)])
+        c.expect("delete %d" % base[0], "DELETED")
+        c.expect("delete %d" % base[1], "DELETED")
+        tail = rint(p.repl(), "position") - switch
+        eq(tail, 7, "records in the tail (the primary's position minus the replica's)")
+        a.restart(replica_of="127.0.0.1:%d" % harness._free_port())
+        eq(a.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote a")
+        before = rint(p.repl(), "discarded-records")
+        eq(p.bs().cmd("follow %s" % a.addr, timeout=10), b"FOLLOWING", "follow a")
+        wait_caught_up(a, p)
+        eq(rint(p.repl(), "discarded-records") - before, tail,
+           "discarded-records of the former primary: its tail's records, each once "
+           "(not also the 5 jobs its puts made)")
+        want = assert_converged(a, p, "the former primary after following")
+        check(base[0] in want and base[1] in want, "the jobs whose deletes were discarded "
+              "are back")
+
+
+@no_server
+@tubed_only(EXT)
+def test_clients_of_a_primary_told_to_follow(binary):
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", conf="sync_replicas = 1\n")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        q = cl.node("q", "-f", "0")
+        wait_caught_up(p, r)
+        waiting = p.bs()
+        waiting.watch("empty")
+        waiting.ignore("default")
+        waiting.send(b"reserve\r\n")
+        timed = p.bs()
+        timed.watch("empty")
+        timed.ignore("default")
+        timed.send(b"reserve-with-timeout 300\r\n")
+        mget = p.mc()
+        mget.send(b"get nothing/t=300000\r\n")
+        mopen = p.mc()
+        mopen.send(b"get nothing2/open/t=300000\r\n")
+        for k in (waiting, timed, mget, mopen):
+            k.expect_silence(0.2)
+        r.sigstop()                   # from here replies wait for r
+        held = p.bs()
+        held.send(b"put 0 0 60 4\r\nheld\r\n")
+        mheld = p.mc()
+        mheld.send(b"set mq 0 0 4\r\nheld\r\n")
+        wait_for(lambda: rint(p.repl(), "waiting-replies") == 2,
+                 "two replies waiting for the stopped replica")
+        eq(p.bs().cmd("follow %s" % q.addr, timeout=10), b"FOLLOWING", "follow q")
+        eq(waiting.read_line(timeout=10), b"DRAINING", "a waiting reserve")
+        eq(timed.read_line(timeout=10), b"DRAINING", "a waiting reserve-with-timeout")
+        eq(mget.read_line(timeout=10), b"SERVER_ERROR replica", "a waiting memcache get")
+        eq(mopen.read_line(timeout=10), b"SERVER_ERROR replica",
+           "a waiting memcache get /open")
+        # Held replies were never acknowledged: they are not sent.
+        held.expect_closed(timeout=10)
+        mheld.expect_closed(timeout=10)
+        r.sigcont()
+        eq(p.bs().cmd(b"put 0 0 60 1\r\nx", timeout=10), b"DRAINING", "a put afterwards")
+        eq(mget.cmd("get nothing"), b"SERVER_ERROR replica", "a memcache get afterwards")
+        wait_caught_up(q, p)
+        assert_converged(q, p, "the former primary after following q")
