@@ -208,3 +208,30 @@ def test_clients_of_a_primary_told_to_follow(binary):
         eq(mget.cmd("get nothing"), b"SERVER_ERROR replica", "a memcache get afterwards")
         wait_caught_up(q, p)
         assert_converged(q, p, "the former primary after following q")
+
+
+@no_server
+@tubed_only(EXT)
+def test_primary_check_is_503_while_draining(binary):
+    """GET /primary is 200 "when this server is a primary that takes
+    writes": a draining primary (SIGUSR1) answers DRAINING to a put, so a
+    load balancer must not send writers there.  /replica and the role in
+    stats-replication stay as they were."""
+    import signal
+    with Cluster(binary) as cl:
+        plain = cl.node("plain", bdir=False)
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        for n in (plain, p):
+            got = n.get("/primary")
+            eq((got.status, got.body), (200, b"primary\n"), "node %s: /primary" % n.name)
+            n.signal(signal.SIGUSR1)
+            wait_for(lambda: n.bs().stats()["draining"] == "true",
+                     "node %s to drain" % n.name)
+            eq(n.bs().cmd(b"put 0 0 60 1\r\nx"), b"DRAINING", "node %s: a put" % n.name)
+            got = n.get("/primary")
+            eq((got.status, got.body), (503, b"primary, draining\n"),
+               "node %s: /primary while draining" % n.name)
+        eq(unq(p.repl()["role"]), "primary", "the draining primary's role")
+        eq(r.get("/replica").status, 200, "/replica on its replica")
