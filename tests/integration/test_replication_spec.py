@@ -235,3 +235,85 @@ def test_primary_check_is_503_while_draining(binary):
                "node %s: /primary while draining" % n.name)
         eq(unq(p.repl()["role"]), "primary", "the draining primary's role")
         eq(r.get("/replica").status, 200, "/replica on its replica")
+
+
+# pwrite fails with EIO while the flag file exists (the binlog appends
+# with pwrite at offsets above 0): a disk that fails under a running server.
+_FAIL_SHIM_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    const char *flag = getenv("REPLSPEC_FAIL_FLAG");
+
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    if (flag && off > 0 && access(flag, F_OK) == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return real(fd, buf, n, off);
+}
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) __attribute__((alias("pwrite")));
+"""
+
+
+def _fail_shim(binary, d):
+    """(env for a node, flag path); Skip when no compiler or under valgrind."""
+    import re
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or harness.VALGRIND:
+        raise harness.Skip("needs a C compiler (and no valgrind) for the fault shim")
+    src, so = os.path.join(d, "shim.c"), os.path.join(d, "shim.so")
+    with open(src, "w") as f:
+        f.write(_FAIL_SHIM_C)
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise harness.Skip("cannot build the fault shim: %s" % r.stderr[-300:])
+    pre = []
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=20).stdout
+    m = re.search(r"(\S*libasan\S*) => (\S+)", out)   # a sanitizer runtime comes first
+    if m:
+        pre.append(m.group(2))
+    flag = os.path.join(d, "fail-pwrite")
+    return {"LD_PRELOAD": ":".join(pre + [so]), "REPLSPEC_FAIL_FLAG": flag}, flag
+
+
+def _binlog_healthy(c):
+    line, data = c.cmd_body("stats-binlog")
+    check(line.startswith(b"OK ") and data, "stats-binlog: %r" % line)
+    return harness.parse_yaml_dict(data)["healthy"]
+
+
+@no_server
+@tubed_only(EXT)
+def test_primary_check_is_503_while_the_binlog_fails(binary):
+    """A primary whose binlog write failed answers OUT_OF_MEMORY to every
+    durable command until it recovers: not "a primary that takes writes"
+    for GET /primary either."""
+    with Cluster(binary) as cl:
+        env, flag = _fail_shim(binary, cl.tmp)
+        p = cl.node("p", "-f", "0", env=env)
+        c = p.bs()
+        c.put(b"before")
+        eq(p.get("/primary").status, 200, "/primary before the failure")
+        open(flag, "w").close()
+        w = p.bs()
+        w.send(b"put 0 0 60 4\r\nlost\r\n")
+        w.expect_closed(timeout=10)       # its reply withdrawn: never acknowledged
+        eq(_binlog_healthy(c), "false", "stats-binlog healthy after the failed write")
+        got = p.get("/primary")
+        eq((got.status, got.body), (503, b"primary, binlog unhealthy\n"),
+           "/primary while the binlog is unhealthy")
+        eq(p.bs().cmd(b"put 0 0 60 1\r\nx"), b"OUT_OF_MEMORY", "a put meanwhile")
+        os.unlink(flag)
+        wait_for(lambda: _binlog_healthy(c) == "true", "the binlog to recover")
+        got = p.get("/primary")
+        eq((got.status, got.body), (200, b"primary\n"), "/primary after the recovery")

@@ -213,14 +213,23 @@ static void healthz(Conn *c, const HttpRequest *req)
 }
 
 /* GET /primary: 200 only for a primary that takes writes (spec
- * replication.md §2); a draining one (SIGUSR1) answers DRAINING to every
- * put, so a load balancer must not send writers there. */
+ * replication.md §2). A draining one (SIGUSR1) answers DRAINING to every
+ * put, one whose binlog failed OUT_OF_MEMORY until it recovers: a load
+ * balancer must not send writers there. */
 static void primary_check(Conn *c, const HttpRequest *req, int role)
 {
-    if (role != ROLE_PRIMARY)
+    Server *s = front(c)->srv;
+    EngineStats es;
+
+    if (role != ROLE_PRIMARY) {
         respond_text(c, req, 503, "replica\n", R_KEEP);
-    else if (front(c)->srv->draining)
+        return;
+    }
+    engine_stats(&s->eng, &es);
+    if (s->draining)
         respond_text(c, req, 503, "primary, draining\n", R_KEEP);
+    else if (!es.binlog.healthy)
+        respond_text(c, req, 503, "primary, binlog unhealthy\n", R_KEEP);
     else
         respond_text(c, req, 200, "primary\n", R_KEEP);
 }
