@@ -317,3 +317,26 @@ def test_primary_check_is_503_while_the_binlog_fails(binary):
         wait_for(lambda: _binlog_healthy(c) == "true", "the binlog to recover")
         got = p.get("/primary")
         eq((got.status, got.body), (200, b"primary\n"), "/primary after the recovery")
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_answers_a_too_big_put_as_a_draining_server_does(binary):
+    """A put whose body is over the limit changes nothing anywhere: a
+    replica answers JOB_TOO_BIG, as a draining server (SIGUSR1) does, and
+    the connection stays in step; a put within the limit is DRAINING."""
+    import signal
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "-z", 100)
+        r = cl.node("r", "-f", "0", "-z", 100, replica_of=p)
+        d = cl.node("d", "-f", "0", "-z", 100)
+        d.signal(signal.SIGUSR1)
+        wait_for(lambda: d.bs().stats()["draining"] == "true", "d to drain")
+        wait_caught_up(p, r)
+        for n in (r, d):
+            c = n.bs()
+            c.send(b"put 0 0 60 101\r\n" + b"x" * 101 + b"\r\nput 0 0 60 100\r\n" + b"y" * 100
+                   + b"\r\nlist-tube-used\r\n")
+            eq([c.read_line(), c.read_line(), c.read_line()],
+               [b"JOB_TOO_BIG", b"DRAINING", b"USING default"],
+               "node %s: a put over -z, one at -z, then a read" % n.name)
