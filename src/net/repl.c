@@ -608,11 +608,11 @@ static uint64_t waiting_replies(Server *s)
     Repl *r = R(s);
     uint64_t n = 0;
 
-    for (List *l = s->held.next; l != &s->held; l = l->next) {
-        Conn *c = container_of(l, Conn, held_link);
-        if (c->nholds && c->hold_lsn[0] <= r->local_durable && c->hold_lsn[0] > r->released)
-            n++;
-    }
+    /* Acknowledgements, not connections: a pipelining producer's
+     * ten INSERTEDs are ten replies held. */
+    for (List *l = s->held.next; l != &s->held; l = l->next)
+        n += conn_held_replies(container_of(l, Conn, held_link), r->released,
+                               r->local_durable);
     return n;
 }
 

@@ -340,3 +340,34 @@ def test_replica_answers_a_too_big_put_as_a_draining_server_does(binary):
             eq([c.read_line(), c.read_line(), c.read_line()],
                [b"JOB_TOO_BIG", b"DRAINING", b"USING default"],
                "node %s: a put over -z, one at -z, then a read" % n.name)
+
+
+@no_server
+@tubed_only(EXT)
+def test_waiting_replies_counts_replies_not_connections(binary):
+    """§5 waiting-replies: "replies held for replicas now".  Five pipelined
+    puts on one connection are five replies; a memcache set that also
+    registers a fanout child (two records, one reply) is one."""
+    with Cluster(binary, "sync_replicas = 1\n[tube fan]\nfanout = true\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        p.mc().cmd("set fan 0 0 1\r\nx")   # (the parent exists first)
+        wait_caught_up(p, r)
+        r.sigstop()
+        a = p.bs()
+        a.send(b"".join(b"put 0 0 60 2\r\np%d\r\n" % i for i in range(5)))
+        b = p.mc()
+        b.send(b"set q 0 0 1\r\na\r\nset q 0 0 1\r\nb\r\n")
+        c = p.mc()
+        c.send(b"set fan+child 0 0 1\r\nc\r\n")
+        wait_for(lambda: int(p.bs().stats()["current-jobs-ready"]) == 1 + 5 + 2 + 1,
+                 "the changes applied on the primary")
+        eq(rint(p.repl(), "waiting-replies"), 8, "waiting-replies: 5 INSERTED, 2 + 1 STORED")
+        eq(int(p.metrics().value("tubed_replication_waiting_replies")), 8,
+           "tubed_replication_waiting_replies")
+        r.sigcont()
+        for i in range(5):
+            check(a.read_line(timeout=20).startswith(b"INSERTED "), "put %d released" % i)
+        eq([b.read_line(timeout=20), b.read_line(timeout=20), c.read_line(timeout=20)],
+           [b"STORED"] * 3, "the sets released")
+        eq(rint(p.repl(), "waiting-replies"), 0, "waiting-replies after the release")
