@@ -504,6 +504,22 @@ void opts_free(Config *cfg)
     cfg->file_strings = NULL;
 }
 
+/* The file's replica_of takes effect at the next restart, but what that
+ * restart would refuse (a malformed address; no binlog directory from the
+ * command line or the file) is an error of the file now: the reload is
+ * refused and says so, rather than the restart failing later. */
+static int check_next_replica_of(const Config *cur, const ConfFile *cf, char *err,
+                                 size_t errlen)
+{
+    const char *bdir = cur->binlog_dir;
+
+    if ((cur->cli_set & CONF_BIT(SK_REPLICA_OF)) || !(cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+        return 0;
+    if (!(cur->cli_set & CONF_BIT(SK_BINLOG_DIR)))
+        bdir = cf->server.set & CONF_BIT(SK_BINLOG_DIR) ? cf->server.binlog_dir : NULL;
+    return check_replication(bdir, cf->server.replica_of, 0, cur->cli_set, cf, err, errlen);
+}
+
 int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -515,7 +531,8 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
         check_replication(cur->binlog_dir, NULL,
                           cur->cli_set & CONF_BIT(SK_SYNC_REPLICAS) ? cur->sync_replicas
                                                                      : (*out)->server.sync_replicas,
-                          cur->cli_set, *out, err, errlen) < 0) {
+                          cur->cli_set, *out, err, errlen) < 0 ||
+        check_next_replica_of(cur, *out, err, errlen) < 0) {
         conf_free(*out);
         *out = NULL;
         return -1;

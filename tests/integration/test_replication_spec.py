@@ -20,6 +20,7 @@ from what the spec states (each test failed before its fix).
 """
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -371,3 +372,34 @@ def test_waiting_replies_counts_replies_not_connections(binary):
         eq([b.read_line(timeout=20), b.read_line(timeout=20), c.read_line(timeout=20)],
            [b"STORED"] * 3, "the sets released")
         eq(rint(p.repl(), "waiting-replies"), 0, "waiting-replies after the release")
+
+
+@no_server
+@tubed_only(EXT)
+def test_reload_of_replica_of(binary):
+    """replica_of is read at start only: a reload that changes it is
+    accepted, logs that it waits for the restart, and the replica keeps
+    its primary; a reload whose replica_of the next start would refuse (a
+    malformed address, no binlog) is refused now, naming FILE:LINE and the
+    key, and the old configuration stays in force."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        q = cl.node("q", "-f", "0")
+        r = cl.node("r", "-f", "0", conf="replica_of = %s\n" % p.addr)
+        wait_caught_up(p, r)
+        r.reload("replica_of = %s\n" % q.addr)
+        check(re.search(r"replica_of changed in .*; that takes effect at the next restart",
+                        r.stderr()), "the reload names replica_of: %r" % r.stderr()[-400:])
+        jid = p.bs().put(b"still p's")
+        wait_caught_up(p, r)
+        eq(unq(r.repl()["primary"]), p.addr, "the primary after the reload")
+        for bad in ("[zz]:1", "%s" % q.addr.split(":")[0]):
+            line = r.reload("sync_replicas = 3\nreplica_of = %s\n" % bad, expect_ok=False)
+            check("tubed.conf:2: replica_of" in line, "reload of replica_of = %s: %r"
+                  % (bad, line))
+            eq(r.repl()["sync-replicas"], "0", "sync_replicas after the refused reload")
+        plain = cl.node("plain", bdir=False, conf="")
+        line = plain.reload("replica_of = %s\n" % p.addr, expect_ok=False)
+        check("tubed.conf:1: replica_of needs a binlog" in line,
+              "reload adding replica_of without a binlog: %r" % line)
+        eq(r.admin().peek("peek %d" % jid), (jid, b"still p's"), "the replica follows p")
