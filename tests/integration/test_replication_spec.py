@@ -322,10 +322,12 @@ def test_primary_check_is_503_while_the_binlog_fails(binary):
 
 @no_server
 @tubed_only(EXT)
-def test_replica_answers_a_too_big_put_as_a_draining_server_does(binary):
-    """A put whose body is over the limit changes nothing anywhere: a
-    replica answers JOB_TOO_BIG, as a draining server (SIGUSR1) does, and
-    the connection stays in step; a put within the limit is DRAINING."""
+def test_replica_answers_a_bad_put_as_a_draining_server_does(binary):
+    """A put whose body is over the limit, or not followed by CR LF,
+    changes nothing anywhere: a replica answers JOB_TOO_BIG or
+    EXPECTED_CRLF, as a draining server (SIGUSR1) does, and the connection
+    stays in step; a good put is DRAINING.  (Also sent a byte at a time:
+    the terminator is checked across reads.)"""
     import signal
     with Cluster(binary) as cl:
         p = cl.node("p", "-f", "0", "-z", 100)
@@ -334,13 +336,23 @@ def test_replica_answers_a_too_big_put_as_a_draining_server_does(binary):
         d.signal(signal.SIGUSR1)
         wait_for(lambda: d.bs().stats()["draining"] == "true", "d to drain")
         wait_caught_up(p, r)
+        data = (b"put 0 0 60 101\r\n" + b"x" * 101 + b"\r\nput 0 0 60 100\r\n" + b"y" * 100
+                + b"\r\nput 0 0 60 3\r\nabcXY\r\nput 0 0 60 2\r\nab\rX\r\n"
+                + b"list-tube-used\r\n")
+        # (after a bad terminator the rest is read as a command: "XY",
+        # then the empty line left by "\rX\r\n")
+        want = [b"JOB_TOO_BIG", b"DRAINING", b"EXPECTED_CRLF", b"UNKNOWN_COMMAND",
+                b"EXPECTED_CRLF", b"UNKNOWN_COMMAND", b"USING default"]
         for n in (r, d):
-            c = n.bs()
-            c.send(b"put 0 0 60 101\r\n" + b"x" * 101 + b"\r\nput 0 0 60 100\r\n" + b"y" * 100
-                   + b"\r\nlist-tube-used\r\n")
-            eq([c.read_line(), c.read_line(), c.read_line()],
-               [b"JOB_TOO_BIG", b"DRAINING", b"USING default"],
-               "node %s: a put over -z, one at -z, then a read" % n.name)
+            for slowly in (False, True):
+                c = n.bs()
+                if slowly:
+                    c.send_slowly(data)
+                else:
+                    c.send(data)
+                eq([c.read_line() for _ in want], want,
+                   "node %s%s: a put over -z, one at -z, two with a bad terminator, "
+                   "then a read" % (n.name, " (a byte at a time)" if slowly else ""))
 
 
 @no_server
