@@ -415,3 +415,24 @@ def test_reload_of_replica_of(binary):
         check("tubed.conf:1: replica_of needs a binlog" in line,
               "reload adding replica_of without a binlog: %r" % line)
         eq(r.admin().peek("peek %d" % jid), (jid, b"still p's"), "the replica follows p")
+
+
+@no_server
+@tubed_only(EXT)
+def test_two_replicas_on_a_unix_socket_are_two_series(binary):
+    """§5: per-replica lag "labelled by the replica's address".  Every
+    peer of a Unix socket has the same address: the label adds the
+    replica's pid, so two replicas are two series, not one name twice."""
+    from http_util import get
+    with Cluster(binary) as cl:
+        sock = os.path.join(cl.tmp, "p.sock")
+        p = cl.node("p", "-f", "0", conf="[listen repl]\naddress = unix:%s\n" % sock)
+        r1 = cl.node("r1", "-f", "0", replica_of="unix:" + sock)
+        r2 = cl.node("r2", "-f", "0", replica_of="unix:" + sock)
+        p.bs().put(b"x")
+        wait_caught_up(p, r1, r2)
+        lag = p.metrics().series("tubed_replication_replica_lag_records")
+        labels = sorted(l.get("replica", "") for l, v in lag)
+        eq(labels, sorted("unix pid %d" % n.pid for n in (r1, r2)),
+           "the replica labels of two replicas on a Unix socket")
+        eq(_promtool(get(p, "/metrics").body), (0, ""), "promtool check metrics")
