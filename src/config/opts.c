@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hostport.h"
 #include "numparse.h"
 
 void opts_defaults(Config *cfg)
@@ -411,32 +412,14 @@ static int main_clash(const Config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path. */
+/* A primary's address: host:port (port 1..65535), [v6]:port, unix:/path
+ * (the one parser follow uses too). */
 static int addr_ok(const char *a)
 {
-    const char *colon;
-    unsigned long port = 0;
+    char host[256];
+    int port;
 
-    if (!strncmp(a, "unix:", 5))
-        return a[5] == '/';
-    if (*a == '[') {
-        const char *close = strchr(a, ']');
-        if (!close || close == a + 1 || close[1] != ':')
-            return 0;
-        colon = close + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (!colon || colon == a)
-            return 0;
-    }
-    if (!colon[1] || strlen(colon + 1) > 5)
-        return 0;
-    for (const char *q = colon + 1; *q; q++) {
-        if (*q < '0' || *q > '9')
-            return 0;
-        port = port * 10 + (unsigned long)(*q - '0');
-    }
-    return port >= 1 && port <= 65535;
+    return hostport_split(a, host, sizeof host, &port) == 0;
 }
 
 /* Replication needs a binlog on both sides (spec/replication.md §1): a
@@ -589,6 +572,22 @@ void opts_free(Config *cfg)
     cfg->file_strings = NULL;
 }
 
+/* The file's replica_of takes effect at the next restart, but what that
+ * restart would refuse (a malformed address; no binlog directory from the
+ * command line or the file) is an error of the file now: the reload is
+ * refused and says so, rather than the restart failing later. */
+static int check_next_replica_of(const Config *cur, const ConfFile *cf, char *err,
+                                 size_t errlen)
+{
+    const char *bdir = cur->binlog_dir;
+
+    if ((cur->cli_set & CONF_BIT(SK_REPLICA_OF)) || !(cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+        return 0;
+    if (!(cur->cli_set & CONF_BIT(SK_BINLOG_DIR)))
+        bdir = cf->server.set & CONF_BIT(SK_BINLOG_DIR) ? cf->server.binlog_dir : NULL;
+    return check_replication(bdir, cf->server.replica_of, 0, cur->cli_set, cf, err, errlen);
+}
+
 int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -600,7 +599,8 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
         check_replication(cur->binlog_dir, NULL,
                           cur->cli_set & CONF_BIT(SK_SYNC_REPLICAS) ? cur->sync_replicas
                                                                      : (*out)->server.sync_replicas,
-                          cur->cli_set, *out, err, errlen) < 0) {
+                          cur->cli_set, *out, err, errlen) < 0 ||
+        check_next_replica_of(cur, *out, err, errlen) < 0) {
         conf_free(*out);
         *out = NULL;
         return -1;

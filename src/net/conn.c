@@ -236,18 +236,30 @@ size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t
 
 void conn_hold(Conn *c, uint64_t ticket)
 {
+    int same, last;
+
     if (!ticket || (c->flags & CONN_DEAD))
         return;
-    if (c->nholds && c->hold_lsn[c->nholds - 1] >= ticket)
-        return; /* an earlier hold already keeps this reply back */
+    /* No reply queued since the last hold: the same acknowledgement. */
+    same = c->nholds && c->hold_at == c->out.len;
+    last = c->nholds - 1;
+    c->hold_at = c->out.len;
+    if (c->nholds && c->hold_lsn[last] >= ticket) {
+        c->hold_n[last] += !same; /* an earlier hold already keeps it back */
+        return;
+    }
     if (c->nholds == 2) {
         /* Two holds at most: the later one waits for the newer ticket
          * too. Tickets only grow, so nothing is released early. */
         c->hold_lsn[1] = ticket;
+        c->hold_n[1] += !same;
         return;
     }
+    if (same && c->hold_n[last])
+        c->hold_n[last]--; /* it waits for the new hold's ticket now */
     c->hold_off[c->nholds] = c->out.len;
     c->hold_lsn[c->nholds] = ticket;
+    c->hold_n[c->nholds] = 1;
     c->nholds++;
     if (!list_linked(&c->held_link))
         list_insert_tail(&c->srv->held, &c->held_link);
@@ -265,6 +277,8 @@ void conn_durable(Server *s, uint64_t upto)
         while (c->nholds && c->hold_lsn[0] <= upto) {
             c->hold_off[0] = c->hold_off[1];
             c->hold_lsn[0] = c->hold_lsn[1];
+            c->hold_n[0] = c->hold_n[1];
+            c->hold_n[1] = 0;
             c->nholds--;
             released = 1;
         }
@@ -273,6 +287,16 @@ void conn_durable(Server *s, uint64_t upto)
         if (released)
             conn_mark_pending(c);
     }
+}
+
+uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto)
+{
+    uint64_t n = 0;
+
+    for (int i = 0; i < c->nholds; i++)
+        if (c->hold_lsn[i] > after && c->hold_lsn[i] <= upto)
+            n += c->hold_n[i];
+    return n;
 }
 
 /* Take back every reply from offset off on and close the connection. */
@@ -427,6 +451,7 @@ static int conn_write(Conn *c)
      * sent from what the buffer held before. */
     for (int i = 0; i < c->nholds; i++)
         c->hold_off[i] = c->hold_off[i] > c->out_off ? c->hold_off[i] - c->out_off : 0;
+    c->hold_at = c->hold_at > c->out_off ? c->hold_at - c->out_off : 0;
     c->out.len = c->out_off = 0;
     c->out.oom = 0;
     if (c->out.cap > OUT_KEEP)

@@ -100,6 +100,10 @@ struct Conn {
     int64_t stalled_since;
     size_t hold_off[2];     /* write nothing past hold_off[0] */
     uint64_t hold_lsn[2];   /* the ticket each hold waits for */
+    uint32_t hold_n[2];     /* the acknowledgements each hold keeps back */
+    size_t hold_at;         /* out.len at the last conn_hold (a reply held
+                               twice, a tube's record then its change's,
+                               is one acknowledgement) */
 };
 
 Conn *conn_new(Server *s, int fd, const Proto *p);
@@ -125,8 +129,12 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
  * without printf; returns its length. */
 size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t *b);
 
-/* The replies queued from now on wait until ticket is durable (0: no wait). */
+/* The replies queued from now on wait until ticket is durable (0: no wait).
+ * Each call is one acknowledgement (counted in hold_n, for
+ * conn_held_replies), except a second call with no reply queued since. */
 void conn_hold(Conn *c, uint64_t ticket);
+/* How many acknowledgements of c wait for tickets in (after, upto]. */
+uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto);
 /* The engine's reports: tickets up to upto are durable; from on, lost. */
 void conn_durable(Server *s, uint64_t upto);
 void conn_lost(Server *s, uint64_t from);

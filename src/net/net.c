@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "hostport.h"
 
 #define BACKLOG 1024
 
@@ -197,43 +198,7 @@ int net_peer_local(int fd)
 
 int net_split_addr(const char *addr, char *host, size_t hostlen, int *port)
 {
-    const char *colon, *h = addr;
-    size_t hl;
-    long p = 0;
-
-    if (!strncmp(addr, "unix:", 5)) {
-        if (!addr[5] || strlen(addr + 5) >= hostlen)
-            return -1;
-        strcpy(host, addr + 5);
-        *port = -1;
-        return 0;
-    }
-    if (*addr == '[') {
-        const char *close = strchr(addr, ']');
-        if (!close || close[1] != ':')
-            return -1;
-        h = addr + 1;
-        hl = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon)
-            return -1;
-        hl = (size_t)(colon - addr);
-    }
-    if (!hl || hl >= hostlen || !colon[1] || strlen(colon + 1) > 5)
-        return -1;
-    for (const char *q = colon + 1; *q; q++) {
-        if (*q < '0' || *q > '9')
-            return -1;
-        p = p * 10 + (*q - '0');
-    }
-    if (p < 1 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (int)p;
-    return 0;
+    return hostport_split(addr, host, hostlen, port);
 }
 
 static int connect_fd(int family, const struct sockaddr *sa, socklen_t len, char *err,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -316,6 +317,20 @@ static int can_continue(Server *s, uint64_t epoch, uint64_t pos, uint64_t *histo
 
 /* ---- links ---------------------------------------------------------- */
 
+/* A replica's name in logs and in the per-replica metric's label: its
+ * address, and for a Unix socket (every peer is "unix") the connecting
+ * process, so that two replicas on one socket are two series. */
+static void link_name(int fd, char *out, size_t outlen)
+{
+    struct ucred uc;
+    socklen_t len = sizeof uc;
+
+    net_describe_peer(fd, out, outlen);
+    if (!strcmp(out, "unix") && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0 &&
+        len == sizeof uc)
+        snprintf(out, outlen, "unix pid %ld", (long)uc.pid);
+}
+
 ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
 {
     Repl *r = R(s);
@@ -355,7 +370,7 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     l->r = r;
     l->c = c;
     l->sent_at = s->eng.now;
-    net_describe_peer(c->ev.fd, l->addr, sizeof l->addr);
+    link_name(c->ev.fd, l->addr, sizeof l->addr);
     list_insert_tail(&r->links, &l->node);
     r->nlinks++;
     {
@@ -608,11 +623,11 @@ static uint64_t waiting_replies(Server *s)
     Repl *r = R(s);
     uint64_t n = 0;
 
-    for (List *l = s->held.next; l != &s->held; l = l->next) {
-        Conn *c = container_of(l, Conn, held_link);
-        if (c->nholds && c->hold_lsn[0] <= r->local_durable && c->hold_lsn[0] > r->released)
-            n++;
-    }
+    /* Acknowledgements, not connections: a pipelining producer's
+     * ten INSERTEDs are ten replies held. */
+    for (List *l = s->held.next; l != &s->held; l = l->next)
+        n += conn_held_replies(container_of(l, Conn, held_link), r->released,
+                               r->local_durable);
     return n;
 }
 

@@ -57,6 +57,9 @@ typedef struct Repl {
     Server *srv;
     int role;
     uint64_t discarded;    /* records dropped converging after follow */
+    uint64_t tail_counted; /* of those, counted at the answers of snapshots
+                              not yet complete (records past the common
+                              history); the end of a snapshot clears it */
     char last_error[200];
     /* primary */
     List links;            /* ReplLink.node */

@@ -238,6 +238,20 @@ static uint64_t discarded_by(uint64_t epoch, uint64_t pos, uint64_t p_epoch, uin
     return pos > p_pos ? pos - p_pos : 0;
 }
 
+/* The snapshot's end deleted `swept` jobs the primary did not send. The
+ * records of our tail, counted at the answer, made most of them: a job
+ * put in the tail is one change, not two. The sweep adds only what the
+ * count of records could not see (jobs of another history at a position
+ * the primary has passed). */
+static void discard_swept(Server *s, uint64_t swept)
+{
+    Repl *r = R(s);
+
+    if (swept > r->tail_counted)
+        r->discarded += swept - r->tail_counted;
+    r->tail_counted = 0;
+}
+
 /* "WORD e p s" (WORD and its space are k bytes): 0, or -1. */
 static int three_numbers(const char *line, size_t len, size_t k, uint64_t *pe, uint64_t *pp,
                          uint64_t *ps)
@@ -287,7 +301,7 @@ static void continuing(Server *s, uint64_t pe, uint64_t pp, uint64_t ps)
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
     Repl *r = R(s);
-    uint64_t epoch, pos, start, pe, pp, ps;
+    uint64_t epoch, pos, start, pe, pp, ps, d;
     char why[200];
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
@@ -313,7 +327,9 @@ static void handshake_answer(Server *s, const char *line, size_t len)
             fail(s, "out of memory or disk room to start following");
             return;
         }
-        r->discarded += discarded_by(epoch, pos, pe, pp, ps);
+        d = discarded_by(epoch, pos, pe, pp, ps);
+        r->tail_counted += d; /* (a snapshot cut off left its count here) */
+        r->discarded += d;
         r->known_pos = pp;
         r->pending_pos = 0;
         r->snapshot = 1;
@@ -444,7 +460,7 @@ static int take_record(Server *s, const BlRecord *rec)
             return -1;
         }
         engine_apply(&s->eng, rec);
-        r->discarded += engine_sweep_end(&s->eng);
+        discard_swept(s, engine_sweep_end(&s->eng));
         r->snapshot = 0;
         r->pending_pos = rec->pos;
         if (rec->pos > r->known_pos)

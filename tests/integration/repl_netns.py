@@ -77,6 +77,23 @@ def start(binary, d, conf, listen="0.0.0.0", port=PORT, name="b", *flags):
     return p
 
 
+def _reloads(d):
+    with open(os.path.join(d, "log"), "rb") as f:
+        return f.read().count(b": reloaded ")
+
+
+def reload(p, d, conf):
+    """Rewrite the config, SIGHUP, wait until the server logged it."""
+    before = _reloads(d)
+    with open(os.path.join(d, "tubed.conf"), "w") as f:
+        f.write(conf)
+    p.send_signal(1)  # SIGHUP
+    for _ in range(1000):
+        if _reloads(d) > before:
+            return
+        time.sleep(0.02)
+
+
 def stop(p):
     if p.poll() is None:
         p.terminate()
@@ -101,6 +118,12 @@ def main():
         out["remote_follow"] = ask(CLIENT_ADDR, SERVER_ADDR, "follow 127.0.0.1:1")
         out["role_after"] = ask("127.0.0.1", "127.0.0.1", "put 0 0 60 0\r\n")
         out["local_promote"] = ask("127.0.0.1", "127.0.0.1", "promote")
+        # Any loopback address is this host, not only 127.0.0.1.
+        out["loopback2_promote"] = ask("127.0.0.2", SERVER_ADDR, "promote")
+        # allow_remote_admin changes at a reload, both ways.
+        for value in ("true", "false"):
+            reload(p, d, "allow_remote_admin = %s\n" % value)
+            out["reload_%s_promote" % value] = ask(CLIENT_ADDR, SERVER_ADDR, "promote")
     finally:
         stop(p)
     p = start(binary, d, "allow_remote_admin = true\n")

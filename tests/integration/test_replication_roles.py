@@ -250,6 +250,12 @@ def test_admin_from_a_remote_address(binary):
     check(out["role_after"].startswith("INSERTED"), "a put after the "
           "refused follow (still a primary): %r" % out["role_after"])
     eq(out["local_promote"], "PROMOTED 1", "promote from 127.0.0.1")
+    eq(out["loopback2_promote"], "PROMOTED 1", "promote from 127.0.0.2 (a loopback "
+       "address: this host)")
+    eq(out["reload_true_promote"], "PROMOTED 1", "promote from 10.9.0.2 after a reload "
+       "setting allow_remote_admin = true")
+    eq(out["reload_false_promote"], "NOT_ALLOWED", "promote from 10.9.0.2 after a "
+       "reload setting allow_remote_admin = false")
     eq(out["open_promote"], "PROMOTED 1", "promote from 10.9.0.2 with "
        "allow_remote_admin = true")
     check("10.9.0.2" in out["log"], "the refused attempt is logged with "

@@ -47,7 +47,8 @@ enum {
     BS_WORKER = CONN_PROTO2,
 };
 
-/* Replies that may follow a DISCARD. */
+/* Replies that may follow a DISCARD. AFTER_DRAINING drops a put's body
+ * (a replica's) and checks its terminator: EXPECTED_CRLF comes first. */
 enum { AFTER_JOB_TOO_BIG, AFTER_OUT_OF_MEMORY, AFTER_BAD_FORMAT, AFTER_NOT_ALLOWED,
        AFTER_DRAINING };
 

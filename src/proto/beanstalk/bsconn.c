@@ -142,14 +142,22 @@ static const char *const after_replies[] = {
     [AFTER_DRAINING] = "DRAINING\r\n",
 };
 
-static size_t take_discard(BsConn *b, size_t len)
+static size_t take_discard(BsConn *b, const char *p, size_t len)
 {
     size_t n = len < b->discard_left ? len : (size_t)b->discard_left;
 
+    /* The last two bytes of a body dropped unread: its terminator. */
+    for (size_t i = 0; i < n; i++)
+        if (b->discard_left - i <= 2)
+            b->crlf[2 - (b->discard_left - i)] = p[i];
     b->discard_left -= n;
     if (b->discard_left == 0) {
         const char *r = after_replies[b->after_discard];
         b->bstate = BS_CMD;
+        /* A replica's put: what a draining server answers, EXPECTED_CRLF
+         * first (beanstalkd checks the body before its drain mode). */
+        if (b->after_discard == AFTER_DRAINING && (b->crlf[0] != '\r' || b->crlf[1] != '\n'))
+            r = "EXPECTED_CRLF\r\n";
         conn_reply(&b->conn, r, strlen(r));
     }
     return n;
@@ -231,7 +239,7 @@ static size_t bs_consume(Conn *c, const char *p, size_t len)
             n = take_body(b, p + pos, len - pos);
             break;
         case BS_DISCARD:
-            n = take_discard(b, len - pos);
+            n = take_discard(b, p + pos, len - pos);
             break;
         case BS_SKIPLINE:
             n = take_skipline(b, p + pos, len - pos);

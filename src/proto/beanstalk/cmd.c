@@ -604,7 +604,11 @@ static int replica_refuses(BsConn *b, const Cmd *cmd)
 {
     switch (cmd->type) {
     case CMD_PUT:
-        bs_discard(b, (uint64_t)cmd->bytes + 2, AFTER_DRAINING);
+        /* As a draining server answers: a body too big for the tube is
+         * JOB_TOO_BIG here too (it would change nothing anywhere). */
+        bs_discard(b, (uint64_t)cmd->bytes + 2,
+                   cmd->bytes > engine_max_body(eng(b), b->use) ? AFTER_JOB_TOO_BIG
+                                                                : AFTER_DRAINING);
         return 1;
     case CMD_RESERVE: case CMD_RESERVE_TIMEOUT: case CMD_RESERVE_JOB:
     case CMD_DELETE: case CMD_RELEASE: case CMD_BURY: case CMD_TOUCH:

@@ -212,6 +212,28 @@ static void healthz(Conn *c, const HttpRequest *req)
         respond_text(c, req, 200, "ok\n", R_KEEP);
 }
 
+/* GET /primary: 200 only for a primary that takes writes (spec
+ * replication.md §2). A draining one (SIGUSR1) answers DRAINING to every
+ * put, one whose binlog failed OUT_OF_MEMORY until it recovers: a load
+ * balancer must not send writers there. */
+static void primary_check(Conn *c, const HttpRequest *req, int role)
+{
+    Server *s = front(c)->srv;
+    EngineStats es;
+
+    if (role != ROLE_PRIMARY) {
+        respond_text(c, req, 503, "replica\n", R_KEEP);
+        return;
+    }
+    engine_stats(&s->eng, &es);
+    if (s->draining)
+        respond_text(c, req, 503, "primary, draining\n", R_KEEP);
+    else if (!es.binlog.healthy)
+        respond_text(c, req, 503, "primary, binlog unhealthy\n", R_KEEP);
+    else
+        respond_text(c, req, 200, "primary\n", R_KEEP);
+}
+
 /* GET /primary and /replica: the health checks of load balancers
  * (spec/replication.md §2). */
 static void role_check(Conn *c, const HttpRequest *req, int want)
@@ -221,16 +243,15 @@ static void role_check(Conn *c, const HttpRequest *req, int want)
     char text[300];
 
     if (!h->srv->repl) {
-        respond_text(c, req, want == ROLE_PRIMARY ? 200 : 503,
-                     want == ROLE_PRIMARY ? "primary\n" : "primary, not a replica\n", R_KEEP);
+        if (want == ROLE_PRIMARY)
+            primary_check(c, req, ROLE_PRIMARY);
+        else
+            respond_text(c, req, 503, "primary, not a replica\n", R_KEEP);
         return;
     }
     repl_info(h->srv, &i);
     if (want == ROLE_PRIMARY) {
-        if (i.role == ROLE_PRIMARY)
-            respond_text(c, req, 200, "primary\n", R_KEEP);
-        else
-            respond_text(c, req, 503, "replica\n", R_KEEP);
+        primary_check(c, req, i.role);
         return;
     }
     if (i.role == ROLE_PRIMARY) {

@@ -254,7 +254,9 @@ static void replication_families(Server *s, const ServerStats *ss, Buf *b)
            "A replica: 1 while connected to its primary and receiving; a primary: 1.",
            (uint64_t)i.connected);
     single(b, "tubed_replication_epoch", PROM_GAUGE, "The current epoch.", i.epoch);
-    single(b, "tubed_replication_position", PROM_COUNTER,
+    /* A gauge: a replica's position is 0 while a snapshot runs, and
+     * moves back when it converges onto another history. */
+    single(b, "tubed_replication_position", PROM_GAUGE,
            "Binlog records made (a primary) or received and written (a replica).",
            i.position);
     single(b, "tubed_replication_lag_records", PROM_GAUGE,

@@ -69,14 +69,14 @@ static void mc_hangup_conn(Conn *c)
         mc_hangup(mc_conn(c));
 }
 
-/* The server follows another primary now: a waiting get ends (END), the
- * jobs it has open go back. */
+/* The server follows another primary now: a waiting get ends
+ * (SERVER_ERROR replica), the jobs it has open go back. */
 static void mc_demote(Conn *c)
 {
     McConn *m = mc_conn(c);
 
     if (c->state == CONN_PAUSED)
-        mc_hangup(m);
+        mc_demoted(m);
     worker_release_all(mc_engine(c), &m->worker);
 }
 

@@ -334,6 +334,21 @@ void mc_hangup(McConn *m)
         conn_set_state(&m->conn, CONN_OPEN);
 }
 
+void mc_demoted(McConn *m)
+{
+    if (!m->waiting)
+        return;
+    /* Nothing was sent for this get yet (a waiting monitor has sent no
+     * value either): it hears what a get on a replica hears, so the
+     * client goes to the new primary rather than ask here again. */
+    worker_cancel(eng(m), &m->worker);
+    m->waiting = 0;
+    conn_set_state(&m->conn, CONN_OPEN);
+    unwatch(m);
+    free_key(m);
+    mc_reply_err(m, MC_ERR_REPLICA);
+}
+
 void mc_give_back_refused(McConn *m, int all)
 {
     List *head = &m->worker.reserved, *n, *next;

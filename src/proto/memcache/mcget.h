@@ -34,6 +34,9 @@ void mc_confirm(McConn *m, const McCmd *cmd);
 void mc_wake(Worker *w, WaitEnd how, Job *j);
 /* The peer half-closed or hit EOF while the connection was paused. */
 void mc_hangup(McConn *m);
+/* The server became a replica (follow) while a get waited: the get
+ * answers SERVER_ERROR replica, as a get on a replica does. */
+void mc_demoted(McConn *m);
 /* A reload took the tubes (or, all set, the role) of open jobs from the
  * connection's listener: those jobs go back now, as /abort gives them
  * back, since the client can neither close nor abort them any more and

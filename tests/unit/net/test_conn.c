@@ -5,6 +5,11 @@
  * (a primary's batch for its replicas goes out before the replies that
  * wait on that batch's round trip, doc/replication.md); everything queued
  * is still written, once, by the next conn_flush_all().
+ *
+ * conn_hold() counts the acknowledgements each hold keeps back (what
+ * stats-replication's waiting-replies adds up): one per reply, a reply
+ * held twice (no reply queued between the calls) once, released with its
+ * hold.
  */
 #include <errno.h>
 #include <signal.h>
@@ -114,6 +119,38 @@ START_TEST(mark_first_goes_ahead)
 }
 END_TEST
 
+START_TEST(holds_count_replies)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+
+    conn_hold(c, 5);                   /* INSERTED, ticket 5 */
+    conn_reply(c, "I1\r\n", 4);
+    conn_hold(c, 5);                   /* pipelined: the same ticket */
+    conn_reply(c, "I2\r\n", 4);
+    conn_reply(c, "R\r\n", 3);        /* a read behind them: no hold */
+    ck_assert_uint_eq(conn_held_replies(c, 0, 100), 2);
+    conn_hold(c, 7);                   /* a tube's record ... */
+    conn_hold(c, 8);                   /* ... then the change's: one reply */
+    conn_reply(c, "S\r\n", 3);
+    ck_assert_int_eq(c->nholds, 2);
+    ck_assert_uint_eq(conn_held_replies(c, 0, 100), 3);
+    ck_assert_uint_eq(conn_held_replies(c, 0, 5), 2);   /* ticket 5's */
+    ck_assert_uint_eq(conn_held_replies(c, 5, 100), 1); /* after 5 */
+    conn_hold(c, 9);                   /* a third hold joins the second */
+    conn_reply(c, "T\r\n", 3);
+    ck_assert_uint_eq(conn_held_replies(c, 5, 100), 2);
+    conn_durable(&r->s, 5);
+    ck_assert_uint_eq(conn_held_replies(c, 0, 100), 2);
+    conn_durable(&r->s, 9);
+    ck_assert_int_eq(c->nholds, 0);
+    ck_assert_uint_eq(conn_held_replies(c, 0, 100), 0);
+    conn_flush_all(&r->s);
+    heard(r, 0, "I1\r\nI2\r\nR\r\nS\r\nT\r\n");
+    rig_free(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("conn");
@@ -121,6 +158,7 @@ static Suite *suite(void)
 
     signal(SIGPIPE, SIG_IGN);
     tcase_add_test(t, mark_first_goes_ahead);
+    tcase_add_test(t, holds_count_replies);
     suite_add_tcase(s, t);
     return s;
 }
