@@ -146,10 +146,12 @@ static size_t take_discard(BsConn *b, const char *p, size_t len)
 {
     size_t n = len < b->discard_left ? len : (size_t)b->discard_left;
 
-    /* The last two bytes of a body dropped unread: its terminator. */
-    for (size_t i = 0; i < n; i++)
-        if (b->discard_left - i <= 2)
-            b->crlf[2 - (b->discard_left - i)] = p[i];
+    /* The last two bytes of a body dropped unread: its terminator. Only
+     * they are looked at: a dropped body may be a gigabyte. */
+    uint64_t tail = b->discard_left > 2 ? b->discard_left - 2 : 0;
+
+    for (size_t i = tail < n ? (size_t)tail : n; i < n; i++)
+        b->crlf[2 - (b->discard_left - i)] = p[i];
     b->discard_left -= n;
     if (b->discard_left == 0) {
         const char *r = after_replies[b->after_discard];
