@@ -175,11 +175,30 @@ static void ring_inflight(Tube *t, Job *j, int add)
     j->reading = 0;
 }
 
+/* The body of a record read back (b, checked), without the record's head
+ * and the slack read after it: what the job keeps, possibly for long (the
+ * budget counts body bytes, and a 100-byte body's record is twice that).
+ * Out of memory: b itself, which holds the same body. */
+static JobBody *body_only(JobBody *b, uint32_t n)
+{
+    JobBody *c;
+
+    if (b->skip == 0 && b->cap == n)
+        return b;
+    if (!(c = job_body_alloc(n)))
+        return b;
+    c->off = b->off;
+    memcpy(c->data, b->data + b->skip, n);
+    job_body_free(b);
+    return c;
+}
+
 /* j's body is in memory now: the counts move. */
 static void loaded(Engine *e, Job *j, JobBody *b)
 {
     Tube *t = j->tube;
 
+    b = body_only(b, j->body_size);
     if (j->reading)
         e->spill.serve_all = 1; /* a worker parked for it may sit elsewhere */
     ring_inflight(t, j, 0);
@@ -231,7 +250,7 @@ static int prepare(Engine *e, Job *j, SpillRead *r)
     r->file = j->file;
     r->off = job_spill_off(j);
     r->len = (uint32_t)(bl_job_record_size(j) + SLACK);
-    r->buf = tb_malloc(sizeof *r->buf + r->len);
+    r->buf = job_body_alloc(r->len);
     return r->buf ? 0 : -1;
 }
 
@@ -246,7 +265,7 @@ int spill_fetch(Engine *e, Job *j)
     if (!e->spill.running || e->now < e->spill.backoff_until || prepare(e, j, &r) < 0)
         return 0;
     if (submit(&e->spill, &r, 1) < 0) {
-        tb_free(r.buf);
+        job_body_free(r.buf);
         return 0;
     }
     ring_inflight(j->tube, j, 1);
@@ -265,7 +284,7 @@ static int read_now(Engine *e, Job *j, JobBody **out)
     if (r.err || check_record(j, &r) < 0) {
         int rc = transient(&r) ? -3 : -2; /* an I/O error may pass */
         report(e, j, &r);
-        tb_free(r.buf);
+        job_body_free(r.buf);
         return rc;
     }
     *out = r.buf;
@@ -320,14 +339,14 @@ static void answered(Engine *e, SpillRead *r)
         /* Deleted or flushed meanwhile: a worker parked for it waits for
          * a job that is gone; the tubes with waiters are served after the
          * batch (on_read). */
-        tb_free(r->buf);
+        job_body_free(r->buf);
         e->spill.serve_all = 1;
         return;
     }
     if (j->loaded || j->file != r->file || job_spill_off(j) != r->off) {
         /* Read on the loop meanwhile (a peek, a move), perhaps dropped and
          * moved since: a worker may still wait for it. */
-        tb_free(r->buf);
+        job_body_free(r->buf);
         ring_inflight(j->tube, j, 0);
         if (j->loaded || j->state != JOB_READY)
             e->on_ready(e, j->tube); /* taken by another path, perhaps */
@@ -343,7 +362,7 @@ static void answered(Engine *e, SpillRead *r)
         Tube *t = j->tube;
         report(e, j, r);
         ring_inflight(t, j, 0);
-        tb_free(r->buf);
+        job_body_free(r->buf);
         e->spill.backoff_until = e->now + NS_PER_SEC;
         if (ring_push(t, j->id) == 0) {
             j->ringed = 1;
@@ -356,7 +375,7 @@ static void answered(Engine *e, SpillRead *r)
         Tube *t = j->tube;
         report(e, j, r);
         ring_inflight(t, j, 0);
-        tb_free(r->buf);
+        job_body_free(r->buf);
         /* Damage: workers parked for it go on with the next job. */
         if (j->state == JOB_READY) {
             spill_bury_damaged(e, j);
@@ -452,7 +471,7 @@ static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *c
             if (prepare(e, j, &r) < 0)
                 return -1;
             if (push(batch, n, cap, &r) < 0) {
-                tb_free(r.buf);
+                job_body_free(r.buf);
                 return -1;
             }
             ring_inflight(t, j, 1);
@@ -507,7 +526,7 @@ static void pump(Engine *e)
             Job *j = job_table_find(&e->jobs, batch[i].id);
             if (j)
                 ring_inflight(j->tube, j, 0);
-            tb_free(batch[i].buf);
+            job_body_free(batch[i].buf);
         }
     }
     tb_free(batch);
@@ -788,7 +807,7 @@ void spill_stop(Engine *e)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
         for (size_t i = s->head; i < s->len; i++)
-            tb_free(s->q[i].buf);
+            job_body_free(s->q[i].buf);
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         ev_del(e->loop, &s->ev);

@@ -63,7 +63,7 @@ int spill_fetch(Engine *e, Job *j);
 int spill_load(Engine *e, Job *j);
 
 /* j's body to write j's record again (compaction, recovery) without
- * taking it into j: *body points into *buf (free it with tb_free(); NULL
+ * taking it into j: *body points into *buf (free it with job_body_free(); NULL
  * when the body was in memory already). 0, -1 out of memory, -2 the record
  * cannot be read (logged, counted). */
 int spill_borrow(Engine *e, Job *j, void **buf, const char **body);
