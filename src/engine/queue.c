@@ -55,6 +55,8 @@ void queue_detach(Engine *e, Job *j)
          * (released, buried, timed out) and the tube is over budget. */
         if (j->spilled)
             spill_note(e, j);
+        else if (t->pol.max_memory_size)
+            spill_note_back(e, j); /* kept in memory while reserved */
         heap_remove(&e->ttr, j->heap_pos);
         list_remove(&job_ext(j)->link);
         job_ext(j)->owner = NULL;

@@ -16,7 +16,8 @@ import socket
 
 import harness
 from harness import Skip, check, eq, no_server, tubed_only
-from readbehind_util import KIB, RB, spilled
+from readbehind_util import (KIB, RB, check_bodies, job_stats, make_bodies, mem_bytes,
+                             put_many, reserve_exact, spilled, wait_for, worker)
 
 EXT = "read-behind is a tubed extension"
 MIB = 1024 * KIB
@@ -133,3 +134,86 @@ def test_drained_backlog_gives_memory_back(binary):
         grew = _rss(s.pid) - start
         check(grew <= 16 * MIB, "RSS after draining is %.1f MiB above the start "
               "(ceiling 16 MiB)" % (grew / MIB))
+
+
+# ------------------------------------------------------------ reloads
+
+@no_server
+@tubed_only(EXT)
+def test_reload_lowering_the_budget_spills_buried_jobs(binary):
+    """100 bodies of 10 KiB in a tube without a budget, 50 of them buried;
+    a reload gives it 64 KiB: the buried bodies go to disk too (the budget
+    counts every state), and come back byte for byte, after kick and kill
+    -9 as well (the reload's spill skipped the buried list: 500 KiB of
+    buried bodies stayed in memory for as long as they lived)."""
+    n, size, budget = 100, 10 * KIB, 64 * KIB
+    with RB(binary, "[tube rb]\n", "-f", "0") as s:
+        c = s.bs()
+        c.use("rb")
+        bodies = make_bodies("bur", n, size, 11)
+        ids = put_many(c, bodies)
+        jobs = dict(zip(ids, bodies))
+        w = worker(s, "rb")
+        for jid in ids[:50]:
+            reserve_exact(w, jid, jobs[jid], "bury round: ")
+            eq(w.cmd("bury %d 7" % jid), b"BURIED", "bury %d" % jid)
+        eq(mem_bytes(s, "rb"), n * size, "bodies in memory before the reload")
+        s.reload("[tube rb]\nmax_memory_size = 64K\n")
+        wait_for(lambda: mem_bytes(s, "rb") <= budget,
+                 lambda: "bodies in memory %d after the reload, budget %d"
+                 % (mem_bytes(s, "rb"), budget))
+        eq(int(c.stats_tube("rb")["current-jobs-buried"]), 50, "buried jobs")
+        check_bodies(c, jobs, "after the reload")
+        eq(c.cmd("kick 50"), b"KICKED 50", "kick")
+        check(mem_bytes(s, "rb") <= budget, "bodies in memory %d after kick"
+              % mem_bytes(s, "rb"))
+        s.kill9()
+        s.restart()
+        c = s.bs()
+        eq(int(c.stats_tube("rb")["current-jobs-ready"]), n, "ready after kill -9")
+        check_bodies(c, jobs, "after kill -9")
+
+
+@no_server
+@tubed_only(EXT)
+def test_jobs_reserved_across_a_lowering_reload_spill_when_given_back(binary):
+    """20 bodies of 10 KiB reserved by a worker when a reload gives their
+    tube 32 KiB: they keep their bodies while reserved (spill.h), and go to
+    disk once given back (release, release with a delay, bury, the worker's
+    disconnect) with the tube over budget; a delete spills nothing. They
+    used to stay in memory until they left the tube, whatever its budget."""
+    n, size, budget = 30, 10 * KIB, 32 * KIB
+    with RB(binary, "[tube rb]\n", "-f", "0") as s:
+        c = s.bs()
+        c.use("rb")
+        bodies = make_bodies("back", n, size, 12)
+        ids = put_many(c, bodies)
+        jobs = dict(zip(ids, bodies))
+        w = worker(s, "rb")
+        for jid in ids[:20]:
+            reserve_exact(w, jid, jobs[jid], "reserve round: ")
+        s.reload("[tube rb]\nmax_memory_size = 32K\n")
+        # the 10 unreserved go; the 20 reserved keep theirs
+        wait_for(lambda: mem_bytes(s, "rb") <= 20 * size,
+                 lambda: "bodies in memory %d after the reload" % mem_bytes(s, "rb"))
+        eq(mem_bytes(s, "rb"), 20 * size, "reserved bodies stay in memory")
+        eq(w.cmd("delete %d" % ids[0]), b"DELETED", "delete")
+        del jobs[ids[0]]
+        eq(w.cmd("release %d 5 0" % ids[1]), b"RELEASED", "release")
+        eq(w.cmd("release %d 5 1000" % ids[2]), b"RELEASED", "release, delayed")
+        eq(w.cmd("bury %d 5" % ids[3]), b"BURIED", "bury")
+        w.close()  # the other 16 come back by the disconnect
+        wait_for(lambda: mem_bytes(s, "rb") <= budget,
+                 lambda: "bodies in memory %d once given back, budget %d"
+                 % (mem_bytes(s, "rb"), budget))
+        st = c.stats_tube("rb")
+        eq((int(st["current-jobs-ready"]), int(st["current-jobs-delayed"]),
+            int(st["current-jobs-buried"]), int(st["current-jobs-reserved"])),
+           (n - 3, 1, 1, 0), "ready, delayed, buried, reserved")
+        check_bodies(c, jobs, "once given back")
+        eq(job_stats(c, ids[2])["state"], "delayed", "state of the delayed one")
+        s.kill9()
+        s.restart()
+        c = s.bs()
+        check_bodies(c, jobs, "after kill -9")
+        eq(job_stats(c, ids[3])["state"], "buried", "state of the buried one")

@@ -575,19 +575,29 @@ static void ring_link(Engine *e, Tube *t)
         list_insert_tail(&e->spill.rings, &t->spill->link);
 }
 
+/* Append id to an id list; out of memory the id is dropped (its body
+ * just stays in memory). */
+static void ids_push(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        uint64_t *p = tb_realloc(*v, c * sizeof *p);
+        if (!p)
+            return;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = id;
+}
+
 void spill_note(Engine *e, Job *j)
 {
-    Spill *s = &e->spill;
+    ids_push(&e->spill.evict, &e->spill.nevict, &e->spill.evict_cap, j->id);
+}
 
-    if (s->nevict == s->evict_cap) {
-        size_t c = s->evict_cap ? s->evict_cap * 2 : 256;
-        uint64_t *p = tb_realloc(s->evict, c * sizeof *p);
-        if (!p)
-            return; /* its body just stays in memory */
-        s->evict = p;
-        s->evict_cap = c;
-    }
-    s->evict[s->nevict++] = j->id;
+void spill_note_back(Engine *e, Job *j)
+{
+    ids_push(&e->spill.back, &e->spill.nback, &e->spill.back_cap, j->id);
 }
 
 void spill_count(Engine *e, Job *j)
@@ -819,7 +829,10 @@ void spill_stop(Engine *e)
     s->efd = -1;
     tb_free(s->q);
     tb_free(s->evict);
+    tb_free(s->back);
     s->q = NULL;
     s->evict = NULL;
+    s->back = NULL;
     s->head = s->next = s->len = s->cap = s->nevict = s->evict_cap = 0;
+    s->nback = s->back_cap = 0;
 }

@@ -47,6 +47,11 @@ int spill_wanted(const Engine *e, const Tube *t, uint32_t n);
 /* j (spilled) has a new record: its body may go once that is written. */
 void spill_note(Engine *e, Job *j);
 
+/* j, a job in the in-memory form, is leaving a worker (released, buried,
+ * timed out, deleted) for a tube with a budget: shrink_back() turns it
+ * into a spilled one if the tube is over budget once it is back. */
+void spill_note_back(Engine *e, Job *j);
+
 /* After the binlog's commit: drop the bodies that are written and over
  * budget, then ask for the next bodies of every spilling tube. */
 void spill_after_commit(Engine *e);

@@ -80,6 +80,9 @@ typedef struct Spill {
     List rings;          /* SpillRing of tubes with ids on disk */
     uint64_t *evict;     /* ids whose bodies may go once written */
     size_t nevict, evict_cap;
+    uint64_t *back;      /* ids of in-memory (unspilled) jobs a worker gave
+                          * back to a tube over budget (shrink.c) */
+    size_t nback, back_cap;
     uint64_t jobs, bytes;          /* bodies on disk only */
     uint64_t reads, waits, errors; /* read back ahead, on the loop, failed */
     unsigned shrinking;  /* tubes a reload put over budget (engine.c) */
