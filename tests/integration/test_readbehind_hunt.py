@@ -409,3 +409,45 @@ def test_model_with_reloads_moves_flushes_and_kill9(binary):
                 if v["state"] == "reserved":
                     v["state"] = "ready"
             m.check("seed %d, the end, after kill -9" % seed)
+
+
+@no_server
+@tubed_only(EXT)
+def test_journal_turned_off_and_on_under_read_behind(binary):
+    """200 bodies of 1,000 B under a 4 KiB budget (196 spilled); a reload
+    that turns the tube's journal off (taking its budget away: both together
+    are refused) reads every body back; deletes made then are logged all
+    the same, and jobs put then are not. A reload that brings the budget and
+    the journal back spills the logged jobs again; the unlogged ones stay
+    in memory (doc/binlog.md). After kill -9: the logged jobs not deleted,
+    byte for byte, and nothing else."""
+    with RB(binary, "[tube rb]\nmax_memory_size = 4K\n", "-f", "0") as s:
+        c = s.bs()
+        c.use("rb")
+        bodies = make_bodies("jr", 200, 1000, 2)
+        ids = put_many(c, bodies)
+        jobs = dict(zip(ids, bodies))
+        eq(spilled(c), (196, 196000), "spilled")
+        s.reload("[tube rb]\nmax_memory_size = 4K\njournal = false\n", expect_ok=False)
+        eq(spilled(c), (196, 196000), "spilled after a refused reload")
+        s.reload("[tube rb]\njournal = false\n")
+        wait_for(lambda: spilled(c) == (0, 0),
+                 lambda: "spilled %r after the budget went" % (spilled(c),))
+        eq(mem_bytes(s, "rb"), 200000, "bodies in memory")
+        check_bodies(c, jobs, "journal off")
+        for jid in ids[:100]:
+            eq(c.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+            del jobs[jid]
+        unlogged = put_many(c, make_bodies("un", 5, 1000, 3))
+        s.reload("[tube rb]\nmax_memory_size = 4K\n")
+        wait_for(lambda: spilled(c) == (100, 100000),
+                 lambda: "spilled %r with the budget back" % (spilled(c),))
+        eq(mem_bytes(s, "rb"), 5000, "the unlogged bodies stay in memory")
+        check_bodies(c, jobs, "journal on again")
+        s.kill9()
+        s.restart()
+        c = s.bs()
+        eq(int(c.stats_tube("rb")["current-jobs-ready"]), 100, "ready after kill -9")
+        check_bodies(c, jobs, "after kill -9")
+        for jid in ids[:100] + unlogged:
+            eq(c.cmd("peek %d" % jid), b"NOT_FOUND", "peek %d after kill -9" % jid)
