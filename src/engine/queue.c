@@ -390,7 +390,9 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
     /* A reserved job's body is in memory (spill.h): read it now if the
      * read-ahead has not; a record that cannot be read buries the job. */
     if ((rc = spill_load(e, j)) < 0) {
-        if (rc == -2)
+        /* Damage, or a disk that fails the read: buried (kept, and the
+         * jobs behind it served); a server short of descriptors: later. */
+        if (rc == -2 || rc == -4)
             spill_bury_damaged(e, j);
         return -1;
     }

@@ -8,6 +8,8 @@
 - A reload that lowers a budget spills buried jobs too, and jobs reserved
   across it spill once given back (they used to keep the tube over its
   budget for as long as they lived).
+- A record the disk cannot read (EIO) buries its job when a reserve meets
+  it, so the jobs behind it are served (it used to block its tube).
 - A seeded model of random commands, reloads and kill -9 on spilling
   tubes, checked job by job and against the memcache and stats-binlog
   figures and the budgets.
@@ -17,15 +19,19 @@ Memory figures are VmRSS from /proc/PID/status with generous ceilings
 memory checks are skipped (LeakSanitizer checks leaks there).
 """
 
+import os
 import random
 import re
+import shutil
 import socket
+import subprocess
 
 import harness
 from harness import Skip, check, eq, no_server, tubed_only, unq
 from readbehind_util import (KIB, RB, check_bodies, job_stats, make_body, make_bodies,
-                             mc_tube_stats, mem_bytes, put_many, reserve_exact, spilled,
-                             wait_for, worker)
+                             mc_tube_stats, mem_bytes, put_many, reserve_exact,
+                             spill_metrics, spilled, wait_for, worker)
+from test_readbehind_edge import _asan_runtime
 
 EXT = "read-behind is a tubed extension"
 MIB = 1024 * KIB
@@ -451,3 +457,109 @@ def test_journal_turned_off_and_on_under_read_behind(binary):
         check_bodies(c, jobs, "after kill -9")
         for jid in ids[:100] + unlogged:
             eq(c.cmd("peek %d" % jid), b"NOT_FOUND", "peek %d after kill -9" % jid)
+
+
+# ------------------------------------------------------------ read errors
+
+EIO_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* While EIO_FLAG exists, a pread() whose bytes hold "POISONED-RECORD"
+ * fails with EIO: one record the disk cannot read, whoever reads it. */
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    static ssize_t (*real)(int, void *, size_t, off_t);
+    const char *flag = getenv("EIO_FLAG");
+    ssize_t k;
+
+    if (!real)
+        real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+    k = real(fd, buf, n, off);
+    if (k > 0 && flag && access(flag, F_OK) == 0 && memmem(buf, (size_t)k, "POISONED-RECORD", 15)) {
+        errno = EIO;
+        return -1;
+    }
+    return k;
+}
+ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
+"""
+
+
+class EioRB(RB):
+    """RB with EIO_SHIM preloaded; eio(True) makes the poisoned record
+    unreadable."""
+
+    def __init__(self, binary, conf, *args, **kw):
+        super().__init__(binary, conf, *args, **kw)
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc or harness.VALGRIND:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise Skip("needs a C compiler (and no valgrind) for the fault shim")
+        src, so = os.path.join(self.tmp, "eio.c"), os.path.join(self.tmp, "eio.so")
+        with open(src, "w") as f:
+            f.write(EIO_SHIM)
+        r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise Skip("cannot build the fault shim: %s" % r.stderr[-300:])
+        self.flag = os.path.join(self.tmp, "eio")
+        self.env = {"LD_PRELOAD": ":".join(_asan_runtime(binary) + [so]),
+                    "EIO_FLAG": self.flag}
+
+    def eio(self, on):
+        if on:
+            open(self.flag, "w").close()
+        elif os.path.exists(self.flag):
+            os.unlink(self.flag)
+
+
+@no_server
+@tubed_only(EXT)
+def test_a_record_the_disk_cannot_read_does_not_stop_its_tube(binary):
+    """100 bodies of 1,000 B under a 2 KiB budget; the disk answers EIO for
+    the record of the 41st. A worker reserving one job at a time gets every
+    other job, in order, byte for byte, and at most one OUT_OF_MEMORY: the
+    job the disk cannot give back is buried (kept, logged, counted), and
+    kicked and reserved once the disk reads again, its body intact. (It
+    stayed at the head of the queue: every reserve after it answered
+    OUT_OF_MEMORY for as long as the disk failed, and the 59 jobs behind
+    it were never served.) A server short of descriptors still leaves its
+    jobs ready (test_readbehind_edge's fd tests)."""
+    with EioRB(binary, "[tube rb]\nmax_memory_size = 2K\n", "-f", "0") as s:
+        c = s.bs()
+        c.use("rb")
+        bodies = make_bodies("eio", 100, 1000, 21)
+        bodies[40] = bodies[40][:20] + b"POISONED-RECORD" + bodies[40][35:]
+        ids = put_many(c, bodies)
+        bad = ids[40]
+        eq(job_stats(c, bad)["state"], "ready", "the poisoned job before the fault")
+        s.eio(True)
+        w = worker(s, "rb")
+        got, ooms = [], 0
+        while len(got) < 99:
+            line, body = w.cmd_body("reserve-with-timeout 2")
+            if line == b"OUT_OF_MEMORY":
+                ooms += 1
+                check(ooms <= 1, "a second OUT_OF_MEMORY after %d jobs: the tube is "
+                      "stuck behind job %d" % (len(got), bad))
+                continue
+            m = re.fullmatch(rb"RESERVED (\d+) \d+", line)
+            check(m is not None, "reserve after %d jobs: %r" % (len(got), line))
+            jid = int(m.group(1))
+            check(jid != bad, "the unreadable job %d was handed out" % jid)
+            eq(body, bodies[ids.index(jid)], "body of job %d" % jid)
+            eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+            got.append(jid)
+        eq(got, ids[:40] + ids[41:], "the order jobs came in")
+        eq(job_stats(c, bad)["state"], "buried", "the unreadable job")
+        check(spill_metrics(s)[2] >= 1, "tubed_binlog_spill_errors_total counts the failure")
+        check("job %d" % bad in s.stderr(), "the log names job %d" % bad)
+        s.eio(False)
+        eq(c.cmd("kick 1"), b"KICKED 1", "kick")
+        reserve_exact(w, bad, bodies[40], "once the disk reads again: ")

@@ -238,6 +238,15 @@ static int transient(const SpillRead *r)
     return r->err && r->err != ENOENT;
 }
 
+/* The server ran short (descriptors, memory): nothing is wrong with the
+ * record or the disk, and it passes by itself. Any other error (EIO) is
+ * the medium's: it may pass too, but it may well not. */
+static int starved(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS ||
+           err == EAGAIN || err == EINTR;
+}
+
 static int submit(Spill *s, SpillRead *batch, size_t n);
 static uint64_t room_of(const Tube *t);
 static int ring_push(Tube *t, uint64_t id);
@@ -282,7 +291,8 @@ static int read_now(Engine *e, Job *j, JobBody **out)
         return -1;
     read_record(e->spill.loop_fds, e->spill.dir, &r);
     if (r.err || check_record(j, &r) < 0) {
-        int rc = transient(&r) ? -3 : -2; /* an I/O error may pass */
+        /* an I/O error may pass */
+        int rc = !transient(&r) ? -2 : starved(r.err) ? -3 : -4;
         report(e, j, &r);
         job_body_free(r.buf);
         return rc;

@@ -25,6 +25,10 @@
  * - A record that cannot be read back (I/O error, checksum, not the job's
  *   record) is logged, counted (tubed_binlog_spill_errors_total), and the job is buried
  *   when a reserve meets it; nothing crashes and no other job is touched.
+ *   Only a server short of descriptors or memory leaves the job ready (the
+ *   reserve gets a temporary error): burying a whole backlog for that would
+ *   be wrong, while keeping a job whose disk answers EIO at the head of its
+ *   queue would stop every job behind it.
  *
  * The reader thread touches no server state: it gets (file, offset,
  * length, buffer) requests and hands back filled buffers by eventfd.
@@ -64,13 +68,16 @@ int spill_fetch(Engine *e, Job *j);
 
 /* Bring j's body into memory now, on the loop. 0 (also when it was there
  * or j is not spilled), -1 out of memory, -2 the record is damaged (not
- * j's, checksum), -3 it could not be read (an I/O error: may pass). */
+ * j's, checksum, its file gone), -3 it could not be read for want of
+ * descriptors or memory (passes by itself), -4 the disk failed the read
+ * (EIO and the like: may pass or not). */
 int spill_load(Engine *e, Job *j);
 
 /* j's body to write j's record again (compaction, recovery) without
- * taking it into j: *body points into *buf (free it with job_body_free(); NULL
- * when the body was in memory already). 0, -1 out of memory, -2 the record
- * cannot be read (logged, counted). */
+ * taking it into j: *body points into *buf (free it with job_body_free();
+ * NULL when the body was in memory already). 0, -1 out of memory, -2 the
+ * record is damaged, -3 or -4 it could not be read (as spill_load();
+ * logged, counted). */
 int spill_borrow(Engine *e, Job *j, void **buf, const char **body);
 
 /* t holds more bodies than its budget (a reload set it, jobs moved in):
