@@ -122,6 +122,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
     if (job_ext(j))
         job_ext(j)->ready_since = e->now;
     j->state = JOB_READY;
+    if (j->spilled && !j->loaded)
+        spill_ready(e, j); /* a delay ended, a kick: read it ahead now */
     count_ready(e, j, 1);
     if (t->oldest)
         oldest_note(e, j);

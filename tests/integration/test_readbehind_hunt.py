@@ -10,6 +10,8 @@
   budget for as long as they lived).
 - A record the disk cannot read (EIO) buries its job when a reserve meets
   it, so the jobs behind it are served (it used to block its tube).
+- The read-ahead reads only ready jobs: delayed ones it read first (id
+  order) held the budget while every ready job behind them waited.
 - A seeded model of random commands, reloads and kill -9 on spilling
   tubes, checked job by job and against the memcache and stats-binlog
   figures and the budgets.
@@ -563,3 +565,41 @@ def test_a_record_the_disk_cannot_read_does_not_stop_its_tube(binary):
         s.eio(False)
         eq(c.cmd("kick 1"), b"KICKED 1", "kick")
         reserve_exact(w, bad, bodies[40], "once the disk reads again: ")
+
+
+# ------------------------------------------------------------ read-ahead
+
+@no_server
+@tubed_only(EXT)
+def test_read_ahead_skips_delayed_jobs_until_they_are_ready(binary):
+    """A 64 KiB budget filled by 64 ready bodies of 1 KiB, then 300 jobs
+    put with a delay of an hour and 300 ready ones (both spilled). Draining
+    the ready ones leaves no body in memory: the read-ahead passed the
+    delayed jobs (it read them first, in id order, and their bodies held
+    the budget: every ready job after them was a wait, and 64 delayed
+    bodies stayed in memory). Kicked, the delayed jobs are read ahead and
+    served byte for byte."""
+    with RB(binary, "[tube rb]\nmax_memory_size = 64K\n") as s:
+        c = s.bs()
+        c.use("rb")
+        first = make_bodies("f", 64, KIB, 3)
+        later = make_bodies("d", 300, KIB, 1)
+        ready = make_bodies("r", 300, KIB, 2)
+        ids = put_many(c, first)
+        dids = put_many(c, later, delay=3600)
+        ids += put_many(c, ready)
+        w = worker(s, "rb")
+        for jid, body in zip(ids, first + ready):
+            reserve_exact(w, jid, body, "drain: ", plain=True)
+            eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+        wait_for(lambda: mem_bytes(s, "rb") == 0,
+                 lambda: "%d bytes of delayed bodies in memory with nothing ready"
+                 % mem_bytes(s, "rb"))
+        eq(int(c.stats_tube("rb")["current-jobs-delayed"]), 300, "delayed jobs")
+        eq(c.cmd("kick 300"), b"KICKED 300", "kick")
+        wait_for(lambda: mem_bytes(s, "rb") == 64 * KIB,
+                 lambda: "bodies read ahead after the kick: %d" % mem_bytes(s, "rb"))
+        for jid, body in zip(dids, later):
+            reserve_exact(w, jid, body, "after the kick: ", plain=True)
+            eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+        eq(spilled(c), (0, 0), "spilled at the end")

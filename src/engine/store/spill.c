@@ -456,7 +456,7 @@ static void after_read(EvPost *p)
 }
 
 /* What t may hold in memory; a tube whose budget a reload removed reads
- * every body back. */
+ * every ready body back (delayed and buried ones as they become ready). */
 static uint64_t room_of(const Tube *t)
 {
     return budget_of(t) ? budget_of(t) : UINT64_MAX;
@@ -474,8 +474,11 @@ static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *c
 
         if (j && j->tube == t && !job_dead(j))
             j->ringed = 0; /* passed: a later drop puts it back */
+        /* Only ready jobs are read ahead: a delayed or buried one is
+         * passed (spill_ready() rings it again once it is ready), or its
+         * body would hold the budget that the jobs in line need. */
         if (j && j->tube == t && j->spilled && !j->loaded && !j->reading &&
-            j->state != JOB_BURIED && !job_dead(j)) {
+            j->state == JOB_READY && !job_dead(j)) {
             if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t))
                 return 0;
             if (prepare(e, j, &r) < 0)
@@ -608,6 +611,17 @@ void spill_note(Engine *e, Job *j)
 void spill_note_back(Engine *e, Job *j)
 {
     ids_push(&e->spill.back, &e->spill.nback, &e->spill.back_cap, j->id);
+}
+
+void spill_ready(Engine *e, Job *j)
+{
+    /* (Replay rings every job on disk in id order afterwards.) */
+    if (!e->spill.replayed || !j->spilled || j->loaded || j->ringed || j->reading)
+        return;
+    if (ring_push(j->tube, j->id) == 0) {
+        j->ringed = 1;
+        ring_link(e, j->tube);
+    }
 }
 
 void spill_count(Engine *e, Job *j)
@@ -746,6 +760,7 @@ int spill_after_replay(Engine *e)
 {
     Collect c = {NULL, 0};
 
+    e->spill.replayed = 1;
     if (!e->spill.jobs)
         return 0;
     /* Read back in id order: the order a plain backlog drains in. */

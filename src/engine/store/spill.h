@@ -11,7 +11,9 @@
  *   drops the body, so what the tube holds in memory stays within budget.
  *   Replay restores such a tube's jobs on disk only.
  * - Reading back. Each spilling tube has a FIFO of the ids of its jobs on
- *   disk, in the order they were spilled (id order for a plain backlog).
+ *   disk, in the order they were spilled (id order for a plain backlog);
+ *   only ready ones are read ahead, a delayed or buried one joins the
+ *   FIFO again when it becomes ready.
  *   Whenever the tube has room under its budget for the next one, a reader
  *   thread reads that body back (pread of its record) and the loop checks
  *   the record and hands the body to the job: a worker draining the tube
@@ -91,6 +93,9 @@ void spill_bury_damaged(Engine *e, Job *j);
 void spill_forget(Engine *e, Job *j);
 /* j is freed: the engine-wide counts. */
 void spill_freed(Engine *e, const Job *j);
+/* j became ready (a delay ended, a kick): if its body is on disk only,
+ * the read-ahead takes it in line again (only ready jobs are read ahead). */
+void spill_ready(Engine *e, Job *j);
 /* A spilled job on disk only now belongs to its tube (replay). */
 void spill_count(Engine *e, Job *j);
 /* flush-tube took every job of t that is not reserved. */

@@ -87,6 +87,7 @@ typedef struct Spill {
     uint64_t reads, waits, errors; /* read back ahead, on the loop, failed */
     unsigned shrinking;  /* tubes a reload put over budget (engine.c) */
     int serve_all;       /* an answer's job was gone: serve every tube */
+    int replayed;        /* replay is over: jobs are ringed as they come */
     int64_t backoff_until; /* no read-ahead before (after an I/O error) */
     /* Bury a ready or delayed job and log it (0), -1 if out of memory:
      * the engine installs it, as the queue and binlog sit above spill.c. */
