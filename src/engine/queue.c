@@ -84,6 +84,10 @@ static int place_delayed(Engine *e, Job *j)
         return -1;
     }
     j->state = JOB_DELAYED;
+    /* Its body in the job: it may have to make room (spill_yield()). A
+     * spilled one's body goes by spill_note() already. */
+    if (!j->spilled)
+        t->parked_mem = 1;
     e->jobs_ct.delayed++;
     if (t->oldest)
         oldest_note(e, j);
@@ -135,6 +139,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
+    if (!j->spilled)
+        j->tube->parked_mem = 1; /* as place_delayed() */
     job_ext(j)->bury_seq = ++j->tube->bury_seq;
     list_insert_tail(&j->tube->buried, &job_ext(j)->link);
     e->jobs_ct.buried++;

@@ -77,9 +77,17 @@ static int shrink_tube(Engine *e, Tube *t)
     uint64_t budget = t->pol.max_memory_size, over, freed = 0;
     int n = 0, looked = 0;
 
-    if (!budget || !t->pol.journal || spill_tube_mem_bytes(t) <= budget)
+    if (t->shrink_yield) {
+        /* Make room for the ready bodies on disk (spill_yield()): as much
+         * as they need, at most all that delayed and buried jobs hold. */
+        if (!budget || !t->pol.journal || !t->spilled_bytes)
+            return 0;
+        over = t->spilled_bytes;
+    } else if (!budget || !t->pol.journal || spill_tube_mem_bytes(t) <= budget) {
         return 0;
-    over = spill_tube_mem_bytes(t) - budget;
+    } else {
+        over = spill_tube_mem_bytes(t) - budget;
+    }
     /* Bounded work per iteration: what it spills and what it looks at. */
     while (freed < over && n < SHRINK_BATCH && looked++ < 16 * SHRINK_BATCH) {
         Heap *h = t->shrink_phase == 0 ? &t->ready : &t->delay;
@@ -95,7 +103,7 @@ static int shrink_tube(Engine *e, Tube *t)
                  * dead-letter tube, workers' releases and buries) may sit
                  * behind the cursor: another pass while this one found
                  * something. */
-                if (!t->shrink_moved)
+                if (!t->shrink_moved || t->shrink_yield)
                     return 0;
                 t->shrink_moved = 0;
                 t->shrink_phase = 0;

@@ -12,6 +12,8 @@
   it, so the jobs behind it are served (it used to block its tube).
 - The read-ahead reads only ready jobs: delayed ones it read first (id
   order) held the budget while every ready job behind them waited.
+- Delayed and buried bodies in memory make room for ready ones on disk
+  (they held the budget for their whole delay, and every ready job waited).
 - A seeded model of random commands, reloads and kill -9 on spilling
   tubes, checked job by job and against the memcache and stats-binlog
   figures and the budgets.
@@ -603,3 +605,43 @@ def test_read_ahead_skips_delayed_jobs_until_they_are_ready(binary):
             reserve_exact(w, jid, body, "after the kick: ", plain=True)
             eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
         eq(spilled(c), (0, 0), "spilled at the end")
+
+
+@no_server
+@tubed_only(EXT)
+def test_delayed_bodies_in_memory_make_room_for_ready_ones(binary):
+    """A 64 KiB budget filled by 64 bodies of 1 KiB put with a delay of an
+    hour, then 300 ready jobs (spilled): the delayed bodies go to disk and
+    the read-ahead brings the ready ones (the spec keeps the bodies of the
+    jobs next in line). They used to hold the budget for their whole
+    delay, the read-ahead read nothing, and every ready job was a wait.
+    Peeking the ready jobs the read-ahead brought reads nothing more; all
+    bodies are intact, after kill -9 too."""
+    with RB(binary, "[tube rb]\nmax_memory_size = 64K\n", "-f", "0") as s:
+        c = s.bs()
+        c.use("rb")
+        later = make_bodies("d", 64, KIB, 1)
+        ready = make_bodies("r", 300, KIB, 2)
+        dids = put_many(c, later, delay=3600)
+        rids = put_many(c, ready)
+        jobs = dict(zip(dids + rids, later + ready))
+        wait_for(lambda: spill_metrics(s)[0] >= 32,
+                 lambda: "ready bodies read ahead: %r (reads, waits, errors); %d bytes "
+                 "in memory" % (spill_metrics(s), mem_bytes(s, "rb")))
+        check(mem_bytes(s, "rb") <= 64 * KIB, "bodies in memory %d" % mem_bytes(s, "rb"))
+        # the read-ahead has the lowest ids of the ready jobs on disk now
+        wait_for(lambda: mem_bytes(s, "rb") == 64 * KIB,
+                 lambda: "bodies in memory %d" % mem_bytes(s, "rb"))
+        before = spill_metrics(s)
+        w = worker(s, "rb")
+        for jid in rids[:32]:
+            reserve_exact(w, jid, jobs[jid], "drain: ", timeout=5)
+            eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+            del jobs[jid]
+        eq(spill_metrics(s)[1], before[1], "spill waits while draining what was read ahead")
+        check_bodies(c, jobs, "after the drain")
+        eq(int(c.stats_tube("rb")["current-jobs-delayed"]), 64, "delayed jobs")
+        s.kill9()
+        s.restart()
+        c = s.bs()
+        check_bodies(c, jobs, "after kill -9")

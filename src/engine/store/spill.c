@@ -479,8 +479,10 @@ static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *c
          * body would hold the budget that the jobs in line need. */
         if (j && j->tube == t && j->spilled && !j->loaded && !j->reading &&
             j->state == JOB_READY && !job_dead(j)) {
-            if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t))
+            if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t)) {
+                spill_yield(e, t);
                 return 0;
+            }
             if (prepare(e, j, &r) < 0)
                 return -1;
             if (push(batch, n, cap, &r) < 0) {
@@ -637,8 +639,10 @@ static void evict(Engine *e, Job *j)
 {
     Tube *t = j->tube;
 
+    int parked = (j->state == JOB_DELAYED || j->state == JOB_BURIED) && t->spilled_ct;
+
     if (!j->spilled || !j->loaded || j->state == JOB_RESERVED || !budget_of(t) ||
-        spill_tube_mem_bytes(t) <= budget_of(t) || !j->file)
+        (spill_tube_mem_bytes(t) <= budget_of(t) && !parked) || !j->file)
         return;
     /* Already in the ring (read for a compaction, a peek): not again, or
      * the ring would grow with every read on the loop. */
@@ -672,15 +676,34 @@ void spill_after_commit(Engine *e)
         pump(e);
 }
 
+void spill_yield(Engine *e, Tube *t)
+{
+    /* Once per batch of newcomers: a pass that found nothing is not
+     * repeated until a delayed or buried body comes into memory again. */
+    if (t->shrink || !t->parked_mem || !t->pol.max_memory_size || !t->pol.journal ||
+        !(t->delay.len + t->buried_ct))
+        return;
+    t->parked_mem = 0;
+    t->shrink = 1;
+    t->shrink_yield = 1;
+    t->shrink_phase = 1;
+    t->shrink_moved = 0;
+    t->shrink_pos = t->delay.len;
+    e->spill.shrinking++;
+}
+
 void spill_check_budget(Engine *e, Tube *t)
 {
-    if (!t->shrink && t->pol.max_memory_size && t->pol.journal &&
+    /* (A yield pass under way becomes a whole one.) */
+    if ((!t->shrink || t->shrink_yield) && t->pol.max_memory_size && t->pol.journal &&
         spill_tube_mem_bytes(t) > t->pol.max_memory_size) {
+        if (!t->shrink)
+            e->spill.shrinking++;
         t->shrink = 1;
+        t->shrink_yield = 0;
         t->shrink_phase = 0;
         t->shrink_moved = 0;
         t->shrink_pos = t->ready.len;
-        e->spill.shrinking++;
     }
 }
 

@@ -86,6 +86,11 @@ int spill_borrow(Engine *e, Job *j, void **buf, const char **body);
  * mark it so the engine spills what it holds, a batch per iteration. */
 void spill_check_budget(Engine *e, Tube *t);
 
+/* The read-ahead cannot fit t's next ready body: if delayed or buried
+ * bodies may be what holds t's budget, mark t so the engine spills them
+ * (shrink.h), as the bodies kept are those of the jobs next in line. */
+void spill_yield(Engine *e, Tube *t);
+
 /* A reserve met j, whose record cannot be read: bury it. */
 void spill_bury_damaged(Engine *e, Job *j);
 
