@@ -312,6 +312,7 @@ void engine_commit(Engine *e)
 {
     binlog_commit(e);
     spill_after_commit(e);
+    shrink_back(e);
     if (e->spill.shrinking && e->binlog.healthy)
         shrink_tubes(e);
 }

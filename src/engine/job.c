@@ -44,6 +44,24 @@ static JobBody *slot_body(const Job *j)
     return b;
 }
 
+JobBody *job_body_alloc(uint32_t cap)
+{
+    JobBody *b = slab_alloc(sizeof *b + (size_t)cap);
+
+    if (b) {
+        b->off = 0;
+        b->skip = 0;
+        b->cap = cap;
+    }
+    return b;
+}
+
+void job_body_free(JobBody *b)
+{
+    if (b)
+        slab_free(b, sizeof *b + (size_t)b->cap);
+}
+
 Job *job_alloc_spilled(uint64_t id, uint32_t body_size, int with_body, uint64_t off)
 {
     Job *j = slab_alloc(job_size(SLOT));
@@ -51,7 +69,7 @@ Job *job_alloc_spilled(uint64_t id, uint32_t body_size, int with_body, uint64_t 
 
     if (!j)
         return NULL;
-    if (with_body && !(b = tb_malloc(sizeof *b + (size_t)body_size))) {
+    if (with_body && !(b = job_body_alloc(body_size))) {
         slab_free(j, job_size(SLOT));
         return NULL;
     }
@@ -60,8 +78,6 @@ Job *job_alloc_spilled(uint64_t id, uint32_t body_size, int with_body, uint64_t 
     j->body_size = body_size;
     j->spilled = 1;
     if (b) {
-        b->off = 0;
-        b->skip = 0;
         job_load(j, b);
     } else {
         job_spill_set_off(j, off);
@@ -106,7 +122,7 @@ void job_unload(Job *j)
     JobBody *b = slot_body(j);
     uint64_t off = b->off;
 
-    tb_free(b);
+    job_body_free(b);
     j->loaded = 0;
     memcpy(j->body, &off, sizeof off);
 }
@@ -135,7 +151,7 @@ void job_free(Job *j)
         return;
     slab_free(job_ext(j), sizeof(JobExt));
     if (j->spilled && j->loaded)
-        tb_free(slot_body(j));
+        job_body_free(slot_body(j));
     slab_free(j, job_alloc_size(j));
 }
 

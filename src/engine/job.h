@@ -89,14 +89,22 @@ struct Job {
 /* The largest binlog file number Job.file holds. */
 #define JOB_FILE_MAX ((1u << 28) - 1)
 
-/* A spilled job's body in memory: its bytes start at data + skip (a body
- * read back comes with its record's head in front). */
+/* A spilled job's body in memory: its bytes start at data + skip (a
+ * record read back has its head in front; the job keeps a copy without
+ * it). Allocated from the slab, as job bodies are, so the memory of a
+ * drained read-behind backlog goes back to the kernel like any other. */
 typedef struct JobBody {
     uint64_t off;        /* its record's offset in binlog.<job's file> */
     uint32_t skip;
-    uint32_t pad;
+    uint32_t cap;        /* bytes at data, as allocated */
     char data[];
 } JobBody;
+
+/* A JobBody with room for cap bytes (off and skip zero); NULL if out of
+ * memory. Loop thread only (the slab's rule); another thread may fill it.
+ * job_body_free() takes it back, NULL included. */
+JobBody *job_body_alloc(uint32_t cap);
+void job_body_free(JobBody *b);
 
 /* What a job with a body of n bytes costs, header included. */
 size_t job_cost(uint32_t body_size);

@@ -55,6 +55,8 @@ void queue_detach(Engine *e, Job *j)
          * (released, buried, timed out) and the tube is over budget. */
         if (j->spilled)
             spill_note(e, j);
+        else if (t->pol.max_memory_size)
+            spill_note_back(e, j); /* kept in memory while reserved */
         heap_remove(&e->ttr, j->heap_pos);
         list_remove(&job_ext(j)->link);
         job_ext(j)->owner = NULL;
@@ -82,6 +84,10 @@ static int place_delayed(Engine *e, Job *j)
         return -1;
     }
     j->state = JOB_DELAYED;
+    /* Its body in the job: it may have to make room (spill_yield()). A
+     * spilled one's body goes by spill_note() already. */
+    if (!j->spilled)
+        t->parked_mem = 1;
     e->jobs_ct.delayed++;
     if (t->oldest)
         oldest_note(e, j);
@@ -120,6 +126,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
     if (job_ext(j))
         job_ext(j)->ready_since = e->now;
     j->state = JOB_READY;
+    if (j->spilled && !j->loaded)
+        spill_ready(e, j); /* a delay ended, a kick: read it ahead now */
     count_ready(e, j, 1);
     if (t->oldest)
         oldest_note(e, j);
@@ -131,6 +139,8 @@ int queue_enqueue(Engine *e, Job *j, uint32_t delay)
 void queue_bury(Engine *e, Job *j)
 {
     j->state = JOB_BURIED;
+    if (!j->spilled)
+        j->tube->parked_mem = 1; /* as place_delayed() */
     job_ext(j)->bury_seq = ++j->tube->bury_seq;
     list_insert_tail(&j->tube->buried, &job_ext(j)->link);
     e->jobs_ct.buried++;
@@ -388,7 +398,9 @@ int queue_reserve(Engine *e, Worker *w, Job *j)
     /* A reserved job's body is in memory (spill.h): read it now if the
      * read-ahead has not; a record that cannot be read buries the job. */
     if ((rc = spill_load(e, j)) < 0) {
-        if (rc == -2)
+        /* Damage, or a disk that fails the read: buried (kept, and the
+         * jobs behind it served); a server short of descriptors: later. */
+        if (rc == -2 || rc == -4)
             spill_bury_damaged(e, j);
         return -1;
     }

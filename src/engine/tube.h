@@ -86,9 +86,16 @@ struct Tube {
     uint64_t reserved_bytes; /* ... of its reserved jobs */
     uint64_t spilled_ct, spilled_bytes; /* its jobs whose body is on disk only */
     uint8_t shrink;      /* over a budget a reload set: spill its bodies (engine.c) */
-    uint8_t shrink_phase; /* 0: ready heap, 1: delay heap */
+    uint8_t shrink_phase; /* 0: ready heap, 1: delay heap, 2: buried list */
     uint8_t shrink_moved; /* this pass spilled something (look again) */
+    uint8_t shrink_yield; /* this pass: delayed and buried bodies make room
+                             for ready ones on disk (spill.c's pump) */
+    uint8_t parked_mem;  /* a delayed or buried job with its body in memory
+                            may have come in since the last yield pass */
     size_t shrink_pos;   /* next heap position to look at, downwards */
+    /* Phase 2's place: the next buried job to look at (towards the head),
+     * by id and bury_seq, checked before use (it may have left); 0: none */
+    uint64_t shrink_bid, shrink_bseq;
     uint64_t total_expired, total_discarded, total_timeouts;
     uint64_t total_jobs, cmd_delete, cmd_pause;
     uint32_t using_ct, watching_ct, waiting_ct;

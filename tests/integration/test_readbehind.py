@@ -563,11 +563,14 @@ def test_fanout_children_spill(binary):
 @slow
 def test_spilled_delayed_jobs_become_ready(binary):
     """Delayed jobs put over budget (the budget held by long-delayed jobs)
-    become ready when due and are reserved in priority order, intact."""
+    become ready when due and are reserved in priority order, intact; the
+    long-delayed bodies make room for them (the bodies kept are those of
+    the jobs next in line) and stay on disk, intact."""
     with RB(binary, "[tube rb]\nmax_memory_size = 8K\n") as s:
         c = s.bs()
         c.use("rb")
-        hold = put_many(c, make_bodies("hold", 8, KIB, 21), delay=3600)
+        hold_bodies = make_bodies("hold", 8, KIB, 21)
+        hold = put_many(c, hold_bodies, delay=3600)
         bodies = make_bodies("due", 10, 2 * KIB, 22)
         pris = [(i * 7) % 10 for i in range(10)]
         ids = put_many(c, bodies, pri=pris, delay=1)
@@ -579,8 +582,8 @@ def test_spilled_delayed_jobs_become_ready(binary):
             reserve_exact(w, j, b, "due job pri %d: " % p)
             w.expect("delete %d" % j, "DELETED")
         w.expect("reserve-with-timeout 0", "TIMED_OUT")
-        eq(spilled(c), (0, 0), "spilled after the drain")
-        eq(len(hold), 8, "held jobs")
+        eq(spilled(c), (8, 8 * KIB), "spilled after the drain: the long-delayed jobs")
+        check_bodies(c, dict(zip(hold, hold_bodies)), "the long-delayed jobs")
 
 
 # ------------------------------------------------------------ memcache

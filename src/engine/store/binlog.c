@@ -600,7 +600,7 @@ static int rewrite_record(Engine *e, Job *j, int load)
         r.body = body;
         rc = append(e, &r);
     }
-    tb_free(tmp);
+    job_body_free(tmp);
     return rc;
 }
 
@@ -632,7 +632,7 @@ int binlog_encode_job(Engine *e, Job *j, Buf *out)
         bl_encode(&r, out->data + out->len);
         out->len += bl_record_size(&r);
     }
-    tb_free(tmp);
+    job_body_free(tmp);
     return rc;
 }
 

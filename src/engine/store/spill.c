@@ -175,11 +175,30 @@ static void ring_inflight(Tube *t, Job *j, int add)
     j->reading = 0;
 }
 
+/* The body of a record read back (b, checked), without the record's head
+ * and the slack read after it: what the job keeps, possibly for long (the
+ * budget counts body bytes, and a 100-byte body's record is twice that).
+ * Out of memory: b itself, which holds the same body. */
+static JobBody *body_only(JobBody *b, uint32_t n)
+{
+    JobBody *c;
+
+    if (b->skip == 0 && b->cap == n)
+        return b;
+    if (!(c = job_body_alloc(n)))
+        return b;
+    c->off = b->off;
+    memcpy(c->data, b->data + b->skip, n);
+    job_body_free(b);
+    return c;
+}
+
 /* j's body is in memory now: the counts move. */
 static void loaded(Engine *e, Job *j, JobBody *b)
 {
     Tube *t = j->tube;
 
+    b = body_only(b, j->body_size);
     if (j->reading)
         e->spill.serve_all = 1; /* a worker parked for it may sit elsewhere */
     ring_inflight(t, j, 0);
@@ -219,6 +238,15 @@ static int transient(const SpillRead *r)
     return r->err && r->err != ENOENT;
 }
 
+/* The server ran short (descriptors, memory): nothing is wrong with the
+ * record or the disk, and it passes by itself. Any other error (EIO) is
+ * the medium's: it may pass too, but it may well not. */
+static int starved(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS ||
+           err == EAGAIN || err == EINTR;
+}
+
 static int submit(Spill *s, SpillRead *batch, size_t n);
 static uint64_t room_of(const Tube *t);
 static int ring_push(Tube *t, uint64_t id);
@@ -231,7 +259,7 @@ static int prepare(Engine *e, Job *j, SpillRead *r)
     r->file = j->file;
     r->off = job_spill_off(j);
     r->len = (uint32_t)(bl_job_record_size(j) + SLACK);
-    r->buf = tb_malloc(sizeof *r->buf + r->len);
+    r->buf = job_body_alloc(r->len);
     return r->buf ? 0 : -1;
 }
 
@@ -246,7 +274,7 @@ int spill_fetch(Engine *e, Job *j)
     if (!e->spill.running || e->now < e->spill.backoff_until || prepare(e, j, &r) < 0)
         return 0;
     if (submit(&e->spill, &r, 1) < 0) {
-        tb_free(r.buf);
+        job_body_free(r.buf);
         return 0;
     }
     ring_inflight(j->tube, j, 1);
@@ -263,9 +291,10 @@ static int read_now(Engine *e, Job *j, JobBody **out)
         return -1;
     read_record(e->spill.loop_fds, e->spill.dir, &r);
     if (r.err || check_record(j, &r) < 0) {
-        int rc = transient(&r) ? -3 : -2; /* an I/O error may pass */
+        /* an I/O error may pass */
+        int rc = !transient(&r) ? -2 : starved(r.err) ? -3 : -4;
         report(e, j, &r);
-        tb_free(r.buf);
+        job_body_free(r.buf);
         return rc;
     }
     *out = r.buf;
@@ -320,14 +349,14 @@ static void answered(Engine *e, SpillRead *r)
         /* Deleted or flushed meanwhile: a worker parked for it waits for
          * a job that is gone; the tubes with waiters are served after the
          * batch (on_read). */
-        tb_free(r->buf);
+        job_body_free(r->buf);
         e->spill.serve_all = 1;
         return;
     }
     if (j->loaded || j->file != r->file || job_spill_off(j) != r->off) {
         /* Read on the loop meanwhile (a peek, a move), perhaps dropped and
          * moved since: a worker may still wait for it. */
-        tb_free(r->buf);
+        job_body_free(r->buf);
         ring_inflight(j->tube, j, 0);
         if (j->loaded || j->state != JOB_READY)
             e->on_ready(e, j->tube); /* taken by another path, perhaps */
@@ -343,7 +372,7 @@ static void answered(Engine *e, SpillRead *r)
         Tube *t = j->tube;
         report(e, j, r);
         ring_inflight(t, j, 0);
-        tb_free(r->buf);
+        job_body_free(r->buf);
         e->spill.backoff_until = e->now + NS_PER_SEC;
         if (ring_push(t, j->id) == 0) {
             j->ringed = 1;
@@ -356,7 +385,7 @@ static void answered(Engine *e, SpillRead *r)
         Tube *t = j->tube;
         report(e, j, r);
         ring_inflight(t, j, 0);
-        tb_free(r->buf);
+        job_body_free(r->buf);
         /* Damage: workers parked for it go on with the next job. */
         if (j->state == JOB_READY) {
             spill_bury_damaged(e, j);
@@ -427,7 +456,7 @@ static void after_read(EvPost *p)
 }
 
 /* What t may hold in memory; a tube whose budget a reload removed reads
- * every body back. */
+ * every ready body back (delayed and buried ones as they become ready). */
 static uint64_t room_of(const Tube *t)
 {
     return budget_of(t) ? budget_of(t) : UINT64_MAX;
@@ -445,14 +474,19 @@ static int pump_tube(Engine *e, Tube *t, SpillRead **batch, size_t *n, size_t *c
 
         if (j && j->tube == t && !job_dead(j))
             j->ringed = 0; /* passed: a later drop puts it back */
+        /* Only ready jobs are read ahead: a delayed or buried one is
+         * passed (spill_ready() rings it again once it is ready), or its
+         * body would hold the budget that the jobs in line need. */
         if (j && j->tube == t && j->spilled && !j->loaded && !j->reading &&
-            j->state != JOB_BURIED && !job_dead(j)) {
-            if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t))
+            j->state == JOB_READY && !job_dead(j)) {
+            if (spill_tube_mem_bytes(t) + rg->inflight + j->body_size > room_of(t)) {
+                spill_yield(e, t);
                 return 0;
+            }
             if (prepare(e, j, &r) < 0)
                 return -1;
             if (push(batch, n, cap, &r) < 0) {
-                tb_free(r.buf);
+                job_body_free(r.buf);
                 return -1;
             }
             ring_inflight(t, j, 1);
@@ -507,7 +541,7 @@ static void pump(Engine *e)
             Job *j = job_table_find(&e->jobs, batch[i].id);
             if (j)
                 ring_inflight(j->tube, j, 0);
-            tb_free(batch[i].buf);
+            job_body_free(batch[i].buf);
         }
     }
     tb_free(batch);
@@ -556,19 +590,40 @@ static void ring_link(Engine *e, Tube *t)
         list_insert_tail(&e->spill.rings, &t->spill->link);
 }
 
+/* Append id to an id list; out of memory the id is dropped (its body
+ * just stays in memory). */
+static void ids_push(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        uint64_t *p = tb_realloc(*v, c * sizeof *p);
+        if (!p)
+            return;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = id;
+}
+
 void spill_note(Engine *e, Job *j)
 {
-    Spill *s = &e->spill;
+    ids_push(&e->spill.evict, &e->spill.nevict, &e->spill.evict_cap, j->id);
+}
 
-    if (s->nevict == s->evict_cap) {
-        size_t c = s->evict_cap ? s->evict_cap * 2 : 256;
-        uint64_t *p = tb_realloc(s->evict, c * sizeof *p);
-        if (!p)
-            return; /* its body just stays in memory */
-        s->evict = p;
-        s->evict_cap = c;
+void spill_note_back(Engine *e, Job *j)
+{
+    ids_push(&e->spill.back, &e->spill.nback, &e->spill.back_cap, j->id);
+}
+
+void spill_ready(Engine *e, Job *j)
+{
+    /* (Replay rings every job on disk in id order afterwards.) */
+    if (!e->spill.replayed || !j->spilled || j->loaded || j->ringed || j->reading)
+        return;
+    if (ring_push(j->tube, j->id) == 0) {
+        j->ringed = 1;
+        ring_link(e, j->tube);
     }
-    s->evict[s->nevict++] = j->id;
 }
 
 void spill_count(Engine *e, Job *j)
@@ -584,8 +639,10 @@ static void evict(Engine *e, Job *j)
 {
     Tube *t = j->tube;
 
+    int parked = (j->state == JOB_DELAYED || j->state == JOB_BURIED) && t->spilled_ct;
+
     if (!j->spilled || !j->loaded || j->state == JOB_RESERVED || !budget_of(t) ||
-        spill_tube_mem_bytes(t) <= budget_of(t) || !j->file)
+        (spill_tube_mem_bytes(t) <= budget_of(t) && !parked) || !j->file)
         return;
     /* Already in the ring (read for a compaction, a peek): not again, or
      * the ring would grow with every read on the loop. */
@@ -619,15 +676,34 @@ void spill_after_commit(Engine *e)
         pump(e);
 }
 
+void spill_yield(Engine *e, Tube *t)
+{
+    /* Once per batch of newcomers: a pass that found nothing is not
+     * repeated until a delayed or buried body comes into memory again. */
+    if (t->shrink || !t->parked_mem || !t->pol.max_memory_size || !t->pol.journal ||
+        !(t->delay.len + t->buried_ct))
+        return;
+    t->parked_mem = 0;
+    t->shrink = 1;
+    t->shrink_yield = 1;
+    t->shrink_phase = 1;
+    t->shrink_moved = 0;
+    t->shrink_pos = t->delay.len;
+    e->spill.shrinking++;
+}
+
 void spill_check_budget(Engine *e, Tube *t)
 {
-    if (!t->shrink && t->pol.max_memory_size && t->pol.journal &&
+    /* (A yield pass under way becomes a whole one.) */
+    if ((!t->shrink || t->shrink_yield) && t->pol.max_memory_size && t->pol.journal &&
         spill_tube_mem_bytes(t) > t->pol.max_memory_size) {
+        if (!t->shrink)
+            e->spill.shrinking++;
         t->shrink = 1;
+        t->shrink_yield = 0;
         t->shrink_phase = 0;
         t->shrink_moved = 0;
         t->shrink_pos = t->ready.len;
-        e->spill.shrinking++;
     }
 }
 
@@ -707,6 +783,7 @@ int spill_after_replay(Engine *e)
 {
     Collect c = {NULL, 0};
 
+    e->spill.replayed = 1;
     if (!e->spill.jobs)
         return 0;
     /* Read back in id order: the order a plain backlog drains in. */
@@ -788,7 +865,7 @@ void spill_stop(Engine *e)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
         for (size_t i = s->head; i < s->len; i++)
-            tb_free(s->q[i].buf);
+            job_body_free(s->q[i].buf);
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         ev_del(e->loop, &s->ev);
@@ -800,7 +877,10 @@ void spill_stop(Engine *e)
     s->efd = -1;
     tb_free(s->q);
     tb_free(s->evict);
+    tb_free(s->back);
     s->q = NULL;
     s->evict = NULL;
+    s->back = NULL;
     s->head = s->next = s->len = s->cap = s->nevict = s->evict_cap = 0;
+    s->nback = s->back_cap = 0;
 }

@@ -80,10 +80,14 @@ typedef struct Spill {
     List rings;          /* SpillRing of tubes with ids on disk */
     uint64_t *evict;     /* ids whose bodies may go once written */
     size_t nevict, evict_cap;
+    uint64_t *back;      /* ids of in-memory (unspilled) jobs a worker gave
+                          * back to a tube over budget (shrink.c) */
+    size_t nback, back_cap;
     uint64_t jobs, bytes;          /* bodies on disk only */
     uint64_t reads, waits, errors; /* read back ahead, on the loop, failed */
     unsigned shrinking;  /* tubes a reload put over budget (engine.c) */
     int serve_all;       /* an answer's job was gone: serve every tube */
+    int replayed;        /* replay is over: jobs are ringed as they come */
     int64_t backoff_until; /* no read-ahead before (after an I/O error) */
     /* Bury a ready or delayed job and log it (0), -1 if out of memory:
      * the engine installs it, as the queue and binlog sit above spill.c. */

@@ -454,8 +454,9 @@ START_TEST(spilled_form_with_body)
     ck_assert_uint_eq(job_spill_off(j), 4242);
 
     /* A body read back comes with its record's head in front. */
-    b = tb_malloc(sizeof *b + 20 + 50);
+    b = job_body_alloc(20 + 50);
     ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b->cap, 70);
     b->off = 4242;
     b->skip = 20;
     memset(b->data, 'h', 20);
@@ -490,9 +491,9 @@ START_TEST(spilled_form_without_body)
     ck_assert_ptr_nonnull(job_body(j));
     job_unload(j);
     ck_assert_ptr_null(job_body(j));
-    b = tb_malloc(sizeof *b);
+    b = job_body_alloc(0);
+    ck_assert_ptr_nonnull(b);
     b->off = 16;
-    b->skip = 0;
     job_load(j, b);
     ck_assert_ptr_nonnull(job_body(j));
     ck_assert_uint_eq(job_spill_off(j), 16);
