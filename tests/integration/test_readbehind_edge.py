@@ -16,10 +16,10 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import time
 
 import harness
+import shim_util
 from harness import Skip, check, eq, fail, no_server, tubed_only, unq
 from readbehind_util import (KIB, RB, mem_bytes, worker, check_bodies, job_stats, make_bodies,
                              mc_tube_stats, put_many, reserve_exact,
@@ -27,63 +27,6 @@ from readbehind_util import (KIB, RB, mem_bytes, worker, check_bodies, job_stats
                              wait_spilled)
 
 EXT = "read-behind is a tubed extension"
-
-SHIM_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
-/* SLOW_PREAD_FLAG: while it exists, pread() off the main thread (the
- * reader thread) sleeps SLOW_PREAD_MS first. */
-ssize_t pread(int fd, void *buf, size_t n, off_t off)
-{
-    static ssize_t (*real)(int, void *, size_t, off_t);
-    const char *flag = getenv("SLOW_PREAD_FLAG"), *ms = getenv("SLOW_PREAD_MS");
-
-    if (!real)
-        real = (ssize_t (*)(int, void *, size_t, off_t))dlsym(RTLD_NEXT, "pread");
-    if (flag && syscall(SYS_gettid) != getpid() && access(flag, F_OK) == 0) {
-        long m = ms ? atol(ms) : 300;
-        struct timespec ts = {m / 1000, (m % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return real(fd, buf, n, off);
-}
-ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
-
-/* FAIL_PWRITE_FLAG: while it exists, pwrite() past offset 0 fails (EIO);
- * a new file's header (offset 0) is still written. */
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-    static ssize_t (*real)(int, const void *, size_t, off_t);
-    const char *flag = getenv("FAIL_PWRITE_FLAG");
-
-    if (!real)
-        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
-    if (flag && off > 0 && access(flag, F_OK) == 0) {
-        errno = EIO;
-        return -1;
-    }
-    return real(fd, buf, n, off);
-}
-ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) __attribute__((alias("pwrite")));
-"""
-
-
-def _asan_runtime(binary):
-    """A sanitizer build's runtime must come first in LD_PRELOAD."""
-    try:
-        out = subprocess.run(["ldd", binary], capture_output=True, text=True,
-                             timeout=20).stdout
-    except OSError:
-        return []
-    m = re.search(r"(\S*libasan\S*) => (\S+)", out)
-    return [m.group(2)] if m else []
-
 
 class RBX(RB):
     """RB with the fault shim preloaded (shim=True) and/or a file
@@ -100,22 +43,13 @@ class RBX(RB):
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise Skip("needs prlimit")
         if shim:
-            cc = shutil.which("cc") or shutil.which("gcc")
-            if not cc or harness.VALGRIND:
+            try:
+                pre = shim_util.build(binary, self.tmp, shim_util.DISK_FAULTS_C)
+            except Skip:
                 shutil.rmtree(self.tmp, ignore_errors=True)
-                raise Skip("needs a C compiler (and no valgrind) for the fault shim")
-            src = os.path.join(self.tmp, "shim.c")
-            so = os.path.join(self.tmp, "shim.so")
-            with open(src, "w") as f:
-                f.write(SHIM_C)
-            r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
-                               capture_output=True, text=True, timeout=60)
-            if r.returncode != 0:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-                raise Skip("cannot build the fault shim: %s" % r.stderr[-300:])
-            self.env = {"LD_PRELOAD": ":".join(_asan_runtime(binary) + [so]), "SLOW_PREAD_FLAG": self.slow_flag,
-                        "SLOW_PREAD_MS": str(slow_ms),
-                        "FAIL_PWRITE_FLAG": self.fail_flag}
+                raise
+            self.env = {"LD_PRELOAD": pre, "SLOW_PREAD_FLAG": self.slow_flag,
+                        "SLOW_PREAD_MS": str(slow_ms), "FAIL_PWRITE_FLAG": self.fail_flag}
 
     def _argv(self, port):
         a = super()._argv(port)

@@ -28,14 +28,13 @@ import random
 import re
 import shutil
 import socket
-import subprocess
 
 import harness
+import shim_util
 from harness import Skip, check, eq, no_server, tubed_only, unq
 from readbehind_util import (KIB, RB, check_bodies, job_stats, make_body, make_bodies,
                              mc_tube_stats, mem_bytes, put_many, reserve_exact,
                              spill_metrics, spilled, wait_for, worker)
-from test_readbehind_edge import _asan_runtime
 
 EXT = "read-behind is a tubed extension"
 MIB = 1024 * KIB
@@ -500,21 +499,13 @@ class EioRB(RB):
 
     def __init__(self, binary, conf, *args, **kw):
         super().__init__(binary, conf, *args, **kw)
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if not cc or harness.VALGRIND:
+        try:
+            pre = shim_util.build(binary, self.tmp, EIO_SHIM, "eio")
+        except Skip:
             shutil.rmtree(self.tmp, ignore_errors=True)
-            raise Skip("needs a C compiler (and no valgrind) for the fault shim")
-        src, so = os.path.join(self.tmp, "eio.c"), os.path.join(self.tmp, "eio.so")
-        with open(src, "w") as f:
-            f.write(EIO_SHIM)
-        r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise Skip("cannot build the fault shim: %s" % r.stderr[-300:])
+            raise
         self.flag = os.path.join(self.tmp, "eio")
-        self.env = {"LD_PRELOAD": ":".join(_asan_runtime(binary) + [so]),
-                    "EIO_FLAG": self.flag}
+        self.env = {"LD_PRELOAD": pre, "EIO_FLAG": self.flag}
 
     def eio(self, on):
         if on:

@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 
 import harness
+import shim_util
 from harness import check, eq, no_server, tubed_only, unq
 from policy_util import run_tubed
 from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint,
@@ -238,53 +239,13 @@ def test_primary_check_is_503_while_draining(binary):
         eq(r.get("/replica").status, 200, "/replica on its replica")
 
 
-# pwrite fails with EIO while the flag file exists (the binlog appends
-# with pwrite at offsets above 0): a disk that fails under a running server.
-_FAIL_SHIM_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <sys/types.h>
-#include <unistd.h>
-
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-    static ssize_t (*real)(int, const void *, size_t, off_t);
-    const char *flag = getenv("REPLSPEC_FAIL_FLAG");
-
-    if (!real)
-        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
-    if (flag && off > 0 && access(flag, F_OK) == 0) {
-        errno = EIO;
-        return -1;
-    }
-    return real(fd, buf, n, off);
-}
-ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) __attribute__((alias("pwrite")));
-"""
-
-
 def _fail_shim(binary, d):
-    """(env for a node, flag path); Skip when no compiler or under valgrind."""
-    import re
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc or harness.VALGRIND:
-        raise harness.Skip("needs a C compiler (and no valgrind) for the fault shim")
-    src, so = os.path.join(d, "shim.c"), os.path.join(d, "shim.so")
-    with open(src, "w") as f:
-        f.write(_FAIL_SHIM_C)
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        raise harness.Skip("cannot build the fault shim: %s" % r.stderr[-300:])
-    pre = []
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=20).stdout
-    m = re.search(r"(\S*libasan\S*) => (\S+)", out)   # a sanitizer runtime comes first
-    if m:
-        pre.append(m.group(2))
+    """(env for a node, flag path): pwrite fails with EIO while the flag
+    file exists (the binlog appends with pwrite at offsets above 0), a
+    disk that fails under a running server. Skip when no compiler."""
     flag = os.path.join(d, "fail-pwrite")
-    return {"LD_PRELOAD": ":".join(pre + [so]), "REPLSPEC_FAIL_FLAG": flag}, flag
+    pre = shim_util.build(binary, d, shim_util.DISK_FAULTS_C)
+    return {"LD_PRELOAD": pre, "FAIL_PWRITE_FLAG": flag}, flag
 
 
 def _binlog_healthy(c):
