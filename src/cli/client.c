@@ -96,6 +96,8 @@ Status client_open(Client *c, const char *host, const char *port,
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res, *ai;
+    char bare[256];
+    size_t hl;
     int rc;
     Status st = ST_CONN;
 
@@ -104,6 +106,14 @@ Status client_open(Client *c, const char *host, const char *port,
     c->timeout_ms = timeout_ms;
     if (strncmp(host, "unix:", 5) == 0)
         return open_unix(c, host + 5, e);
+    /* "[::1]" as well as "::1": the form `follow` and --replica-of take,
+     * which scripts split from HOST:PORT. */
+    hl = strlen(host);
+    if (hl >= 2 && hl < sizeof bare && host[0] == '[' && host[hl - 1] == ']') {
+        memcpy(bare, host + 1, hl - 2);
+        bare[hl - 2] = '\0';
+        host = bare;
+    }
     snprintf(c->where, sizeof c->where, strchr(host, ':') ? "[%s]:%s" : "%s:%s",
              host, port);
     rc = getaddrinfo(host, port, &hints, &res);

@@ -1,0 +1,274 @@
+"""What operators run, where the other tests did not look: the Pacemaker
+agent pkg/ocf/tubed (pid file checks, validation, paths with spaces, a hung
+primary, a replica started beside a primary), tubed-cli's host forms, the
+keepalived notify script's peers, the Debian maintainer scripts.
+
+Each test fails on the code before its fix (see the commit that added it).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import harness
+from harness import Skip, check, eq, fail, no_server, tubed_only
+from failover_util import OcfSite, ocf_skip_reason
+from repl_util import wait_for
+
+SERVER = "none"
+EXT = "failover and tubed-cli are tubed extensions"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _need_ocf():
+    why = ocf_skip_reason()
+    if why:
+        print("test_ops_hunt: SKIP: %s" % why, flush=True)
+        raise Skip(why)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().split(") ", 1)[1][0] != "Z"
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_stale_pid_file_names_another_program(binary):
+    """A pid file left by a crash whose pid now belongs to another program
+    with "tubed" in its command line (an editor of tubed.conf, a tail of
+    the log, a program named like the binary): monitor says not running,
+    stop succeeds and leaves that program alone. (The agent matched
+    *tubed* anywhere in the command line and SIGTERMed it.)"""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        impostors = [
+            # argv[0] named like the binary, but not serving that binlog.
+            subprocess.Popen([n.params["binary"], "300"], executable="/bin/sleep"),
+            # "tubed" in an argument, as `tail -f /var/log/tubed/tubed.log`.
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
+                              os.path.join(n.dir, "tubed")]),
+        ]
+        try:
+            for p in impostors:
+                with open(n.params["pidfile"], "w") as f:
+                    f.write("%d\n" % p.pid)
+                rc, out = n.run("monitor")
+                eq(rc, 7, "monitor with a pid file naming pid %d, %s (not running)"
+                   % (p.pid, p.args))
+                rc, out = n.run("stop")
+                eq(rc, 0, "stop with a stale pid file: %s" % out)
+                check(p.poll() is None and _alive(p.pid),
+                      "stop killed pid %d (%s), which is not our tubed" % (p.pid, p.args))
+                check(not os.path.exists(n.params["pidfile"]),
+                      "stop left the stale pid file")
+            # The real one is still recognised: start, monitor, stop.
+            n.must("start")
+            pid = n.pid()
+            n.must("monitor")
+            n.must("stop")
+            check(not _alive(pid), "stop left tubed (pid %d) running" % pid)
+        finally:
+            for p in impostors:
+                p.kill()
+                p.wait()
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_validate_checks_every_flag(binary):
+    """validate-all checks fsync, options and query_timeout even without a
+    config file (OCF_ERR_CONFIGURED, so Pacemaker does not try the start
+    on every node); it used to check the command line only when `config`
+    was set, and never query_timeout (0.5 made every peer query a usage
+    error: a promote then did not see a peer that was ahead)."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        n.must("validate-all")
+        for key, bad, why in (("fsync", "abc", "-f"),
+                              ("options", "--no-such-flag", "--no-such-flag"),
+                              ("options", "-z", "-z"),
+                              ("query_timeout", "0.5", "query_timeout"),
+                              ("query_timeout", "0", "query_timeout"),
+                              ("query_timeout", "99999", "query_timeout")):
+            good = n.params.get(key)
+            n.params[key] = bad
+            rc, out = n.run("validate-all")
+            eq(rc, 6, "validate-all with %s=%r (OCF_ERR_CONFIGURED): %s" % (key, bad, out))
+            check(why in out + n.agent_log(), "validate-all %s=%r: the reason "
+                  "does not name %r: %s" % (key, bad, why, out))
+            if good is None:
+                del n.params[key]
+            else:
+                n.params[key] = good
+        n.params["options"] = "-z 1000 --max-connections 50"
+        n.params["query_timeout"] = "3"
+        n.must("validate-all")
+        check(not os.path.exists(n.params["binlog_dir"]),
+              "validate-all created the binlog directory")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_paths_with_spaces(binary):
+    """binlog_dir, pidfile, logfile and config with spaces: the agent
+    passed its flags to tubed as one unquoted string, so tubed got
+    "-b .../my" and "dir/binlog" and did not start."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        d = os.path.join(n.dir, "my dir")
+        os.mkdir(d)
+        conf = os.path.join(d, "tubed conf")
+        with open(conf, "w") as f:
+            f.write("max_job_size = 1000\n")
+        n.params.update({"binlog_dir": os.path.join(d, "bin log"),
+                         "pidfile": os.path.join(d, "tubed pid"),
+                         "logfile": os.path.join(d, "tubed log"),
+                         "config": conf})
+        n.must("validate-all")
+        n.must("start")
+        n.must("monitor")
+        n.must("promote")
+        n.must("monitor", rc=8)
+        c = n.client()
+        try:
+            c.send(b"put 0 0 60 1001\r\n" + b"x" * 1001 + b"\r\n")
+            eq(c.read_line(), b"JOB_TOO_BIG", "the config file with a space was read")
+        finally:
+            c.close()
+        check(os.path.isdir(n.params["binlog_dir"]), "no binlog in %r" % n.params["binlog_dir"])
+        n.must("demote")
+        pid = n.pid()
+        n.must("stop")
+        check(not _alive(pid), "stop left tubed running")
+        n.must("monitor", rc=7)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_hung_primary_is_failed_promoted(binary):
+    """A primary that stops answering (SIGSTOP) is OCF_FAILED_PROMOTED (9),
+    so Pacemaker demotes it before it recovers it; it was OCF_ERR_GENERIC,
+    the code of an unpromoted instance. Stop then gets rid of it (SIGKILL
+    once SIGTERM is not obeyed)."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        n.must("start")
+        n.must("promote")
+        n.must("monitor", rc=8)
+        pid = n.pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            rc, out = n.run("monitor")
+            eq(rc, 9, "monitor of a hung primary (OCF_FAILED_PROMOTED): %s" % out)
+            # The stop waits (CRM_meta_timeout - 5 s) for SIGTERM, then kills.
+            rc, out = n.run("stop", extra={"OCF_RESKEY_CRM_meta_timeout": "6000"})
+            eq(rc, 0, "stop of a hung tubed: %s" % out)
+            check(not _alive(pid), "stop left the hung tubed running")
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        n.must("monitor", rc=7)
+        # Started again, it is a replica: no stale promoted mark.
+        n.must("start")
+        n.must("monitor", rc=0)
+        n.must("stop")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_post_start_follows_the_promoted_instance(binary):
+    """Without `peers`, a node's address is its name and the common port.
+    An instance started while another is primary found no primary (it asks
+    only `peers`) and waited as a replica of nobody: nothing told it the
+    primary until the next promotion. The post-start notification names
+    the promoted instance; the agent now follows it."""
+    _need_ocf()
+    port = str(harness._free_port())
+    with OcfSite(binary) as site:
+        # Node names are addresses: 127.0.0.2 and 127.0.0.3, one port.
+        a = site.node("127.0.0.2", listen="127.0.0.2", port=port)
+        b = site.node("127.0.0.3", listen="127.0.0.3", port=port)
+        a.port = b.port = int(port)
+        a.must("start")
+        a.must("promote")
+        a.must("monitor", rc=8)
+        b.must("start")
+        b.must("monitor", rc=0)
+        notify = {"OCF_RESKEY_CRM_meta_notify_type": "post",
+                  "OCF_RESKEY_CRM_meta_notify_operation": "start",
+                  "OCF_RESKEY_CRM_meta_notify_start_uname": b.name + " ",
+                  "OCF_RESKEY_CRM_meta_notify_promoted_uname": a.name + " ",
+                  "OCF_RESKEY_CRM_meta_notify_master_uname": a.name + " "}
+        # Every instance gets the notification; only the started one acts.
+        a.must("notify", extra=notify)
+        a.must("monitor", rc=8)
+        b.must("notify", extra=notify)
+
+        def repl(n):
+            c = harness.Client(n.params["listen"], n.port)
+            try:
+                _, body = c.cmd_body("stats-replication")
+                return {k: harness.unq(v) for k, v in harness.parse_yaml_dict(body).items()}
+            finally:
+                c.close()
+
+        want = "%s:%s" % (a.name, port)
+        wait_for(lambda: repl(b)["primary"] == want and repl(b)["connected"] == "true",
+                 "%s to follow %s" % (b.name, want), timeout=20)
+        c = harness.Client(a.params["listen"], a.port)
+        try:
+            c.put(b"abc")
+        finally:
+            c.close()
+        wait_for(lambda: repl(b)["lag-records"] == "0"
+                 and repl(b)["position"] == repl(a)["position"],
+                 "%s to catch up" % b.name, timeout=20)
+        # A second notification changes nothing (no needless reconnect).
+        before = repl(b)
+        b.must("notify", extra=notify)
+        after = repl(b)
+        eq(after["full-resyncs"], before["full-resyncs"], "full resyncs after a repeated notify")
+        b.must("stop")
+        a.must("demote")
+        a.must("stop")
+
+
+@no_server
+@tubed_only(EXT)
+def test_cli_host_in_brackets(binary):
+    """tubed-cli -h [::1]: the form `follow` and --replica-of write, which
+    scripts (the keepalived notify script's TUBED_PEERS) split from
+    [v6]:PORT. It was "cannot resolve [[::1]]:PORT"."""
+    if not os.path.exists("/proc/net/if_inet6"):
+        raise Skip("no IPv6 here")
+    port = harness._free_port()
+    p = subprocess.Popen([binary, "-l", "::1", "-p", str(port)],
+                         stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: harness.listening(p.pid, port), "tubed on [::1]", timeout=10)
+        cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+        for host in ("[::1]", "::1"):
+            r = subprocess.run([cli, "-h", host, "-p", str(port), "--json", "replication"],
+                               capture_output=True, timeout=30)
+            eq(r.returncode, 0, "tubed-cli -h %s: %s" % (host, r.stderr))
+            check(b'"role":"primary"' in r.stdout, "tubed-cli -h %s: %r" % (host, r.stdout))
+        for host in ("[]", "["):
+            r = subprocess.run([cli, "-h", host, "-p", str(port), "stats"],
+                               capture_output=True, timeout=30)
+            eq(r.returncode, 3, "tubed-cli -h %s (cannot resolve)" % host)
+            check(r.stderr.strip(), "tubed-cli -h %s: no message" % host)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
