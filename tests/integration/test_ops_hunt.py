@@ -8,8 +8,10 @@ Each test fails on the code before its fix (see the commit that added it).
 
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import harness
 from harness import Skip, check, eq, fail, no_server, tubed_only
@@ -272,3 +274,97 @@ def test_cli_host_in_brackets(binary):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+def _tubed(binary, tmp, name, listen, port, *args):
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    log = open(os.path.join(d, "log"), "wb")
+    p = subprocess.Popen([binary, "-l", listen, "-p", str(port), "-b", d] + list(args),
+                         stdout=log, stderr=log)
+    log.close()
+    wait_for(lambda: harness.listening(p.pid, port), "tubed %s listening" % name,
+             timeout=10)
+    return p
+
+
+def _repl(host, port):
+    c = harness.Client(host, port)
+    try:
+        _, body = c.cmd_body("stats-replication")
+        return {k: harness.unq(v) for k, v in harness.parse_yaml_dict(body).items()}
+    finally:
+        c.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
+    """The keepalived notify script, run as keepalived runs it, with an env
+    file and a state directory whose paths hold spaces, a peer written
+    [::1]:PORT (it was never reached: "cannot resolve [[::1]]", so a pair
+    with the default quorum never promoted), and TUBED_VIP copied from
+    virtual_ipaddress with its prefix ("127.0.0.9/8": a BACKUP node was
+    told to follow "127.0.0.9/8:PORT", which tubed refuses)."""
+    if not os.path.exists("/proc/net/if_inet6"):
+        raise Skip("no IPv6 here")
+    notify = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-notify")
+    check_script = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-check")
+    cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+    tmp = tempfile.mkdtemp(prefix="tubed-ka-")
+    procs = []
+    try:
+        pl, pr = harness._free_port(), harness._free_port()
+        # The VIP is a loopback address nothing listens on at that port.
+        vip = "127.0.0.9"
+        procs.append(_tubed(binary, tmp, "local", "127.0.0.1", pl,
+                            "--replica-of", "%s:%d" % (vip, pl)))
+        procs.append(_tubed(binary, tmp, "peer", "::1", pr,
+                            "--replica-of", "%s:%d" % (vip, pl)))
+        d = os.path.join(tmp, "etc dir")
+        os.mkdir(d)
+        env = os.path.join(d, "keepalived env")
+        log = os.path.join(d, "notify log")
+        with open(env, "w") as f:
+            f.write('TUBED_VIP=%s/8\nTUBED_PORT=%d\nTUBED_PEERS="[::1]:%d"\n'
+                    'TUBED_CLI="%s"\nTUBED_STATE="%s"\nTUBED_LOG="%s"\n'
+                    % (vip, pl, pr, cli, os.path.join(d, "state dir"), log))
+
+        def run(script, *args):
+            r = subprocess.run([script, env] + list(args), capture_output=True,
+                               timeout=60, env=dict(os.environ, PATH=os.environ.get(
+                                   "PATH", "/usr/bin:/bin")))
+            try:
+                with open(log) as f:
+                    text = f.read()
+            except OSError:
+                text = ""
+            return r.returncode, (r.stdout + r.stderr).decode() + text
+
+        rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150")
+        eq(rc, 0, "notify MASTER: %s" % out)
+        eq(_repl("127.0.0.1", pl)["role"], "primary",
+           "MASTER with its one peer reachable at [::1] (quorum 2 of 2): %s" % out)
+        rc, out = run(check_script)
+        eq(rc, 0, "check of a healthy primary: %s" % out)
+        rc, out = run(notify, "INSTANCE", "tubed", "BACKUP", "150")
+        eq(rc, 0, "notify BACKUP: %s" % out)
+        st = _repl("127.0.0.1", pl)
+        eq((st["role"], st["primary"]), ("replica", "%s:%d" % (vip, pl)),
+           "BACKUP follows the VIP without its prefix: %s" % out)
+        rc, out = run(check_script)
+        eq(rc, 0, "check of a replica: %s" % out)
+        # The local tubed gone: the check fails, the notify does nothing.
+        procs[0].kill()
+        procs[0].wait()
+        rc, out = run(check_script)
+        eq(rc, 1, "check with the local tubed dead: %s" % out)
+        rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150")
+        eq(rc, 0, "notify MASTER with the local tubed dead: %s" % out)
+        check("does not answer" in out, "notify MASTER logs nothing useful: %s" % out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
