@@ -368,3 +368,101 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
                 p.kill()
             p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_MAINT_RUN = r"""
+# Inside `unshare -m`: the maintainer scripts against tmpfs copies of the
+# directories they change, with the real deb-systemd-helper and systemctl
+# (offline, --root=/) and fakes that record the rest.
+set -e
+PKG=$1
+mount --make-rprivate /
+for d in /etc/systemd/system /var/lib /usr/lib/systemd/system /run; do
+    mount -t tmpfs tmpfs "$d"
+done
+mkdir -p /var/lib/systemd /run/systemd/system /var/lib/tubed
+cp "$PKG"/systemd/*.service "$PKG"/systemd/*.socket /usr/lib/systemd/system/
+links() { echo "$1: $(cd /etc/systemd/system && find . -type l | sort | tr '\n' ' ')"; }
+sh "$PKG/debian/postinst" configure
+links install
+# The operator turns the memcache socket on (systemctl enable).
+mkdir -p /etc/systemd/system/sockets.target.wants
+ln -s /lib/systemd/system/tubed-memcache.socket /etc/systemd/system/sockets.target.wants/
+sh "$PKG/debian/postinst" configure 0.1.0
+links upgrade
+sh "$PKG/debian/prerm" remove
+rm /usr/lib/systemd/system/tubed*
+sh "$PKG/debian/postrm" remove
+sh "$PKG/debian/postrm" purge
+links purge
+sh "$PKG/debian/postrm" purge
+[ -e /var/lib/tubed ] && echo "binlog dir: left" || echo "binlog dir: gone"
+"""
+
+_MAINT_FAKE = r"""#!/bin/sh
+me=$(basename "$0")
+echo "$me $*" >>"$FAKE_LOG"
+case "$me" in
+    getent) [ -e "$FAKE_LOG.user" ] || exit 2
+            echo "tubed:x:999:999::/var/lib/tubed:/usr/sbin/nologin" ;;
+    adduser) touch "$FAKE_LOG.user" ;;
+    dpkg-statoverride) exit 1 ;;
+esac
+exit 0
+"""
+
+
+@no_server
+@tubed_only(EXT)
+def test_deb_maintainer_scripts_memcache_socket(binary):
+    """postinst, prerm and postrm run as dpkg runs them (install, upgrade,
+    remove, purge twice) in a private mount namespace: the memcache socket
+    the operator enabled stays enabled across an upgrade, is stopped on
+    removal and leaves no link after a purge. The scripts named only
+    tubed.socket and tubed.service: removal left the memcache socket
+    listening and a purge left a dangling sockets.target.wants link."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or \
+            not os.access("/usr/bin/deb-systemd-helper", os.X_OK):
+        raise Skip("needs root, unshare and init-system-helpers")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        raise Skip("unshare -m is not allowed here: %s" % probe.stderr)
+    tmp = tempfile.mkdtemp(prefix="tubed-deb-")
+    try:
+        fakes = os.path.join(tmp, "bin")
+        os.mkdir(fakes)
+        with open(os.path.join(fakes, "fake"), "w") as f:
+            f.write(_MAINT_FAKE)
+        os.chmod(os.path.join(fakes, "fake"), 0o755)
+        for n in ("getent", "adduser", "dpkg-statoverride", "chown", "deb-systemd-invoke"):
+            os.symlink("fake", os.path.join(fakes, n))
+        script = os.path.join(tmp, "run.sh")
+        with open(script, "w") as f:
+            f.write(_MAINT_RUN)
+        log = os.path.join(tmp, "calls")
+        env = dict(os.environ, PATH=fakes + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+                   FAKE_LOG=log, DPKG_MAINTSCRIPT_PACKAGE="tubed",
+                   DPKG_MAINTSCRIPT_NAME="postinst")
+        r = subprocess.run(["unshare", "-m", "sh", script, os.path.join(ROOT, "pkg")],
+                           capture_output=True, timeout=60, env=env)
+        out = r.stdout.decode()
+        eq(r.returncode, 0, "maintainer scripts: %s %s" % (out, r.stderr.decode()[-600:]))
+        lines = dict(l.split(": ", 1) for l in out.splitlines() if ": " in l)
+        with open(log) as f:
+            calls = f.read()
+        inst = lines.get("install", "")
+        check("sockets.target.wants/tubed.socket" in inst
+              and "multi-user.target.wants/tubed.service" in inst
+              and "memcache" not in inst, "links after install: %r" % inst)
+        up = lines.get("upgrade", "")
+        check("sockets.target.wants/tubed-memcache.socket" in up
+              and "sockets.target.wants/tubed.socket" in up,
+              "links after an upgrade: %r" % up)
+        eq(calls.count("adduser "), 1, "adduser calls over two configures")
+        stops = [l for l in calls.splitlines() if l.startswith("deb-systemd-invoke stop")]
+        check(stops and "tubed-memcache.socket" in stops[0],
+              "prerm remove does not stop the memcache socket: %r" % stops)
+        eq(lines.get("purge", "").strip(), "", "links left after a purge")
+        eq(lines.get("binlog dir"), "gone", "/var/lib/tubed after a purge")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
