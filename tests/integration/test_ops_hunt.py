@@ -7,6 +7,7 @@ Each test fails on the code before its fix (see the commit that added it).
 """
 
 import os
+import re
 import signal
 import shutil
 import subprocess
@@ -466,3 +467,49 @@ def test_deb_maintainer_scripts_memcache_socket(binary):
         eq(lines.get("binlog dir"), "gone", "/var/lib/tubed after a purge")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _man_option_heads(page):
+    """The flags that head the OPTIONS entries of a rendered man page."""
+    r = subprocess.run(["man", "-l", os.path.join(ROOT, "man", page)],
+                       capture_output=True, timeout=30, env=dict(os.environ, MANWIDTH="80"))
+    if r.returncode != 0:
+        raise Skip("man cannot render %s: %s" % (page, r.stderr[-200:]))
+    text = re.sub(r".\x08", "", r.stdout.decode("utf-8", "replace"))
+    flags, inside = set(), False
+    for line in text.splitlines():
+        if re.match(r"^[A-Z]", line):
+            inside = line.strip() == "OPTIONS"
+            continue
+        if inside and re.match(r"^ {7}-", line):
+            # The head ends at the first double space (a short head runs
+            # into its description on the same line).
+            head = line.strip().split("  ")[0]
+            flags |= set(re.findall(r"(?<![\w-])(--?[A-Za-z][-A-Za-z]*)", head))
+    return flags
+
+
+def _help_flags(argv):
+    r = subprocess.run(argv, capture_output=True, timeout=30)
+    text = (r.stdout + r.stderr).decode()
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][-A-Za-z]*)", text))
+
+
+@no_server
+@tubed_only(EXT)
+def test_man_options_and_help_agree(binary):
+    """Every flag a man page's OPTIONS lists is in the program's help, and
+    the other way round (test_ops checks one direction for tubed only):
+    tubed -h did not mention --help and --version, tubed-cli --help not -j."""
+    if not shutil.which("man"):
+        raise Skip("man is not installed")
+    cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+    for prog, page in ((binary, "tubed.1"), (cli, "tubed-cli.1")):
+        man = _man_option_heads(page)
+        check(len(man) > 5, "could not read the OPTIONS of %s: %s" % (page, sorted(man)))
+        helps = _help_flags([prog, "--help"])
+        missing = sorted(man - helps)
+        check(not missing, "%s --help lacks %s, which %s documents" % (prog, missing, page))
+        # Flags the help names that the man page's OPTIONS do not.
+        undocumented = sorted(helps - man - {"-VV", "-f0"})
+        check(not undocumented, "%s does not document %s (in --help)" % (page, undocumented))
