@@ -327,6 +327,7 @@ static const char *explain(const char *line)
         {"DRAINING", "the server is draining and takes no new jobs"},
         {"JOB_TOO_BIG", "the body is larger than the server's max-job-size"},
         {"EXPECTED_CRLF", "the server expected CRLF after the body"},
+        {"NOT_ALLOWED", "refused: this listener's role or tubes do not allow it"},
     };
 
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

@@ -513,3 +513,38 @@ def test_man_options_and_help_agree(binary):
         # Flags the help names that the man page's OPTIONS do not.
         undocumented = sorted(helps - man - {"-VV", "-f0"})
         check(not undocumented, "%s does not document %s (in --help)" % (page, undocumented))
+
+
+@no_server
+@tubed_only(EXT)
+def test_cli_not_allowed_says_why(binary):
+    """On a listener whose role refuses it (role = read), from this very
+    host: tubed-cli said promote was taken "only from the server's host",
+    which it was, and flush "unexpected reply (NOT_ALLOWED)". Both now
+    name the listener's role; the exit status stays 4."""
+    tmp = tempfile.mkdtemp(prefix="tubed-na-")
+    port, ro = harness._free_port(), harness._free_port()
+    conf = os.path.join(tmp, "tubed.conf")
+    with open(conf, "w") as f:
+        f.write("[listen ro]\naddress = 127.0.0.1:%d\nrole = read\n" % ro)
+    p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port), "-b", tmp,
+                          "--config", conf], stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: harness.listening(p.pid, ports=[port, ro]), "tubed listening",
+                 timeout=10)
+        cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+        for args, words in ((["promote"], ("NOT_ALLOWED", "admin")),
+                            (["follow", "127.0.0.1:1"], ("NOT_ALLOWED", "admin")),
+                            (["flush", "t"], ("NOT_ALLOWED", "role"))):
+            r = subprocess.run([cli, "-p", str(ro)] + args, capture_output=True, timeout=30)
+            err = r.stderr.decode()
+            eq(r.returncode, 4, "tubed-cli %s on a read listener: %s" % (args, err))
+            for w in words:
+                check(w in err, "tubed-cli %s: %r does not say %r" % (args, err, w))
+        # The admin listener still takes them.
+        r = subprocess.run([cli, "-p", str(port), "promote"], capture_output=True, timeout=30)
+        eq(r.returncode, 0, "promote on the main listener: %s" % r.stderr)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
