@@ -548,3 +548,43 @@ def test_cli_not_allowed_says_why(binary):
         p.terminate()
         p.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_user_param_takes_over_an_existing_binlog(binary):
+    """user=nobody on a binlog an earlier run wrote as root: the agent gave
+    nobody the directory but not its files, so tubed could not open its
+    lock ("Permission denied") and start failed on every node."""
+    _need_ocf()
+    if os.geteuid() != 0:
+        raise Skip("needs root to run tubed as another user")
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    with OcfSite(binary) as site:
+        n = site.node("solo", sync_replicas="0")
+        os.chmod(site.tmp, 0o755)
+        os.chmod(n.dir, 0o755)
+        n.must("start")
+        n.must("promote")
+        c = n.client()
+        jid = c.put(b"written as root")
+        c.close()
+        n.must("demote")
+        n.must("stop")
+        n.params["user"] = "nobody"
+        n.must("start")
+        with open("/proc/%d/status" % n.pid()) as f:
+            uid = [l.split()[1] for l in f if l.startswith("Uid:")][0]
+        eq(int(uid), nobody.pw_uid, "tubed's uid with user=nobody")
+        for name in os.listdir(n.params["binlog_dir"]):
+            eq(os.stat(os.path.join(n.params["binlog_dir"], name)).st_uid, nobody.pw_uid,
+               "owner of %s" % name)
+        n.must("promote")
+        c = n.client()
+        try:
+            line, body = c.cmd_body("peek %d" % jid)
+            eq(body, b"written as root", "the job written as root, after the restart")
+        finally:
+            c.close()
+        n.must("stop")
