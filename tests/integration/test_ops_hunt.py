@@ -588,3 +588,27 @@ def test_ocf_user_param_takes_over_an_existing_binlog(binary):
         finally:
             c.close()
         n.must("stop")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_pid_file_removed_while_running(binary):
+    """The pid file removed under a running tubed (by hand, by a cleaner of
+    its directory): monitor said "not running", a start then failed on the
+    port and the binlog lock, and stop "succeeded" leaving tubed running.
+    The agent now finds its tubed by its command line."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        n.must("start")
+        pid = n.pid()
+        os.unlink(n.params["pidfile"])
+        n.must("monitor", rc=0)
+        eq(n.pid(), pid, "the pid file written again")
+        os.unlink(n.params["pidfile"])
+        n.must("start")
+        eq(n.pid(), pid, "start beside the running tubed")
+        os.unlink(n.params["pidfile"])
+        n.must("stop")
+        check(not _alive(pid), "stop left tubed (pid %d) running" % pid)
+        n.must("monitor", rc=7)
