@@ -612,3 +612,143 @@ def test_ocf_pid_file_removed_while_running(binary):
         n.must("stop")
         check(not _alive(pid), "stop left tubed (pid %d) running" % pid)
         n.must("monitor", rc=7)
+
+
+def _syscall_set(name, cache):
+    """The system calls of a systemd set (@name, nested sets expanded)."""
+    if name in cache:
+        return cache[name]
+    out = subprocess.run(["systemd-analyze", "syscall-filter", name],
+                         capture_output=True, text=True, timeout=30).stdout
+    res = set()
+    for line in out.splitlines()[1:]:
+        w = line.strip()
+        if w and not w.startswith("#"):
+            res |= _syscall_set(w, cache) if w.startswith("@") else {w}
+    cache[name] = res
+    return res
+
+
+def _unit_syscalls(unit):
+    """What tubed.service's SystemCallFilter= lines let through: the first
+    (an allow list) sets the default, then ~ lines take away, others add."""
+    cache, allowed = {}, None
+    with open(unit) as f:
+        for line in f:
+            m = re.match(r"SystemCallFilter=(.*)", line.strip())
+            if not m:
+                continue
+            v = m.group(1)
+            names = set()
+            for w in v.lstrip("~").split():
+                names |= _syscall_set(w, cache) if w.startswith("@") else {w}
+            if allowed is None:
+                check(not v.startswith("~"), "the first SystemCallFilter= is not an allow list")
+                allowed = names
+            elif v.startswith("~"):
+                allowed -= names
+            else:
+                allowed |= names
+    return allowed or set()
+
+
+@no_server
+@tubed_only(EXT)
+def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
+    """Every system call tubed makes (traced with strace over a session of
+    puts, reserves, memcache, metrics, drain, reload, stop) and every one
+    its source names outright passes tubed.service's SystemCallFilter=
+    (refused ones fail with EPERM). setpriority, which the arenas'
+    prefault thread calls to lower its own priority, was taken away with
+    @resources."""
+    if not shutil.which("strace") or not shutil.which("systemd-analyze"):
+        raise Skip("needs strace and systemd-analyze")
+    allowed = _unit_syscalls(os.path.join(ROOT, "pkg", "systemd", "tubed.service"))
+    check(len(allowed) > 100, "could not read the filter: %d calls" % len(allowed))
+    named = set()
+    for d, _, files in os.walk(os.path.join(ROOT, "src")):
+        if os.path.basename(d) in ("bench", "cli"):
+            continue
+        for fn in files:
+            if fn.endswith(".c"):
+                with open(os.path.join(d, fn)) as f:
+                    src = f.read()
+                for call in ("setpriority", "setrlimit", "sched_setaffinity", "mlock",
+                             "mlockall", "prctl", "ioprio_set", "nice"):
+                    if re.search(r"\b%s\s*\(" % call, src):
+                        named.add(call)
+    missing = sorted(named - allowed)
+    check(not missing, "tubed.service refuses %s, which src/ calls" % missing)
+
+    tmp = tempfile.mkdtemp(prefix="tubed-sc-")
+    port, mport, kport = harness._free_port(), harness._free_port(), harness._free_port()
+    conf = os.path.join(tmp, "tubed.conf")
+    with open(conf, "w") as f:
+        f.write("[tube t*]\nmax_items = 10\n")
+    trace = os.path.join(tmp, "trace")
+    tpid = None
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, binary, "-b",
+                          os.path.join(tmp, "binlog"), "-l", "127.0.0.1", "-p", str(port),
+                          "--metrics-port", str(mport), "--memcache-port", str(kport),
+                          "--config", conf], stderr=subprocess.DEVNULL)
+    try:
+        def pid():
+            for d in os.listdir("/proc"):
+                if d.isdigit():
+                    try:
+                        with open("/proc/%s/stat" % d) as f:
+                            if int(f.read().split(") ", 1)[1].split()[1]) == p.pid:
+                                return int(d)
+                    except (OSError, ValueError, IndexError):
+                        pass
+            return None
+        wait_for(lambda: harness.port_taken(port) and harness.port_taken(mport)
+                 and harness.port_taken(kport), "tubed under strace", timeout=20)
+        tpid = pid()
+        check(tpid is not None, "no tubed under strace")
+        c = harness.Client("127.0.0.1", port)
+        c.use("t1")
+        c.watch("t1")
+        jid = c.put(b"traced")
+        c.expect("reserve-with-timeout 0", "RESERVED %d 6" % jid)
+        c.read_line()
+        c.expect("delete %d" % jid, "DELETED")
+        c.close()
+        k = harness.Client("127.0.0.1", kport)
+        k.send(b"set q 0 0 2\r\nhi\r\n")
+        eq(k.read_line(), b"STORED", "memcache set")
+        k.close()
+        h = harness.Client("127.0.0.1", mport)
+        h.send(b"GET /metrics HTTP/1.0\r\n\r\n")
+        check(h.read_line().startswith(b"HTTP/1."), "metrics answered")
+        h.close()
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+            os.kill(tpid, sig)
+        c = harness.Client("127.0.0.1", port)
+        c.expect("list-tube-used", "USING default")
+        c.close()
+        os.kill(tpid, signal.SIGTERM)
+        p.wait(timeout=30)
+        used = set()
+        with open(trace) as f:
+            for line in f:
+                m = re.match(r"\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]", line)
+                if m and not line.split(None, 1)[1].startswith(("+++", "---")):
+                    used.add(m.group(1))
+        check(len(used) > 20, "strace saw only %s" % sorted(used))
+        refused = sorted(used - allowed - {"execve"})
+        check(not refused, "tubed.service refuses %s, which tubed called" % refused)
+    finally:
+        # tubed first: strace killed would leave it running, detached.
+        if tpid is not None and p.poll() is None:
+            try:
+                os.kill(tpid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if p.poll() is None:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
