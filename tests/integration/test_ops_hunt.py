@@ -752,3 +752,41 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
                 p.kill()
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_unix_socket_peers(binary):
+    """Instances that listen on Unix sockets and name each other so in
+    `peers` (NODE=unix:PATH): the agent asked tubed-cli for port 0 beside
+    the path, a usage error, so no peer ever answered: a second instance
+    did not find the primary at start, and promote did not see a peer
+    ahead."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        nodes = []
+        for name in ("ua", "ub"):
+            sock = os.path.join(site.tmp, name + ".sock")
+            nodes.append(site.node(name, listen="unix:" + sock))
+        a, b = nodes
+        peers = " ".join("%s=%s" % (n.name, n.params["listen"]) for n in nodes)
+        for n in nodes:
+            n.params["peers"] = peers
+        a.must("validate-all")
+        a.must("start")
+        a.must("promote")
+        a.must("monitor", rc=8)
+        b.must("start")
+        want = a.params["listen"]
+
+        def repl(n):
+            r = subprocess.run([site.cli, "-h", n.params["listen"], "--json", "replication"],
+                               capture_output=True, timeout=30)
+            return r.stdout.decode()
+
+        check('"primary":"%s"' % want in repl(b),
+              "the second instance does not follow the primary it found: %s" % repl(b))
+        wait_for(lambda: '"connected":true' in repl(b), "ub to connect to ua", timeout=20)
+        b.must("stop")
+        a.must("demote")
+        a.must("stop")
