@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -22,6 +23,8 @@
  * tube); a length past it is a broken reply, not an allocation to try. */
 #define MAX_BODY ((size_t)4 << 30)
 #define READ_CHUNK 65536
+/* How often a connect to a Unix socket whose backlog is full is retried. */
+#define UNIX_RETRY_MS 20
 
 /* Wait until fd is ready for `events`; ST_CONN after timeout_ms idle. */
 static Status wait_fd(Client *c, short events, Err *e)
@@ -48,17 +51,32 @@ static int open_unix(Client *c, const char *path, Err *e)
     if (strlen(path) >= sizeof sa.sun_path)
         return err_set(e, ST_USAGE, "unix socket path too long: %s", path);
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
         return err_set(e, ST_LOCAL, "socket: %s", strerror(errno));
-    /* A local connect either succeeds or fails at once: no deadline needed. */
-    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        err_set(e, ST_CONN, "cannot connect to %s: %s", c->where, strerror(errno));
-        close(c->fd);
-        c->fd = -1;
-        return ST_CONN;
+    /* A local connect succeeds or fails at once, but for a full backlog (a
+     * server that stopped accepting): a blocking connect would wait for
+     * it forever, a non-blocking one says EAGAIN and cannot be polled for,
+     * so it is tried again until the deadline. */
+    for (int waited = 0;; waited += UNIX_RETRY_MS) {
+        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            return ST_OK;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN) {
+            err_set(e, ST_CONN, "cannot connect to %s: %s", c->where, strerror(errno));
+            break;
+        }
+        if (waited >= c->timeout_ms) {
+            err_set(e, ST_CONN, "%s: the server accepts no connection (backlog full) "
+                    "within %d ms", c->where, c->timeout_ms);
+            break;
+        }
+        nanosleep(&(struct timespec){0, UNIX_RETRY_MS * 1000000L}, NULL);
     }
-    return ST_OK;
+    close(c->fd);
+    c->fd = -1;
+    return ST_CONN;
 }
 
 /* One address: a non-blocking connect bounded by the timeout. */

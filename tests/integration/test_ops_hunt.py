@@ -790,3 +790,46 @@ def test_ocf_unix_socket_peers(binary):
         b.must("stop")
         a.must("demote")
         a.must("stop")
+
+
+@no_server
+@tubed_only(EXT)
+def test_cli_unix_socket_full_backlog_times_out(binary):
+    """A server on a Unix socket that stopped accepting (SIGSTOP) with its
+    backlog full: tubed-cli's connect blocked for ever, --timeout or not
+    (so did the OCF agent's monitor, until Pacemaker killed it). It now
+    gives up after --timeout with exit status 3."""
+    import socket
+    tmp = tempfile.mkdtemp(prefix="tubed-ub-")
+    path = os.path.join(tmp, "sock")
+    p = subprocess.Popen([binary, "-l", "unix:" + path], stderr=subprocess.DEVNULL)
+    socks = []
+    try:
+        wait_for(lambda: harness.listening(p.pid, unix_path=path), "tubed on " + path,
+                 timeout=10)
+        os.kill(p.pid, signal.SIGSTOP)
+        for _ in range(70000):
+            s = socket.socket(socket.AF_UNIX)
+            s.setblocking(False)
+            try:
+                s.connect(path)
+            except BlockingIOError:
+                s.close()
+                break
+            socks.append(s)
+        else:
+            raise Skip("the backlog never filled")
+        cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+        try:
+            r = subprocess.run([cli, "-h", "unix:" + path, "--timeout", "1", "stats"],
+                               capture_output=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            fail("tubed-cli --timeout 1 still waits after 30 s on a full backlog")
+        eq(r.returncode, 3, "tubed-cli on a full backlog: %s" % r.stderr)
+        check(b"backlog" in r.stderr, "no reason given: %r" % r.stderr)
+    finally:
+        for s in socks:
+            s.close()
+        p.kill()
+        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
