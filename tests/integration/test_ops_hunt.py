@@ -460,6 +460,11 @@ def test_deb_maintainer_scripts_memcache_socket(binary):
               and "sockets.target.wants/tubed.socket" in up,
               "links after an upgrade: %r" % up)
         eq(calls.count("adduser "), 1, "adduser calls over two configures")
+        # A binlog directory made by hand: its files too, or systemd
+        # (StateDirectory=, which looks at the directory's owner) and
+        # tubed never fix them.
+        check("chown -R tubed:tubed /var/lib/tubed" in calls,
+              "postinst does not give tubed the files in /var/lib/tubed: %r" % calls)
         stops = [l for l in calls.splitlines() if l.startswith("deb-systemd-invoke stop")]
         check(stops and "tubed-memcache.socket" in stops[0],
               "prerm remove does not stop the memcache socket: %r" % stops)
