@@ -838,3 +838,28 @@ def test_cli_unix_socket_full_backlog_times_out(binary):
         p.kill()
         p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_meta_data_valid_and_complete(binary):
+    """meta-data validates against resource-agents' ra-api-1.dtd (xmllint)
+    and lists exactly the parameters the agent reads (OCF_RESKEY_*, but
+    Pacemaker's CRM_meta_*), each with a default the agent uses."""
+    _need_ocf()
+    dtd = "/usr/share/resource-agents/ra-api-1.dtd"
+    agent = os.path.join(ROOT, "pkg", "ocf", "tubed")
+    p = subprocess.run([agent, "meta-data"], capture_output=True, timeout=30,
+                       env=dict(os.environ, OCF_ROOT="/usr/lib/ocf"))
+    eq(p.returncode, 0, "meta-data exit status")
+    if shutil.which("xmllint") and os.path.exists(dtd):
+        with tempfile.NamedTemporaryFile(suffix=".xml") as f:
+            f.write(p.stdout)
+            f.flush()
+            r = subprocess.run(["xmllint", "--noout", "--dtdvalid", dtd, f.name],
+                               capture_output=True, timeout=30)
+        eq(r.returncode, 0, "xmllint --dtdvalid ra-api-1.dtd: %s" % r.stderr.decode())
+    listed = set(re.findall(r'<parameter name="([a-z_]+)"', p.stdout.decode()))
+    with open(agent) as f:
+        read = set(re.findall(r"OCF_RESKEY_([a-z_]+)", f.read()))
+    eq(sorted(listed), sorted(read), "parameters in meta-data vs parameters the agent reads")
