@@ -90,7 +90,8 @@ def test_ocf_validate_checks_every_flag(binary):
     config file (OCF_ERR_CONFIGURED, so Pacemaker does not try the start
     on every node); it used to check the command line only when `config`
     was set, and never query_timeout (0.5 made every peer query a usage
-    error: a promote then did not see a peer that was ahead)."""
+    error: a promote then did not see a peer that was ahead). Port 0, a
+    peer's port that is not one, a relative binlog_dir passed too."""
     _need_ocf()
     with OcfSite(binary) as site:
         n = site.node("n1")
@@ -100,7 +101,14 @@ def test_ocf_validate_checks_every_flag(binary):
                               ("options", "-z", "-z"),
                               ("query_timeout", "0.5", "query_timeout"),
                               ("query_timeout", "0", "query_timeout"),
-                              ("query_timeout", "99999", "query_timeout")):
+                              ("query_timeout", "99999", "query_timeout"),
+                              # port 0: a port the kernel picks, which no
+                              # peer or admin command finds
+                              ("port", "0", "port"),
+                              ("peers", "a=10.0.0.1:abc", "port"),
+                              ("peers", "a=10.0.0.1:0", "port"),
+                              ("peers", "a=10.0.0.1:70000", "port"),
+                              ("binlog_dir", "relative/dir", "absolute")):
             good = n.params.get(key)
             n.params[key] = bad
             rc, out = n.run("validate-all")
@@ -113,6 +121,7 @@ def test_ocf_validate_checks_every_flag(binary):
                 n.params[key] = good
         n.params["options"] = "-z 1000 --max-connections 50"
         n.params["query_timeout"] = "3"
+        n.params["peers"] = "a=[::1]:11300 b=10.0.0.2:11300 c=unix:/run/c.sock d=h.example:1"
         n.must("validate-all")
         check(not os.path.exists(n.params["binlog_dir"]),
               "validate-all created the binlog directory")
