@@ -340,10 +340,11 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
                     'TUBED_CLI="%s"\nTUBED_STATE="%s"\nTUBED_LOG="%s"\n'
                     % (vip, pl, pr, cli, os.path.join(d, "state dir"), log))
 
-        def run(script, *args):
+        def run(script, *args, extra=None):
+            e = dict(os.environ)
+            e.update(extra or {})
             r = subprocess.run([script, env] + list(args), capture_output=True,
-                               timeout=60, env=dict(os.environ, PATH=os.environ.get(
-                                   "PATH", "/usr/bin:/bin")))
+                               timeout=60, env=e)
             try:
                 with open(log) as f:
                     text = f.read()
@@ -351,6 +352,16 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
                 text = ""
             return r.returncode, (r.stdout + r.stderr).decode() + text
 
+        # A TUBED_QUORUM that is not a number read as "no quorum" (the
+        # test errored, the if fell through to promote): now a step back.
+        rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150",
+                      extra={"TUBED_QUORUM": "two"})
+        eq(rc, 0, "notify MASTER, TUBED_QUORUM=two: %s" % out)
+        eq(_repl("127.0.0.1", pl)["role"], "replica",
+           "MASTER with TUBED_QUORUM=two promoted: %s" % out)
+        mark = os.path.join(d, "state dir", "defer")
+        check(os.path.exists(mark), "no step-back mark: %s" % out)
+        os.unlink(mark)
         rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150")
         eq(rc, 0, "notify MASTER: %s" % out)
         eq(_repl("127.0.0.1", pl)["role"], "primary",
