@@ -883,3 +883,24 @@ def test_ocf_meta_data_valid_and_complete(binary):
     with open(agent) as f:
         read = set(re.findall(r"OCF_RESKEY_([a-z_]+)", f.read()))
     eq(sorted(listed), sorted(read), "parameters in meta-data vs parameters the agent reads")
+
+
+@no_server
+@tubed_only(EXT)
+def test_every_man_page_lints_clean(binary):
+    """groff -ww and mandoc -Tlint on every page in man/ (test_ops lints
+    tubed.1 and tubed-bench.1 only; tubed-cli.1 and tubed-ocf.7 ship too)."""
+    pages = sorted(os.path.join(ROOT, "man", p) for p in os.listdir(os.path.join(ROOT, "man"))
+                   if re.search(r"\.[1-8]$", p))
+    check(len(pages) >= 4, "man pages: %s" % pages)
+    ran = 0
+    for tool, args in (("groff", ["-man", "-ww", "-z"]), ("mandoc", ["-Tlint"])):
+        if not shutil.which(tool):
+            continue
+        for page in pages:
+            r = subprocess.run([tool] + args + [page], capture_output=True, timeout=30)
+            out = (r.stdout + r.stderr).decode("utf-8", "replace").strip()
+            check(r.returncode == 0 and not out, "%s %s:\n%s" % (tool, page, out))
+            ran += 1
+    if not ran:
+        raise Skip("neither groff nor mandoc is installed")
