@@ -904,3 +904,28 @@ def test_every_man_page_lints_clean(binary):
             ran += 1
     if not ran:
         raise Skip("neither groff nor mandoc is installed")
+
+
+@no_server
+@tubed_only(EXT)
+def test_shipped_scripts_are_posix_sh_and_shellcheck_clean(binary):
+    """The agent, the keepalived scripts and the maintainer scripts run
+    under /bin/sh (dash on Debian): dash -n parses them and shellcheck
+    (warnings and errors) finds nothing."""
+    scripts = [os.path.join(ROOT, "pkg", *p) for p in (
+        ("ocf", "tubed"), ("keepalived", "tubed-keepalived-notify"),
+        ("keepalived", "tubed-keepalived-check"), ("debian", "postinst"),
+        ("debian", "prerm"), ("debian", "postrm"))]
+    for s in scripts:
+        with open(s) as f:
+            eq(f.readline().strip(), "#!/bin/sh", "%s: interpreter" % s)
+        # (deb.sh installs the maintainer scripts 0755 itself.)
+        check("debian" in s or os.access(s, os.X_OK), "%s is not executable" % s)
+        if shutil.which("dash"):
+            r = subprocess.run(["dash", "-n", s], capture_output=True, timeout=30)
+            eq(r.returncode, 0, "dash -n %s: %s" % (s, r.stderr.decode()))
+    if not shutil.which("shellcheck"):
+        raise Skip("shellcheck is not installed")
+    r = subprocess.run(["shellcheck", "-s", "sh", "-S", "warning"] + scripts,
+                       capture_output=True, timeout=60)
+    eq(r.returncode, 0, "shellcheck: %s" % r.stdout.decode()[-2000:])
