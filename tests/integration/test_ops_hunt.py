@@ -929,3 +929,65 @@ def test_shipped_scripts_are_posix_sh_and_shellcheck_clean(binary):
     r = subprocess.run(["shellcheck", "-s", "sh", "-S", "warning"] + scripts,
                        capture_output=True, timeout=60)
     eq(r.returncode, 0, "shellcheck: %s" % r.stdout.decode()[-2000:])
+
+
+@no_server
+@tubed_only(EXT)
+def test_keepalived_stop_hands_off_before_following(binary):
+    """keepalived stopped on the primary's node (STOP): the notify script
+    made the primary follow the address at once, keeping a tail its
+    replica had not received yet. The next MASTER's peer check then saw
+    that former primary "ahead" and stepped back, again and again, while
+    the former primary's node (keepalived stopped) never took the address:
+    no primary at all. The primary now lets a replica catch up first
+    (TUBED_HANDOFF seconds at most). Here the replica is paused while
+    jobs are put, and resumed a moment after STOP: the former primary must
+    not end ahead of it."""
+    import threading
+    notify = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-notify")
+    cli = os.path.join(os.path.dirname(binary), "tubed-cli")
+    tmp = tempfile.mkdtemp(prefix="tubed-ho-")
+    procs = []
+    try:
+        pp, pr = harness._free_port(), harness._free_port()
+        vip = "127.0.0.9"
+        procs.append(_tubed(binary, tmp, "primary", "127.0.0.1", pp))
+        procs.append(_tubed(binary, tmp, "replica", "127.0.0.1", pr,
+                            "--replica-of", "127.0.0.1:%d" % pp))
+        wait_for(lambda: _repl("127.0.0.1", pr)["connected"] == "true"
+                 and _repl("127.0.0.1", pr)["position"] == _repl("127.0.0.1", pp)["position"],
+                 "the replica to catch up", timeout=20)
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        # More than the loopback socket buffers hold (the part the kernel
+        # already took would reach the replica anyway): the rest is still
+        # in the primary when STOP comes.
+        c = harness.Client("127.0.0.1", pp)
+        for i in range(400):
+            c.put(b"%05d" % i + b"t" * 60000)
+        c.close()
+        env = os.path.join(tmp, "env")
+        with open(env, "w") as f:
+            f.write('TUBED_VIP=%s\nTUBED_PORT=%d\nTUBED_CLI="%s"\nTUBED_STATE="%s"\n'
+                    'TUBED_LOG="%s"\nTUBED_HANDOFF=20\n'
+                    % (vip, pp, cli, os.path.join(tmp, "state"), os.path.join(tmp, "log")))
+        resume = threading.Timer(1.0, os.kill, (procs[1].pid, signal.SIGCONT))
+        resume.start()
+        try:
+            r = subprocess.run([notify, env, "INSTANCE", "tubed", "STOP", "150"],
+                               capture_output=True, timeout=60)
+        finally:
+            resume.join()
+            os.kill(procs[1].pid, signal.SIGCONT)
+        eq(r.returncode, 0, "notify STOP: %s" % r.stderr)
+        p, rep = _repl("127.0.0.1", pp), _repl("127.0.0.1", pr)
+        eq((p["role"], p["primary"]), ("replica", "%s:%d" % (vip, pp)),
+           "the former primary follows the address")
+        eq(rep["position"], p["position"],
+           "the replica's position against the former primary's (a tail kept)")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
