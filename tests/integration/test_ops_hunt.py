@@ -991,3 +991,35 @@ def test_keepalived_stop_hands_off_before_following(binary):
                 p.kill()
             p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_config_typo_while_running(binary):
+    """A typo saved in tubed.conf while tubed runs (tubed read the file at
+    start; a SIGHUP would keep the old one): monitor, promote and demote
+    went through validate-all's --check-config and answered
+    OCF_ERR_CONFIGURED, which makes Pacemaker stop the resource on every
+    node. They now check the file only before a start and in
+    validate-all; the running instance stays monitored."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1")
+        conf = os.path.join(n.dir, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("max_job_size = 1000\n")
+        n.params["config"] = conf
+        n.must("start")
+        n.must("monitor")
+        with open(conf, "w") as f:
+            f.write("max_job_size = = 1000\n")
+        n.must("monitor", rc=0)
+        n.must("promote")
+        n.must("monitor", rc=8)
+        n.must("demote")
+        rc, out = n.run("validate-all")
+        eq(rc, 6, "validate-all with the typo: %s" % out)
+        n.must("stop")
+        rc, out = n.run("start")
+        eq(rc, 6, "start with the typo (OCF_ERR_CONFIGURED): %s" % out)
+        check(not n.alive(), "a start refused left tubed running")
