@@ -32,6 +32,15 @@ def _need_ocf():
         raise Skip(why)
 
 
+def _need_ipv6_loopback():
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError as e:
+        raise Skip("no IPv6 loopback here: %s" % e)
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -264,8 +273,7 @@ def test_cli_host_in_brackets(binary):
     """tubed-cli -h [::1]: the form `follow` and --replica-of write, which
     scripts (the keepalived notify script's TUBED_PEERS) split from
     [v6]:PORT. It was "cannot resolve [[::1]]:PORT"."""
-    if not os.path.exists("/proc/net/if_inet6"):
-        raise Skip("no IPv6 here")
+    _need_ipv6_loopback()
     port = harness._free_port()
     p = subprocess.Popen([binary, "-l", "::1", "-p", str(port)],
                          stderr=subprocess.DEVNULL)
@@ -317,8 +325,7 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
     with the default quorum never promoted), and TUBED_VIP copied from
     virtual_ipaddress with its prefix ("127.0.0.9/8": a BACKUP node was
     told to follow "127.0.0.9/8:PORT", which tubed refuses)."""
-    if not os.path.exists("/proc/net/if_inet6"):
-        raise Skip("no IPv6 here")
+    _need_ipv6_loopback()
     notify = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-notify")
     check_script = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-check")
     cli = os.path.join(os.path.dirname(binary), "tubed-cli")
