@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import harness
 from harness import Skip, check, eq, fail, no_server, tubed_only
@@ -383,6 +384,19 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
            "BACKUP follows the VIP without its prefix: %s" % out)
         rc, out = run(check_script)
         eq(rc, 0, "check of a replica: %s" % out)
+        # A step-back mark an hour old with TUBED_DEFER not a number: the
+        # check compared against "ten", failed, and kept failing for ever
+        # (the node stuck in FAULT). The default, 10 s, applies.
+        os.makedirs(os.path.dirname(mark), exist_ok=True)
+        with open(mark, "w"):
+            pass
+        rc, out = run(check_script, extra={"TUBED_DEFER": "ten"})
+        eq(rc, 1, "check just after a step back: %s" % out)
+        old = time.time() - 3600
+        os.utime(mark, (old, old))
+        rc, out = run(check_script, extra={"TUBED_DEFER": "ten"})
+        eq(rc, 0, "check an hour after a step back, TUBED_DEFER=ten: %s" % out)
+        check(not os.path.exists(mark), "the step-back mark was not removed")
         # The local tubed gone: the check fails, the notify does nothing.
         procs[0].kill()
         procs[0].wait()
