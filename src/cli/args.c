@@ -34,7 +34,7 @@ void args_usage(FILE *out)
             "  -h, --host HOST   server name or address, or unix:/path "
             "(default 127.0.0.1)\n"
             "  -p, --port PORT   TCP port (default 11300)\n"
-            "  --json            one JSON document on stdout, for scripts\n"
+            "  -j, --json        one JSON document on stdout, for scripts\n"
             "  --no-color        no colour even on a terminal (so does NO_COLOR)\n"
             "  --timeout S       give up on a silent server after S seconds "
             "(default 10)\n"

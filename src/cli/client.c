@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -22,6 +23,8 @@
  * tube); a length past it is a broken reply, not an allocation to try. */
 #define MAX_BODY ((size_t)4 << 30)
 #define READ_CHUNK 65536
+/* How often a connect to a Unix socket whose backlog is full is retried. */
+#define UNIX_RETRY_MS 20
 
 /* Wait until fd is ready for `events`; ST_CONN after timeout_ms idle. */
 static Status wait_fd(Client *c, short events, Err *e)
@@ -48,17 +51,32 @@ static int open_unix(Client *c, const char *path, Err *e)
     if (strlen(path) >= sizeof sa.sun_path)
         return err_set(e, ST_USAGE, "unix socket path too long: %s", path);
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
         return err_set(e, ST_LOCAL, "socket: %s", strerror(errno));
-    /* A local connect either succeeds or fails at once: no deadline needed. */
-    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        err_set(e, ST_CONN, "cannot connect to %s: %s", c->where, strerror(errno));
-        close(c->fd);
-        c->fd = -1;
-        return ST_CONN;
+    /* A local connect succeeds or fails at once, but for a full backlog (a
+     * server that stopped accepting): a blocking connect would wait for
+     * it forever, a non-blocking one says EAGAIN and cannot be polled for,
+     * so it is tried again until the deadline. */
+    for (int waited = 0;; waited += UNIX_RETRY_MS) {
+        if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            return ST_OK;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN) {
+            err_set(e, ST_CONN, "cannot connect to %s: %s", c->where, strerror(errno));
+            break;
+        }
+        if (waited >= c->timeout_ms) {
+            err_set(e, ST_CONN, "%s: the server accepts no connection (backlog full) "
+                    "within %d ms", c->where, c->timeout_ms);
+            break;
+        }
+        nanosleep(&(struct timespec){0, UNIX_RETRY_MS * 1000000L}, NULL);
     }
-    return ST_OK;
+    close(c->fd);
+    c->fd = -1;
+    return ST_CONN;
 }
 
 /* One address: a non-blocking connect bounded by the timeout. */
@@ -96,6 +114,8 @@ Status client_open(Client *c, const char *host, const char *port,
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res, *ai;
+    char bare[256];
+    size_t hl;
     int rc;
     Status st = ST_CONN;
 
@@ -104,6 +124,14 @@ Status client_open(Client *c, const char *host, const char *port,
     c->timeout_ms = timeout_ms;
     if (strncmp(host, "unix:", 5) == 0)
         return open_unix(c, host + 5, e);
+    /* "[::1]" as well as "::1": the form `follow` and --replica-of take,
+     * which scripts split from HOST:PORT. */
+    hl = strlen(host);
+    if (hl >= 2 && hl < sizeof bare && host[0] == '[' && host[hl - 1] == ']') {
+        memcpy(bare, host + 1, hl - 2);
+        bare[hl - 2] = '\0';
+        host = bare;
+    }
     snprintf(c->where, sizeof c->where, strchr(host, ':') ? "[%s]:%s" : "%s:%s",
              host, port);
     rc = getaddrinfo(host, port, &hints, &res);
@@ -317,6 +345,7 @@ static const char *explain(const char *line)
         {"DRAINING", "the server is draining and takes no new jobs"},
         {"JOB_TOO_BIG", "the body is larger than the server's max-job-size"},
         {"EXPECTED_CRLF", "the server expected CRLF after the body"},
+        {"NOT_ALLOWED", "refused: this listener's role or tubes do not allow it"},
     };
 
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

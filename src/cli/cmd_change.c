@@ -131,8 +131,9 @@ static Status admin_reply(const Cli *cli, Client *c, Reply *r, const char *cmd, 
     if (reply_is(r, "UNKNOWN_COMMAND"))
         return no_ext(e, cmd, cmd);
     if (reply_is(r, "NOT_ALLOWED"))
-        return err_set(e, ST_SERVER, "%s: %s: refused (NOT_ALLOWED): only from the "
-                       "server's host, unless allow_remote_admin = true", c->where, cmd);
+        return err_set(e, ST_SERVER, "%s: %s: refused (NOT_ALLOWED): taken only from "
+                       "the server's host (unless allow_remote_admin = true), on a "
+                       "listener whose role is admin", c->where, cmd);
     return reply_unexpected(r, cmd, e);
 }
 
