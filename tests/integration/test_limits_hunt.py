@@ -1,0 +1,93 @@
+"""Limits hunt: what happens at the edges of resources and sizes.
+
+Each test here failed against the code before its fix (the commit that
+added it says what the old code did), or pins down a limit probed by hand
+so it stays as it is. All of them hold against beanstalkd 1.12 too
+(run.py --reference), except those marked tubed_only.
+"""
+
+import fcntl
+import select
+import socket
+import struct
+import termios
+import time
+
+from harness import eq
+
+
+def _read_all(sock, timeout=20.0):
+    """Every byte up to the server's close."""
+    sock.settimeout(timeout)
+    got = bytearray()
+    while True:
+        d = sock.recv(1 << 20)
+        if not d:
+            return bytes(got)
+        got.extend(d)
+
+
+def _raw(srv):
+    return socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+
+
+# ------------------------------------------------------ half-closed clients
+
+def _settle(sock):
+    """Wait until the server has stopped sending (its queue for us is full
+    and it holds the rest of our commands back): the first reply byte,
+    then the bytes waiting to be read unchanged over three looks. Only
+    makes the case under test likely; the result does not depend on it."""
+    select.select([sock], [], [], 10)
+    last, same = -1, 0
+    while same < 3:
+        time.sleep(0.05)
+        n = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+        same, last = (same + 1 if n == last else 0), n
+
+
+def test_half_close_after_batch_with_big_replies(srv):
+    # A batch whose replies are far larger than what the server queues for
+    # one connection (256 KiB), half-closed once the server holds the rest
+    # of it back: the commands held back behind the unread replies still
+    # run, and every reply arrives before the close (beanstalkd 1.12 too).
+    # The old code took the end of input for the end of the commands: when
+    # the EOF was read while commands sat in the input buffer, it finished
+    # the connection and dropped them (80 to 800 of 1,000 ran).
+    body = b"h" * 60000
+    p = srv.client()
+    jid = p.put(body)
+    n = 1000
+    found = b"FOUND %d 60000\r\n" % jid + body + b"\r\n"
+    batch = b"".join([b"peek %d\r\n" % jid, b"put 0 0 10 3\r\nabc\r\n",
+                      b"list-tube-used\r\n"] * n)
+    for round_ in range(3):
+        s = _raw(srv)
+        s.sendall(batch)
+        _settle(s)
+        s.shutdown(socket.SHUT_WR)
+        got = _read_all(s)
+        s.close()
+        first = jid + 1 + round_ * n
+        inserted = b"".join(b"INSERTED %d\r\n" % (first + i) for i in range(n))
+        eq((got.count(found), got.count(b"INSERTED "), got.count(b"USING default\r\n")),
+           (n, n, n), "round %d: peeks, puts, list-tube-used answered" % round_)
+        eq(len(got), n * (len(found) + len(b"USING default\r\n")) + len(inserted),
+           "round %d: nothing else sent" % round_)
+    eq(p.stats()["current-jobs-ready"], str(3 * n + 1), "every put made its job")
+
+
+def test_half_close_ends_waits_and_runs_what_follows(srv):
+    # A reserve among pipelined commands of a half-closed client cannot
+    # wait for more input: TIMED_OUT, then the commands after it run
+    # (beanstalkd 1.12 does the same), then the close.
+    s = _raw(srv)
+    s.sendall(b"reserve-with-timeout 30\r\nput 0 0 10 1\r\nx\r\n"
+              b"reserve\r\nreserve\r\nlist-tube-used\r\n")
+    s.shutdown(socket.SHUT_WR)
+    got = _read_all(s)
+    s.close()
+    eq(got, b"TIMED_OUT\r\nINSERTED 1\r\nRESERVED 1 1\r\nx\r\n"
+            b"TIMED_OUT\r\nUSING default\r\n", "replies")
+    p = srv.client()
+    eq(p.stats_job(1)["state"], "ready", "the job went back at the close")
