@@ -7,13 +7,16 @@ so it stays as it is. All of them hold against beanstalkd 1.12 too
 """
 
 import fcntl
+import shutil
 import select
 import socket
 import struct
+import tempfile
 import termios
 import time
 
-from harness import Skip, check, eq
+import harness
+from harness import HOST, Skip, check, eq, no_server, start_server, tubed_only, wait_until
 from test_hostile import rss_kib, sanitized
 
 
@@ -127,3 +130,71 @@ def test_idle_connections_give_their_buffers_back(srv):
           "each once received 60 KB (%.1f KiB each)" % (grown, n, grown / n))
     for s in socks:
         s.close()
+
+
+# ------------------------------------------------- out of file descriptors
+
+def _kept(s):
+    """True if the server kept this connection (it answers a command)."""
+    s.settimeout(2)
+    try:
+        s.sendall(b"list-tube-used\r\n")
+        return s.recv(100) == b"USING default\r\n"
+    except OSError:
+        return False
+
+
+@tubed_only("-b with -s this small and prlimit: the probe is of tubed's binlog")
+@no_server
+def test_binlog_file_at_descriptor_limit(binary):
+    # Every descriptor in use when the binlog needs its next file: a put
+    # answers OUT_OF_MEMORY (no room for its record, nothing half-made),
+    # the other commands work, puts succeed again once connections close,
+    # and every acknowledged job is there after a restart.
+    if not shutil.which("prlimit"):
+        raise Skip("prlimit (util-linux) not installed")
+    d = tempfile.mkdtemp(prefix="tubed-limits-")
+    args = ["-b", d, "-s", "100000"]
+    srv = harness.Server(binary, argv=lambda p: ["prlimit", "--nofile=32:32", binary,
+                                                 "-l", HOST, "-p", str(p)] + args)
+    srv.start()
+    socks, acked = [], {}
+    try:
+        first = srv.client()
+        for _ in range(40):
+            socks.append(socket.create_connection((HOST, srv.port), timeout=5))
+        kept = [s for s in socks if _kept(s)]
+        check(len(kept) < len(socks), "the descriptor limit was never reached")
+        body = b"b" * 5000
+        replies = []
+        for i in range(60):
+            b = body[:-4] + b"%04d" % i
+            line = first.cmd(b"put 0 0 60 %d\r\n%s" % (len(b), b))
+            replies.append(line.split(b" ")[0])
+            if line.startswith(b"INSERTED "):
+                acked[int(line.split()[1])] = b
+        check(b"OUT_OF_MEMORY" in replies, "no put was refused: %r" % set(replies))
+        eq(set(replies), {b"INSERTED", b"OUT_OF_MEMORY"}, "put replies")
+        some = min(acked)
+        eq(first.cmd("delete %d" % some), b"DELETED", "delete at the limit")
+        del acked[some]
+        eq(first.cmd("list-tube-used"), b"USING default", "a command at the limit")
+        for s in socks:
+            s.close()
+        socks = []
+        wait_until(lambda: int(first.stats()["current-connections"]) == 1,
+                   what="the connections closed")
+        for i in range(20):
+            jid = first.put(body)
+            acked[jid] = body
+    finally:
+        for s in socks:
+            s.close()
+        problems = srv.stop()
+    check(not problems, "; ".join(problems))
+    with start_server(binary, args) as again:
+        c = again.client()
+        eq(c.stats()["current-jobs-ready"], str(len(acked)), "jobs after the restart")
+        for jid, b in sorted(acked.items()):
+            eq(c.peek("peek %d" % jid), (jid, b), "job %d after the restart" % jid)
+    shutil.rmtree(d, ignore_errors=True)
