@@ -14,8 +14,11 @@
  * conn_set_state(), which also fixes the epoll interest. A client that
  * stops reading its replies stops being read once OUT_HIGH bytes are
  * queued (back-pressure, bounded memory), and is closed after
- * --stall-timeout seconds of that. An idle connection holds only its
- * struct: buffers are empty and freed.
+ * --stall-timeout seconds of that. An idle connection holds its struct
+ * and at most 1 KiB of buffer each way: larger ones are freed as they
+ * empty. A client that half-closes still has every complete request it
+ * sent run and answered (a wait among them ends at once, as its protocol
+ * says), then the connection closes.
  *
  * Durability: conn_hold(c, ticket) before queuing an acknowledgement
  * keeps it (and what follows) unwritten until the engine reports the
