@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import harness
-from harness import TestFailure, fail
+from harness import TestFailure, check, eq, fail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -205,6 +205,23 @@ class OcfNode:
 
     def agent_log(self):
         return _read(os.path.join(self.dir, "agent.log"))
+
+    def expect_misconfigured(self, key, bad, why):
+        """validate-all with params[key] = bad is OCF_ERR_CONFIGURED (6)
+        and names why (on stdout or in the agent's log); the parameter is
+        then put back as it was."""
+        good = self.params.get(key)
+        self.params[key] = bad
+        try:
+            rc, out = self.run("validate-all")
+            eq(rc, 6, "validate-all with %s=%r (OCF_ERR_CONFIGURED): %s" % (key, bad, out))
+            check(why in out + self.agent_log(), "validate-all %s=%r: the reason "
+                  "does not name %r: %s" % (key, bad, why, out))
+        finally:
+            if good is None:
+                del self.params[key]
+            else:
+                self.params[key] = good
 
 
 def _read(path):

@@ -97,16 +97,7 @@ def test_ocf_validate_rejects_bad_params(binary):
                               ("sync_replicas", "-1", "not a number"),
                               ("peers", "n1", "NODE=HOST:PORT"),
                               ("user", "no-such-user-tubed", "does not exist")):
-            good = n.params.get(key)
-            n.params[key] = bad
-            rc, out = n.run("validate-all")
-            eq(rc, 6, "validate-all with %s=%r (OCF_ERR_CONFIGURED)" % (key, bad))
-            check(why in out + n.agent_log(), "validate-all %s=%r: the reason "
-                  "(%r) is not given: %s" % (key, bad, why, out))
-            if good is None:
-                del n.params[key]
-            else:
-                n.params[key] = good
+            n.expect_misconfigured(key, bad, why)
         n.params["binary"] = "/nonexistent/tubed"
         rc, _ = n.run("validate-all")
         eq(rc, 5, "validate-all with a missing binary (OCF_ERR_INSTALLED)")

@@ -120,16 +120,7 @@ def test_ocf_validate_checks_every_flag(binary):
                               ("peers", "a=10.0.0.1:0", "port"),
                               ("peers", "a=10.0.0.1:70000", "port"),
                               ("binlog_dir", "relative/dir", "absolute")):
-            good = n.params.get(key)
-            n.params[key] = bad
-            rc, out = n.run("validate-all")
-            eq(rc, 6, "validate-all with %s=%r (OCF_ERR_CONFIGURED): %s" % (key, bad, out))
-            check(why in out + n.agent_log(), "validate-all %s=%r: the reason "
-                  "does not name %r: %s" % (key, bad, why, out))
-            if good is None:
-                del n.params[key]
-            else:
-                n.params[key] = good
+            n.expect_misconfigured(key, bad, why)
         n.params["options"] = "-z 1000 --max-connections 50"
         n.params["query_timeout"] = "3"
         n.params["peers"] = "a=[::1]:11300 b=10.0.0.2:11300 c=unix:/run/c.sock d=h.example:1"
