@@ -28,7 +28,7 @@ Not sent, because 1.12 mishandles them (tubed follows compat-notes there):
 a command line of 225, 449, ... bytes (its `\r` is the last byte of 1.12's
 224-byte buffer: 1.12 answers late and eats the next command), a bare `\r`
 inside a line (1.12 never answers again), `reserve-with-timeout` above
-4294967295 or `kick` above 4294967295 (1.12 truncates or accepts them), and
+4294967295 (1.12 accepts it), and
 anything timing-dependent (delays are 0 or hours, TTRs long, `reserve` only
 where a job is ready or another connection supplies one).
 
@@ -1259,6 +1259,14 @@ def kick_commands():
         cmd("c", b"kick x\r\n"),
         cmd("c", b"kick  3\r\n"),
         cmd("c", b"kick 99999999999999999999999\r\n"),
+        # A bound above 32 bits: 1.12 keeps its low 32 bits.
+        cmd("c", put(b"b5")),
+        cmd("c", b"reserve-job {j7}\r\n"),
+        cmd("c", b"bury {j7} 5\r\n"),
+        cmd("c", b"kick 4294967296\r\n"),      # 0: KICKED 0
+        cmd("c", b"kick 99999999999\r\n"),      # 1215752191: KICKED 1
+        cmd("c", b"kick 18446744073709551616\r\n"),  # past 64 bits
+        cmd("c", b"kick 18446744073709551615\r\n"),
         cmd("c", b"stats-job {j5}\r\n"),
         cmd("c", b"stats\r\n"),
     ]

@@ -4,7 +4,7 @@
 
 #include "numparse.h"
 
-enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_PUT, ARG_RELEASE, ARG_BURY,
+enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_BOUND, ARG_PUT, ARG_RELEASE, ARG_BURY,
                 ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE, ARG_REPL, ARG_ADDR };
 
 /* list-jobs' state words, with the JobState each names (-1: all). */
@@ -136,6 +136,15 @@ static int parse_args(int shape, Args *a, Cmd *cmd)
         return next_u64(a, &cmd->id);
     case ARG_COUNT:
         return next_u32(a, &cmd->count);
+    case ARG_BOUND: {
+        /* kick's bound: beanstalkd reads any 64-bit number and keeps its
+         * low 32 bits (kick 4294967296 is KICKED 0 there), so tubed does. */
+        uint64_t v;
+        if (next_u64(a, &v) < 0)
+            return -1;
+        cmd->count = (uint32_t)v;
+        return 0;
+    }
     case ARG_PUT:
         if (next_u32(a, &cmd->pri) < 0 || next_u32(a, &cmd->delay) < 0 ||
             next_u32(a, &cmd->ttr) < 0)

@@ -44,7 +44,7 @@
     X(DELETE, "delete ", ARG_ID)                            \
     X(RELEASE, "release ", ARG_RELEASE)                     \
     X(BURY, "bury ", ARG_BURY)                              \
-    X(KICK, "kick ", ARG_COUNT)                             \
+    X(KICK, "kick ", ARG_BOUND)                             \
     X(KICK_JOB, "kick-job ", ARG_ID)                        \
     X(TOUCH, "touch ", ARG_ID)                              \
     X(STATS_JOB, "stats-job ", ARG_ID)                      \

@@ -391,13 +391,16 @@ START_TEST(overflow_rejected)
     BAD("put 0 4294967296 0 0", CMD_PUT);
     BAD("put 0 0 4294967296 0", CMD_PUT);
     BAD("put 0 0 0 4294967296", CMD_PUT);
-    BAD("kick 4294967296", CMD_KICK);
     BAD("reserve-with-timeout 4294967296", CMD_RESERVE_TIMEOUT);
     BAD("release 1 4294967296 0", CMD_RELEASE);
     BAD("release 1 0 4294967296", CMD_RELEASE);
     BAD("bury 1 4294967296", CMD_BURY);
     BAD("pause-tube foo 4294967296", CMD_PAUSE_TUBE);
-    BAD("kick 99999999999", CMD_KICK);
+    /* kick's bound is read as 64 bits and cut to 32, as beanstalkd does. */
+    OK("kick 4294967296", .type = CMD_KICK, .count = 0);
+    OK("kick 99999999999", .type = CMD_KICK, .count = 1215752191);
+    OK("kick 18446744073709551615", .type = CMD_KICK, .count = UINT32_MAX);
+    BAD("kick 18446744073709551616", CMD_KICK);
     /* u64 fields: 18446744073709551616 is one too many. */
     BAD("peek 18446744073709551616", CMD_PEEK);
     BAD("delete 18446744073709551616", CMD_DELETE);
@@ -410,7 +413,7 @@ START_TEST(overflow_rejected)
     BAD("stats-job 18446744073709551616", CMD_STATS_JOB);
     BAD("reserve-job 18446744073709551616", CMD_RESERVE_JOB);
     /* A u64 that fits in an id is still too big for a u32 field. */
-    BAD("kick 18446744073709551615", CMD_KICK);
+    BAD("reserve-with-timeout 18446744073709551615", CMD_RESERVE_TIMEOUT);
 }
 END_TEST
 
