@@ -422,6 +422,13 @@ static int addr_ok(const char *a)
     return hostport_split(a, host, sizeof host, &port) == 0;
 }
 
+/* Did the file give key k (and the command line, which wins, not)? Then
+ * an error about it names the file's line. */
+static int from_file(const ConfFile *cf, uint32_t cli_set, int k)
+{
+    return cf && !(cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k));
+}
+
 /* Replication needs a binlog on both sides (spec/replication.md §1): a
  * replica_of, or a sync_replicas above 0, without one names the key, with
  * the file's line when the file set it. 0, or -1 with the message in err. */
@@ -433,7 +440,7 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
     const char *bad = replica_of && !addr_ok(replica_of) ? "is not host:port, [v6]:port or unix:/path" : NULL;
 
     if (bad) {
-        if (cf && !(cli_set & CONF_BIT(SK_REPLICA_OF)) && (cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+        if (from_file(cf, cli_set, SK_REPLICA_OF))
             snprintf(err, errlen, "%s:%lu: replica_of '%s' %s", cf->path,
                      cf->server_line[SK_REPLICA_OF], replica_of, bad);
         else
@@ -442,7 +449,7 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
     }
     if (binlog_dir || k < 0)
         return 0;
-    if (cf && !(cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k)))
+    if (from_file(cf, cli_set, k))
         snprintf(err, errlen, "%s:%lu: %s needs a binlog: give -b DIR or binlog_dir",
                  cf->path, cf->server_line[k], conf_server_key_name(k));
     else
@@ -471,7 +478,7 @@ static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
         int k = side[i].key;
         if (!ports[i])
             continue;
-        if (cf && !(cfg->cli_set & CONF_BIT(k)) && (cf->server.set & CONF_BIT(k)))
+        if (from_file(cf, cfg->cli_set, k))
             snprintf(err, errlen, "%s:%lu: %s = %d needs a TCP listen address, not "
                      "%.200s: give it one with a [listen] section "
                      "(protocol = %s)", cf->path, cf->server_line[k],
@@ -506,7 +513,7 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
                 continue;
             for (size_t k = 0; k < 2; k++) {
                 int key = who[k ? j : i].key;
-                if (cf && !(cfg->cli_set & CONF_BIT(key)) && (cf->server.set & CONF_BIT(key)))
+                if (from_file(cf, cfg->cli_set, key))
                     snprintf(name[k], sizeof name[k], "%s (%s:%lu)", conf_server_key_name(key),
                              cf->path, cf->server_line[key]);
                 else
@@ -581,7 +588,7 @@ static int check_next_replica_of(const Config *cur, const ConfFile *cf, char *er
 {
     const char *bdir = cur->binlog_dir;
 
-    if ((cur->cli_set & CONF_BIT(SK_REPLICA_OF)) || !(cf->server.set & CONF_BIT(SK_REPLICA_OF)))
+    if (!from_file(cf, cur->cli_set, SK_REPLICA_OF))
         return 0;
     if (!(cur->cli_set & CONF_BIT(SK_BINLOG_DIR)))
         bdir = cf->server.set & CONF_BIT(SK_BINLOG_DIR) ? cf->server.binlog_dir : NULL;
