@@ -196,11 +196,6 @@ int net_peer_local(int fd)
     return 0;
 }
 
-int net_split_addr(const char *addr, char *host, size_t hostlen, int *port)
-{
-    return hostport_split(addr, host, hostlen, port);
-}
-
 static int connect_fd(int family, const struct sockaddr *sa, socklen_t len, char *err,
                       size_t errlen)
 {
@@ -229,7 +224,7 @@ int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size
     unsigned n = 0;
 
     *count = 1;
-    if (net_split_addr(addr, host, sizeof host, &port) < 0) {
+    if (hostport_split(addr, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "bad address '%s' (want host:port, [v6]:port or unix:/path)",
                  addr);
         return -1;

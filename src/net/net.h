@@ -23,11 +23,8 @@ void net_describe_peer(int fd, char *out, size_t outlen);
 /* Is the socket's peer on this host (a loopback address or a Unix
  * socket)? */
 int net_peer_local(int fd);
-/* Split "host:port", "[v6]:port" or "unix:/path" (port -1 for unix):
- * 0, or -1 when malformed. host gets the host (or path). The rules are
- * hostport.h's, shared with the replica_of key's check. */
-int net_split_addr(const char *addr, char *host, size_t hostlen, int *port);
-/* Start a non-blocking connect to such an address: the fd (connected or
+/* Start a non-blocking connect to an address as hostport.h reads it
+ * ("host:port", "[v6]:port", "unix:/path"): the fd (connected or
  * connecting: wait for EPOLLOUT and read SO_ERROR), or -1 with err. A name
  * may resolve to several addresses (IPv6 and IPv4, say, where the server
  * listens on one family only): this tries the nth of them, counting

@@ -10,6 +10,7 @@
 #include "blcodec.h"
 #include "clock.h"
 #include "engine.h"
+#include "hostport.h"
 #include "log.h"
 #include "net.h"
 #include "numparse.h"
@@ -800,7 +801,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
     }
     memcpy(a, addr, len);
     a[len] = '\0';
-    if (net_split_addr(a, host, sizeof host, &port) < 0) {
+    if (hostport_split(a, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "bad address '%s'", a);
         return -1;
     }
