@@ -320,13 +320,19 @@ void mc_wake(Worker *w, WaitEnd how, Job *j)
     free_key(m);
 }
 
+/* A waiting get stops waiting, nothing taken; its reply is the caller's. */
+static void end_wait(McConn *m)
+{
+    worker_cancel(eng(m), &m->worker);
+    m->waiting = 0;
+    conn_set_state(&m->conn, CONN_OPEN);
+}
+
 void mc_hangup(McConn *m)
 {
     if (m->waiting) {
         /* It gave up: the wait ends with nothing taken. */
-        worker_cancel(eng(m), &m->worker);
-        m->waiting = 0;
-        conn_set_state(&m->conn, CONN_OPEN);
+        end_wait(m);
         finish(m, WAIT_TIMED_OUT, NULL, NULL, 0, 0);
         free_key(m);
     }
@@ -341,9 +347,7 @@ void mc_demoted(McConn *m)
     /* Nothing was sent for this get yet (a waiting monitor has sent no
      * value either): it hears what a get on a replica hears, so the
      * client goes to the new primary rather than ask here again. */
-    worker_cancel(eng(m), &m->worker);
-    m->waiting = 0;
-    conn_set_state(&m->conn, CONN_OPEN);
+    end_wait(m);
     unwatch(m);
     free_key(m);
     mc_reply_err(m, MC_ERR_REPLICA);
