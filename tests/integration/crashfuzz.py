@@ -1160,7 +1160,7 @@ class Fuzz:
                 self.crash()
                 if r.random() < 0.2:
                     # killed again at once: while it replays, or just after
-                    t.start(extra=r.choice(MODES))
+                    t.start(extra=r.choice(MODES), replayed=False)
                     t.kill9()
                     self.stats["double-kills"] = self.stats.get("double-kills", 0) + 1
                 t.start(extra=r.choice(MODES))

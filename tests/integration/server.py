@@ -20,7 +20,8 @@ The command line is  -l 127.0.0.1 -p PORT [--memcache-port M]
 [--metrics-port H] [--config FILE] [-b DIR] ARGS EXTRA  (or -l unix:PATH).
 Each start attempt picks free ports afresh (the beanstalk one is kept
 across restarts with keep_port=True); the server counts as started once
-/proc shows it listening on every one of them, and a start that fails
+/proc shows it listening on every one of them and it has logged that its
+binlog is replayed (it listens before it replays), and a start that fails
 because a port was taken meanwhile is tried again.  Servers are stopped by
 pid; every process's stop is checked for crashes and sanitizer reports
 (harness.Server.stop), and the directory is removed at the end.
@@ -125,10 +126,11 @@ class Tubed:
                                 (self.hport, self.with_metrics)) if on]
 
     # -- processes -----------------------------------------------------------
-    def start(self, extra=()):
+    def start(self, extra=(), replayed=True):
         """Start (or start again: same directory, config and binlog; the same
         beanstalk port with keep_port).  `extra` arguments go last and hold
-        for this start only.  Returns the harness.Server."""
+        for this start only.  Returns the harness.Server once the binlog is
+        replayed (replayed=False: once it listens)."""
         self.extra = [str(x) for x in extra]
         fixed = self.keep_port and self.port is not None
         last = ""
@@ -138,7 +140,7 @@ class Tubed:
                                  unix_path=self.unix_path)
             srv.name = self.label
             try:
-                srv.start()
+                srv.start(replayed=replayed)
             except harness.ServerError as e:
                 if not (fixed or self.unix_path):
                     raise       # harness.Server tried free ports already
