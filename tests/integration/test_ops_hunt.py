@@ -1052,3 +1052,25 @@ def test_ocf_config_typo_while_running(binary):
         rc, out = n.run("start")
         eq(rc, 6, "start with the typo (OCF_ERR_CONFIGURED): %s" % out)
         check(not n.alive(), "a start refused left tubed running")
+
+
+def test_keepalived_check_fits_in_its_timeout(binary):
+    """keepalived counts a track_script it kills at `timeout` as failed
+    (fall 2: the primary gives the floating address up).  The shipped
+    check's tubed-cli calls may wait 2 + 1 + 5 s, and the shipped conf
+    said `timeout 3`: a primary slow to answer while its replica followed
+    again could fail over for nothing.  The conf's timeout must cover the
+    sum of the script's --timeout values."""
+    check_script = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-check")
+    with open(check_script) as f:
+        waits = [int(x) for x in re.findall(r"--timeout (\d+)", f.read())]
+    check(len(waits) >= 3, "the check's tubed-cli calls changed shape: %r" % waits)
+    with open(os.path.join(ROOT, "pkg", "keepalived", "keepalived.conf")) as f:
+        conf = f.read()
+    block = re.search(r"vrrp_script chk_tubed \{(.*?)\n\}", conf, re.S)
+    check(block is not None, "no vrrp_script chk_tubed in keepalived.conf")
+    m = re.search(r"^\s*timeout (\d+)\s*$", block.group(1), re.M)
+    check(m is not None, "vrrp_script chk_tubed has no timeout")
+    check(int(m.group(1)) > sum(waits),
+          "keepalived.conf: timeout %s, but the check may wait %d s (%r)"
+          % (m.group(1), sum(waits), waits))
