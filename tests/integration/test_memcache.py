@@ -420,6 +420,9 @@ def test_open_job_seen_from_beanstalk(binary):
         eq(st["current-jobs-reserved"], "1", "reserved")
         jid = 1
         eq(b.stats_job(jid)["state"], "reserved", "stats-job")
+        # No deadline: the largest TTR a beanstalk job can have (it was
+        # INT64_MAX ns from now, 9223331230 and falling).
+        eq(b.stats_job(jid)["time-left"], "4294967295", "time-left of an open job")
         for cmd in ("delete 1", "release 1 0 0", "bury 1 0", "touch 1"):
             b.expect(cmd, "NOT_FOUND")
         # ttr = 1s: a beanstalk reservation would be back after ~1 s.
@@ -428,6 +431,7 @@ def test_open_job_seen_from_beanstalk(binary):
             time.sleep(0.1)
         eq(b.stats_job(jid)["state"], "reserved", "still reserved: no TTR")
         eq(b.stats_job(jid)["timeouts"], "0", "no timeout counted")
+        eq(b.stats_job(jid)["time-left"], "4294967295", "time-left later")
         m.expect("get q/close", "END")
         b.expect("stats-job 1", "NOT_FOUND")
 
