@@ -126,6 +126,16 @@ def _disk_full(binary, ss, mnt):
             present[int(m.group(1))] = b
         else:
             eq(line, b"OUT_OF_MEMORY", "put on a full disk")
+    # Said once, not once a refused put: the log and last-error name it,
+    # the binlog stays healthy (deletes still work).  (It was silent.)
+    _, bst = c.cmd_body("stats-binlog")
+    bst = harness.parse_yaml_dict(bst)
+    eq(bst["healthy"], "true", "stats-binlog healthy on a full disk")
+    check(unq(bst["last-error"]).startswith("no room for a new file: "),
+          "stats-binlog last-error on a full disk: %r" % bst["last-error"])
+    err = srv.stderr_text()
+    eq(err.count("no room for a new file"), 1,
+       "warnings of a full disk after 4 refused puts: %r" % err[-600:])
     # Other commands keep working on a full disk.
     st = c.stats()
     check(stat_int(st, "current-jobs-ready") == len(present),
@@ -158,9 +168,16 @@ def _disk_full(binary, ss, mnt):
         check(time.monotonic() < deadline, "put still answers OUT_OF_MEMORY "
               "5 s after %d bytes were freed on the disk" % mnt.free())
         time.sleep(0.1)
-    for _ in range(20):
+    # Puts that need a new file make one, and that is said once too (300
+    # puts of ~500 bytes fill more than one 64 KiB file).
+    for _ in range(300):
         b = body()
         present[c.put(b)] = b
+        if "room for new files again" in srv.stderr_text():
+            break
+    err = srv.stderr_text()
+    eq(err.count("room for new files again"), 1,
+       "log lines once new files could be made: %r" % err[-600:])
     # Full again, then kill -9 while full: nothing acknowledged is lost and
     # no torn record is left behind.
     _write_filler(filler, max(0, mnt.free() - 200 * 1024))

@@ -107,8 +107,9 @@ static void job_record(Engine *e, const Job *j, BlRecord *r, int type)
 
 /* Create binlog.index with its header, preallocated to the file size, on
  * disk before it is used: a crash never leaves a half-made file that
- * replay would take for damage. -1 (file removed) on failure. */
-static int create_file(Binlog *b, uint32_t index)
+ * replay would take for damage. -1 (file removed, errno set) on failure,
+ * logged unless quiet (a caller that says it once for many attempts). */
+static int create_file(Binlog *b, uint32_t index, int quiet)
 {
     char path[4096], hdr[BL_HEADER_SIZE];
     int fd, err;
@@ -117,13 +118,15 @@ static int create_file(Binlog *b, uint32_t index)
     if (index > JOB_FILE_MAX) {
         /* A job names its file in 28 bits: a larger number would name
          * another file, and compaction would drop live records. */
-        log_err("binlog: cannot create %s: file numbers end at %u", path, JOB_FILE_MAX);
+        if (!quiet)
+            log_err("binlog: cannot create %s: file numbers end at %u", path, JOB_FILE_MAX);
         errno = EOVERFLOW;
         return -1;
     }
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0) {
-        log_warn("binlog: create %s: %s", path, strerror(errno));
+        if (!quiet)
+            log_warn("binlog: create %s: %s", path, strerror(errno));
         return -1;
     }
     bl_encode_header(hdr);
@@ -133,7 +136,7 @@ static int create_file(Binlog *b, uint32_t index)
     if (err == 0 && fsync(fd) < 0)
         err = errno;
     if (err) {
-        if (err != ENOSPC)
+        if (err != ENOSPC && !quiet)
             log_err("binlog: preallocate %s: %s", path, strerror(err));
         close(fd);
         unlink(path);
@@ -156,12 +159,30 @@ static int add_spare(Binlog *b)
         b->spares = sp;
         b->spares_cap = cap;
     }
-    fd = create_file(b, next_index(b));
+    fd = create_file(b, next_index(b), 1);
     if (fd < 0)
         return -1;
     b->spares[b->nspares++] = fd;
     sync_dir(b);
+    if (b->no_room) {
+        b->no_room = 0;
+        log_info("binlog: room for new files again: puts are taken");
+    }
     return 0;
+}
+
+/* No spare file could be made (a full disk, no file descriptor left, file
+ * numbers used up): every command that needs new room answers
+ * OUT_OF_MEMORY, deletes still work, the binlog stays healthy. Said once
+ * in the log and in last-error, not once a refused put. */
+static void no_room(Binlog *b, int err)
+{
+    if (b->no_room)
+        return;
+    b->no_room = 1;
+    snprintf(b->last_error, sizeof b->last_error, "no room for a new file: %s",
+             err == EOVERFLOW ? "file numbers used up" : strerror(err));
+    log_warn("binlog: %s: puts answer OUT_OF_MEMORY until there is room", b->last_error);
 }
 
 /* Write what is placed but not written. */
@@ -249,7 +270,7 @@ static int open_next(Engine *e)
         fd = b->spares[0];
         memmove(b->spares, b->spares + 1, (b->nspares - 1) * sizeof *b->spares);
         b->nspares--;
-    } else if ((fd = create_file(b, index)) < 0) {
+    } else if ((fd = create_file(b, index, 0)) < 0) {
         return -1;
     } else {
         sync_dir(b);
@@ -327,8 +348,10 @@ static int reserve(Engine *e, uint64_t size, uint64_t dels)
     if (!b->healthy)
         return -1;
     while (!fits(b, size, dels))
-        if (add_spare(b) < 0)
+        if (add_spare(b) < 0) {
+            no_room(b, errno);
             return -1;
+        }
     return 0;
 }
 
@@ -1225,7 +1248,7 @@ int binlog_open(Engine *e, char *err, size_t errlen)
     if (spill_after_replay(e) < 0)
         log_warn("binlog: out of memory for the read-ahead of spilled jobs: they are read when needed");
     /* The new current file: the numbering goes on after the newest. */
-    b->cur_fd = create_file(b, first);
+    b->cur_fd = create_file(b, first, 0);
     if (b->cur_fd < 0 || bl_files_push(b, first) < 0) {
         snprintf(err, errlen, "cannot create %s/binlog.%u: %s", b->dir, first, strerror(errno));
         return -1;

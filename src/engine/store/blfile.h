@@ -55,6 +55,8 @@ typedef struct Binlog {
     int64_t last_recover_try;
     uint64_t replayed_jobs;
     int damaged;           /* --recover dropped something at replay */
+    int no_room;           /* a spare file could not be made: puts answer
+                            * OUT_OF_MEMORY (said once, until one is made) */
     char last_error[128];  /* why it last turned unhealthy; "" if never */
     uint64_t compactions;  /* files whose live jobs were moved forward */
     struct Engine *eng;
