@@ -1,0 +1,88 @@
+"""Real beanstalk client libraries against tubed, each through its normal
+API (tests/integration/bs_clients/, README.md there): npm fivebeans and
+npm jackd.
+
+Each script runs against a fresh tubed and, when `beanstalkd` is on PATH,
+against a fresh beanstalkd too: the same script must pass on both (the
+reference run keeps the checks honest). A missing node or npm is a
+failure, not a skip: CI installs them (Makefile DEPS); the npm clients are
+installed here with `npm ci` when node_modules is missing. Each script
+prints PASS/FAIL per check and "N passed, N failed".
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+from harness import check, eq, fail, no_server, start_server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENTS = os.path.join(HERE, "bs_clients")
+PKG = os.path.join(CLIENTS, "node")
+
+
+def _need(ok, what):
+    if not ok:
+        fail("%s is not installed (see tests/integration/bs_clients/README.md; "
+             "`make deps` installs the Debian packages)" % what)
+
+
+def _node_with(module):
+    """The node binary, after `npm ci` in bs_clients/node if `module` is
+    not installed there yet."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    _need(node, "nodejs")
+    if not os.path.isdir(os.path.join(PKG, "node_modules", module)):
+        npm = shutil.which("npm")
+        _need(npm, "npm")
+        r = subprocess.run([npm, "ci", "--prefix", PKG, "--no-audit", "--no-fund"],
+                           capture_output=True, timeout=300)
+        check(r.returncode == 0, "npm ci in %s failed: %s" % (
+            PKG, (r.stdout + r.stderr).decode("utf-8", "replace")[-600:]))
+    return node
+
+
+def _run_script(binary, argv, server, timeout=60):
+    """Run one client script against a fresh server (`binary`); check that
+    every check passed. Returns the script's output."""
+    with start_server(binary) as s:
+        try:
+            r = subprocess.run(argv + ["127.0.0.1", str(s.port)], capture_output=True,
+                               timeout=timeout, stdin=subprocess.DEVNULL, cwd=CLIENTS)
+        except subprocess.TimeoutExpired:
+            fail("%s against %s did not finish within %ds" % (" ".join(argv), server, timeout))
+        out = r.stdout.decode("utf-8", "replace")
+        err = r.stderr.decode("utf-8", "replace")
+        lines = out.strip().splitlines()
+        fails = [l for l in lines if l.startswith("FAIL")]
+        check(not fails and r.returncode == 0,
+              "%s against %s: exit %d; %s; stderr: %s" % (
+                  os.path.basename(argv[-1]), server, r.returncode,
+                  "; ".join(fails) or out[-400:], err[-400:]))
+        check(lines and re.fullmatch(r"\d+ passed, 0 failed", lines[-1]) is not None,
+              "%s: last line: %r" % (server, lines[-1:] or ""))
+        return out
+
+
+def _run_both(binary, argv, checks):
+    """The script against tubed, then the reference run against beanstalkd
+    when it is installed; each must pass all `checks` checks."""
+    out = _run_script(binary, argv, "tubed")
+    eq(out.count("PASS"), checks, "%s checks passed against tubed" % argv[-1])
+    reference = shutil.which("beanstalkd")
+    if reference and os.path.realpath(reference) != os.path.realpath(binary):
+        out = _run_script(reference, argv, "beanstalkd")
+        eq(out.count("PASS"), checks, "%s checks passed against beanstalkd" % argv[-1])
+
+
+@no_server
+def test_bs_client_fivebeans(binary):
+    node = _node_with("fivebeans")
+    _run_both(binary, [node, os.path.join(CLIENTS, "fivebeans.js")], 56)
+
+
+@no_server
+def test_bs_client_jackd(binary):
+    node = _node_with("jackd")
+    _run_both(binary, [node, os.path.join(CLIENTS, "jackd.js")], 56)
