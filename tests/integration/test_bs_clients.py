@@ -1,6 +1,6 @@
 """Real beanstalk client libraries against tubed, each through its normal
-API (tests/integration/bs_clients/, README.md there): npm fivebeans and
-npm jackd.
+API (tests/integration/bs_clients/, README.md there): npm fivebeans, jackd
+and node-beanstalk.
 
 Each script runs against a fresh tubed and, when `beanstalkd` is on PATH,
 against a fresh beanstalkd too: the same script must pass on both (the
@@ -86,3 +86,9 @@ def test_bs_client_fivebeans(binary):
 def test_bs_client_jackd(binary):
     node = _node_with("jackd")
     _run_both(binary, [node, os.path.join(CLIENTS, "jackd.js")], 56)
+
+
+@no_server
+def test_bs_client_node_beanstalk(binary):
+    node = _node_with("node-beanstalk")
+    _run_both(binary, [node, os.path.join(CLIENTS, "node_beanstalk.js")], 58)
