@@ -79,7 +79,7 @@ def _run_both(binary, argv, checks):
 @no_server
 def test_bs_client_fivebeans(binary):
     node = _node_with("fivebeans")
-    _run_both(binary, [node, os.path.join(CLIENTS, "fivebeans.js")], 56)
+    _run_both(binary, [node, os.path.join(CLIENTS, "fivebeans.js")], 58)
 
 
 @no_server

@@ -11,8 +11,9 @@
  * (watch/ignore, reserve, reserve-with-timeout 0 and 1, delete, release with
  * a delay, bury, kick, kick-job, touch), stats/stats-job/stats-tube,
  * list-tubes*, pause-tube, bodies (all 256 byte values, CR LF inside, empty,
- * 60 KiB, one byte over 65535), and the error replies NOT_FOUND,
- * NOT_IGNORED, TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG. Prints one line per
+ * 60 KiB, one byte over 65535), the error replies NOT_FOUND,
+ * NOT_IGNORED, TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG, and the library's
+ * FiveBeansWorker job runner. Prints one line per
  * check and then "N passed, N failed"; exits non-zero on any failure.
  *
  * Client quirks handled here:
@@ -25,6 +26,9 @@
  * - Counts (watch, ignore, kick) come back as the reply's text ('2'),
  *   ids too; only YAML bodies give numbers.
  * - delete is destroy() (a reserved word in JavaScript).
+ * - FiveBeansWorker reserves with a timeout (1 s here, so stop() takes
+ *   effect within a second) and emits 'warning' for jobs it buries; its
+ *   'error' must have a listener.
  * - A blocked reserve holds its connection: the worker that waits has a
  *   client of its own, as a real worker does.
  */
@@ -193,6 +197,43 @@ async function serverInfo(c, w) {
   t.same('pause-tube of an unknown tube is NOT_FOUND', np.err, 'NOT_FOUND');
 }
 
+// FiveBeansWorker, the library's job runner: JSON jobs {type, payload}
+// go to the handler of their type; 'success' deletes, anything else and
+// jobs it cannot run are buried. Runs until the tube is empty.
+async function jobRunner(c) {
+  const wtube = tube + '-worker';
+  const seen = [];
+  const handler = {
+    type: 'sum',
+    work(payload, done) {
+      seen.push(payload.a + payload.b);
+      done(payload.a + payload.b === 3 ? 'success' : 'bury');
+    },
+  };
+  await ok(c, 'use', wtube);
+  const jobs = [{ type: 'sum', payload: { a: 1, b: 2 } }, { type: 'sum', payload: { a: 2, b: 2 } },
+                { type: 'nobody', payload: {} }, 'not json {'];
+  for (const j of jobs) await ok(c, 'put', 0, 0, 60, typeof j === 'string' ? j : JSON.stringify(j));
+  const worker = new FiveBeans.worker({ id: 'w1', host, port, handlers: { sum: handler },
+                                        ignoreDefault: true, timeout: 1 });
+  const events = { deleted: 0, buried: 0 };
+  worker.on('job.deleted', () => events.deleted++);
+  worker.on('job.buried', () => events.buried++);
+  worker.on('warning', () => {});
+  worker.on('error', () => {});
+  const stopped = new Promise((resolve) => worker.on('stopped', resolve));
+  worker.start([wtube]);
+  for (let i = 0; i < 200 && events.deleted + events.buried < 4; i++) await t.sleep(25);
+  worker.stop();
+  await stopped;
+  t.same('FiveBeansWorker ran the jobs (1 deleted, 3 buried)', [seen, events.deleted, events.buried],
+         [[3, 4], 1, 3]);
+  const [st] = await ok(c, 'stats_tube', wtube);
+  t.same('stats-tube after the runner', [st['current-jobs-buried'], st['current-jobs-ready'],
+                                         st['cmd-delete']], [3, 0, 1]);
+  await ok(c, 'use', tube);
+}
+
 async function main() {
   const c = await connect();      // the producer
   const w = await connect();      // the worker
@@ -202,6 +243,7 @@ async function main() {
     await workerCycle(c, w);
     await bodies(c, w);
     await serverInfo(c, w);
+    await jobRunner(c);
   } catch (e) {
     t.check('no unexpected error', false, e && e.stack);
   }
