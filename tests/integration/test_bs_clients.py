@@ -1,6 +1,6 @@
 """Real beanstalk client libraries against tubed, each through its normal
-API (tests/integration/bs_clients/, README.md there): npm fivebeans, jackd
-and node-beanstalk.
+API (tests/integration/bs_clients/, README.md there): npm fivebeans, jackd,
+node-beanstalk and beanstalkd.
 
 Each script runs against a fresh tubed and, when `beanstalkd` is on PATH,
 against a fresh beanstalkd too: the same script must pass on both (the
@@ -92,3 +92,9 @@ def test_bs_client_jackd(binary):
 def test_bs_client_node_beanstalk(binary):
     node = _node_with("node-beanstalk")
     _run_both(binary, [node, os.path.join(CLIENTS, "node_beanstalk.js")], 58)
+
+
+@no_server
+def test_bs_client_npm_beanstalkd(binary):
+    node = _node_with("beanstalkd")
+    _run_both(binary, [node, os.path.join(CLIENTS, "npm_beanstalkd.js")], 56)
