@@ -10,6 +10,7 @@ installed here with `npm ci` when node_modules is missing. Each script
 prints PASS/FAIL per check and "N passed, N failed".
 """
 
+import fcntl
 import os
 import re
 import shutil
@@ -30,16 +31,20 @@ def _need(ok, what):
 
 def _node_with(module):
     """The node binary, after `npm ci` in bs_clients/node if `module` is
-    not installed there yet."""
+    not installed there yet. The tests here run in parallel (run.py -j)
+    and `npm ci` starts by deleting node_modules, so one installs at a
+    time, under a lock on package.json that other processes respect too."""
     node = shutil.which("node") or shutil.which("nodejs")
     _need(node, "nodejs")
-    if not os.path.isdir(os.path.join(PKG, "node_modules", module)):
-        npm = shutil.which("npm")
-        _need(npm, "npm")
-        r = subprocess.run([npm, "ci", "--prefix", PKG, "--no-audit", "--no-fund"],
-                           capture_output=True, timeout=300)
-        check(r.returncode == 0, "npm ci in %s failed: %s" % (
-            PKG, (r.stdout + r.stderr).decode("utf-8", "replace")[-600:]))
+    with open(os.path.join(PKG, "package.json"), "rb") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if not os.path.isdir(os.path.join(PKG, "node_modules", module)):
+            npm = shutil.which("npm")
+            _need(npm, "npm")
+            r = subprocess.run([npm, "ci", "--prefix", PKG, "--no-audit", "--no-fund"],
+                               capture_output=True, timeout=300)
+            check(r.returncode == 0, "npm ci in %s failed: %s" % (
+                PKG, (r.stdout + r.stderr).decode("utf-8", "replace")[-600:]))
     return node
 
 
