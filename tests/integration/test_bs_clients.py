@@ -84,22 +84,22 @@ def _run_both(binary, argv, checks):
 @no_server
 def test_bs_client_fivebeans(binary):
     node = _node_with("fivebeans")
-    _run_both(binary, [node, os.path.join(CLIENTS, "fivebeans.js")], 58)
+    _run_both(binary, [node, os.path.join(CLIENTS, "fivebeans.js")], 59)
 
 
 @no_server
 def test_bs_client_jackd(binary):
     node = _node_with("jackd")
-    _run_both(binary, [node, os.path.join(CLIENTS, "jackd.js")], 56)
+    _run_both(binary, [node, os.path.join(CLIENTS, "jackd.js")], 57)
 
 
 @no_server
 def test_bs_client_node_beanstalk(binary):
     node = _node_with("node-beanstalk")
-    _run_both(binary, [node, os.path.join(CLIENTS, "node_beanstalk.js")], 58)
+    _run_both(binary, [node, os.path.join(CLIENTS, "node_beanstalk.js")], 59)
 
 
 @no_server
 def test_bs_client_npm_beanstalkd(binary):
     node = _node_with("beanstalkd")
-    _run_both(binary, [node, os.path.join(CLIENTS, "npm_beanstalkd.js")], 56)
+    _run_both(binary, [node, os.path.join(CLIENTS, "npm_beanstalkd.js")], 57)

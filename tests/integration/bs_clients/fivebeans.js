@@ -8,13 +8,13 @@
  *
  * Runs the same checks against beanstalkd 1.12 and tubed (the suite runs
  * both): producer calls (use, put with pri/delay/ttr, peek*), worker calls
- * (watch/ignore, reserve, reserve-with-timeout 0 and 1, delete, release with
- * a delay, bury, kick, kick-job, touch), stats/stats-job/stats-tube,
+ * (watch/ignore, reserve, reserve-with-timeout 0, 1 and 0.5, delete, release
+ * with a delay, bury, kick, kick-job, touch), stats/stats-job/stats-tube,
  * list-tubes*, pause-tube, bodies (all 256 byte values, CR LF inside, empty,
- * 60 KiB, one byte over 65535), the error replies NOT_FOUND,
- * NOT_IGNORED, TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG, and the library's
- * FiveBeansWorker job runner. Prints one line per
- * check and then "N passed, N failed"; exits non-zero on any failure.
+ * 60 KiB, one byte over 65535), the error replies NOT_FOUND, NOT_IGNORED,
+ * TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG, and the library's FiveBeansWorker
+ * job runner. Prints one line per check and then "N passed, N failed"; exits
+ * non-zero on any failure.
  *
  * Client quirks handled here:
  * - Callbacks: each call is wrapped in a Promise and awaited, so a worker's
@@ -109,6 +109,9 @@ async function workerCycle(c, w) {
   t.same('reserve-with-timeout 0 on an empty tube is TIMED_OUT', to0.err, 'TIMED_OUT');
   const to1 = await call(w, 'reserve_with_timeout', 1);
   t.same('reserve-with-timeout 1 on an empty tube is TIMED_OUT', to1.err, 'TIMED_OUT');
+  // A JavaScript number goes out as printed ("0.5"); 1.12 drops the fraction.
+  const toh = await call(w, 'reserve_with_timeout', 0.5);
+  t.same('reserve-with-timeout 0.5 on an empty tube is TIMED_OUT', toh.err, 'TIMED_OUT');
 
   // A worker blocked in reserve gets the job a producer puts later.
   const waiting = call(w, 'reserve');

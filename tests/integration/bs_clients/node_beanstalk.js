@@ -8,13 +8,14 @@
  *
  * Runs the same checks against beanstalkd 1.12 and tubed (the suite runs
  * both): producer calls (use, put with ttr/priority/delay, peek*), worker
- * calls (watch/ignore, reserve, reserveWithTimeout 0 and 1, delete, release
- * with a delay, bury, kick, kickJob, touch), stats/statsJob/statsTube,
- * listTubes/listTubesWatched/listTubeUsed, pauseTube, a client from a Pool,
- * bodies (all 256 byte values, CR LF inside, empty, 60 KiB, one byte over
- * 65535), and the error replies NOT_FOUND, NOT_IGNORED, TIMED_OUT,
- * DEADLINE_SOON, JOB_TOO_BIG. Prints one line per check and then
- * "N passed, N failed"; exits non-zero on any failure.
+ * calls (watch/ignore, reserve, reserveWithTimeout 0, 1 and 0.5, delete,
+ * release with a delay, bury, kick, kickJob, touch),
+ * stats/statsJob/statsTube, listTubes/listTubesWatched/listTubeUsed,
+ * pauseTube, a client from a Pool, bodies (all 256 byte values, CR LF
+ * inside, empty, 60 KiB, one byte over 65535), and the error replies
+ * NOT_FOUND, NOT_IGNORED, TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG. Prints one
+ * line per check and then "N passed, N failed"; exits non-zero on any
+ * failure.
  *
  * Client quirks handled here:
  * - put() serializes with JSON by default; the client is given the
@@ -103,6 +104,9 @@ async function workerCycle(c, w) {
          await w.reserveWithTimeout(0), null);
   t.same('reserveWithTimeout 1 on an empty tube is null (TIMED_OUT)',
          await w.reserveWithTimeout(1), null);
+  // A JavaScript number goes out as printed ("0.5"); 1.12 drops the fraction.
+  t.same('reserveWithTimeout 0.5 on an empty tube is null (TIMED_OUT)',
+         await w.reserveWithTimeout(0.5), null);
 
   const waiting = w.reserve();
   await t.sleep(100);

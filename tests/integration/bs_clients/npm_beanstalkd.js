@@ -8,13 +8,13 @@
  *
  * Runs the same checks against beanstalkd 1.12 and tubed (the suite runs
  * both): producer calls (use, put with pri/delay/ttr, peek*), worker calls
- * (watch/ignore, reserve, reserveWithTimeout 0 and 1, delete, release with
- * a delay, bury, kick, kickJob, touch), stats/statsJob/statsTube,
+ * (watch/ignore, reserve, reserveWithTimeout 0, 1 and 0.5, delete, release
+ * with a delay, bury, kick, kickJob, touch), stats/statsJob/statsTube,
  * listTubes/listTubesWatched/listTubeUsed, pauseTube, bodies (all 256 byte
  * values, CR LF inside, empty, 60 KiB, one byte over 65535), and the error
  * replies NOT_FOUND, NOT_IGNORED, TIMED_OUT, DEADLINE_SOON, JOB_TOO_BIG.
- * Prints one line per check and then "N passed, N failed"; exits non-zero
- * on any failure.
+ * Prints one line per check and then "N passed, N failed"; exits non-zero on
+ * any failure.
  *
  * Client quirks handled here:
  * - The package exports the class as .default (a Babel build).
@@ -100,6 +100,9 @@ async function workerCycle(c, w) {
          await err(w.reserveWithTimeout(0)), 'TIMED_OUT');
   t.same('reserveWithTimeout 1 on an empty tube is TIMED_OUT',
          await err(w.reserveWithTimeout(1)), 'TIMED_OUT');
+  // A JavaScript number goes out as printed ("0.5"); 1.12 drops the fraction.
+  t.same('reserveWithTimeout 0.5 on an empty tube is TIMED_OUT',
+         await err(w.reserveWithTimeout(0.5)), 'TIMED_OUT');
 
   const waiting = w.reserve();
   await t.sleep(100);
