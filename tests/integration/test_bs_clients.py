@@ -4,7 +4,8 @@ node-beanstalk and beanstalkd.
 
 Each script runs against a fresh tubed and, when `beanstalkd` is on PATH,
 against a fresh beanstalkd too: the same script must pass on both (the
-reference run keeps the checks honest). A missing node or npm is a
+reference run keeps the checks honest), and the two servers must end with
+the same `stats` counters. A missing node or npm is a
 failure, not a skip: CI installs them (Makefile DEPS); the npm clients are
 installed here with `npm ci` when node_modules is missing. Each script
 prints PASS/FAIL per check and "N passed, N failed".
@@ -16,7 +17,7 @@ import re
 import shutil
 import subprocess
 
-from harness import check, eq, fail, no_server, start_server
+from harness import check, eq, fail, no_server, start_server, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENTS = os.path.join(HERE, "bs_clients")
@@ -48,9 +49,16 @@ def _node_with(module):
     return node
 
 
+# stats keys that differ between two servers whatever the clients did.
+VOLATILE = {"pid", "uptime", "rusage-utime", "rusage-stime", "id", "hostname",
+            "version", "os", "platform", "binlog-current-index",
+            "binlog-oldest-index", "binlog-max-size"}
+
+
 def _run_script(binary, argv, server, timeout=60):
     """Run one client script against a fresh server (`binary`); check that
-    every check passed. Returns the script's output."""
+    every check passed. Returns the script's output and the server's
+    `stats` once the script's connections are gone."""
     with start_server(binary) as s:
         try:
             r = subprocess.run(argv + ["127.0.0.1", str(s.port)], capture_output=True,
@@ -67,18 +75,33 @@ def _run_script(binary, argv, server, timeout=60):
                   "; ".join(fails) or out[-400:], err[-400:]))
         check(lines and re.fullmatch(r"\d+ passed, 0 failed", lines[-1]) is not None,
               "%s: last line: %r" % (server, lines[-1:] or ""))
-        return out
+        return out, _settled_stats(s.client(), server)
+
+
+def _settled_stats(c, server):
+    """`stats` once c is the only connection left (the server has seen the
+    script's connections close, so current-* counts are final)."""
+    def settled():
+        st = c.stats()
+        return st if st["current-connections"] == "1" else None
+    return wait_for(settled, "%s: the script's connections closed" % server)
 
 
 def _run_both(binary, argv, checks):
     """The script against tubed, then the reference run against beanstalkd
-    when it is installed; each must pass all `checks` checks."""
-    out = _run_script(binary, argv, "tubed")
+    when it is installed; each must pass all `checks` checks, and the two
+    servers must end with the same `stats` counters (every key beanstalkd
+    has, but the volatile ones)."""
+    out, got = _run_script(binary, argv, "tubed")
     eq(out.count("PASS"), checks, "%s checks passed against tubed" % argv[-1])
     reference = shutil.which("beanstalkd")
     if reference and os.path.realpath(reference) != os.path.realpath(binary):
-        out = _run_script(reference, argv, "beanstalkd")
+        out, want = _run_script(reference, argv, "beanstalkd")
         eq(out.count("PASS"), checks, "%s checks passed against beanstalkd" % argv[-1])
+        diff = ["%s: beanstalkd %s, tubed %s" % (k, v, got.get(k))
+                for k, v in want.items() if k not in VOLATILE and got.get(k) != v]
+        check(not diff, "stats after %s differ: %s" % (os.path.basename(argv[-1]),
+                                                        "; ".join(diff)))
 
 
 @no_server
