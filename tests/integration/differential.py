@@ -1967,6 +1967,26 @@ def rwt_negative_113():
 
 
 @scenario
+def rwt_fraction():
+    # A fractional timeout, as JavaScript clients and Ruby's beaneater print
+    # one (reserveWithTimeout(2.5)): 1.12 waits its whole seconds. No wait
+    # here: either nothing is ready and the whole part is 0, or a job is.
+    return [
+        cmd("c", b"reserve-with-timeout 0.5\r\n"),
+        cmd("p", put(b"one")),
+        cmd("c", b"reserve-with-timeout 0.25\r\n"),
+        cmd("c", b"delete {j0}\r\n"),
+        cmd("p", put(b"two")),
+        cmd("c", b"reserve-with-timeout 10.75\r\n"),
+        cmd("c", b"release {j1} 0 0\r\n"),
+        cmd("c", b"reserve-with-timeout 4294967295.5\r\n"),
+        cmd("c", b"reserve-with-timeout 00.000\r\n"),
+        cmd("c", b"stats-job {j1}\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
+@scenario
 def documented_leniencies():
     # 1.12 accepts these by accident; tubed may answer BAD_FORMAT or
     # UNKNOWN_COMMAND.  Nothing is ready/buried/delayed, so either answer

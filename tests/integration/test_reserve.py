@@ -118,6 +118,33 @@ def test_reserve_with_timeout_large_values(srv):
     c.read_exact(3)
 
 
+def test_reserve_with_timeout_fraction(srv):
+    # JavaScript clients and Ruby's beaneater print a fractional timeout as
+    # "2.5"; 1.12 waits its whole seconds. tubed used to answer BAD_FORMAT,
+    # so a worker polling with reserveWithTimeout(0.5) spun on errors.
+    w = srv.client()
+    p = srv.client()
+    w.expect("reserve-with-timeout 0.5", "TIMED_OUT")
+    jid = p.put(b"ready")
+    w.send(b"reserve-with-timeout 0.25\r\n")
+    eq(w.read_reply(), (b"RESERVED %d 5" % jid, b"ready"), "rwt 0.25 with a ready job")
+    w.expect("delete %d" % jid, "DELETED")
+    w.send(b"reserve-with-timeout 10.75\r\n")
+    w.expect_silence(0.2)
+    jid = p.put(b"late")
+    eq(w.read_reply(), (b"RESERVED %d 4" % jid, b"late"), "waiting rwt 10.75")
+    eq(p.stats()["cmd-reserve-with-timeout"], "3", "each one counted")
+
+
+@tubed_only("documented: only digits '.' digits; 1.12 also takes 1., .5, 0.5x")
+def test_reserve_with_timeout_fraction_junk(srv):
+    c = srv.client()
+    c.put(b"x")
+    for arg in ("1.", ".5", "0.5x", "0.5 ", "-0.5", "0.5.5", "0..5", "4294967296.0"):
+        c.expect("reserve-with-timeout " + arg, "BAD_FORMAT")
+    eq(c.stats_job(1)["state"], "ready", "job not reserved")
+
+
 @tubed_only("1.13: a negative timeout is BAD_FORMAT (1.12 waits forever)")
 def test_reserve_with_timeout_negative_bad_format(srv):
     c = srv.client()

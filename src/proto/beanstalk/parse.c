@@ -4,8 +4,8 @@
 
 #include "numparse.h"
 
-enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_BOUND, ARG_PUT, ARG_RELEASE, ARG_BURY,
-                ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE, ARG_REPL, ARG_ADDR };
+enum ArgShape { ARG_NONE, ARG_ID, ARG_COUNT, ARG_BOUND, ARG_TIMEOUT, ARG_PUT, ARG_RELEASE,
+                ARG_BURY, ARG_TUBE, ARG_PAUSE, ARG_LIST, ARG_MOVE, ARG_REPL, ARG_ADDR };
 
 /* list-jobs' state words, with the JobState each names (-1: all). */
 static const struct {
@@ -145,6 +145,22 @@ static int parse_args(int shape, Args *a, Cmd *cmd)
         cmd->count = (uint32_t)v;
         return 0;
     }
+    case ARG_TIMEOUT:
+        /* reserve-with-timeout's seconds may have a fraction: JavaScript
+         * clients and Ruby's beaneater send the number as the language
+         * prints it (2.5), and beanstalkd 1.12 waits its whole seconds.
+         * Only digits '.' digits; other junk stays malformed
+         * (doc/protocol.md). */
+        if (next_u32(a, &cmd->count) < 0)
+            return -1;
+        if (a->p < a->end && *a->p == '.') {
+            a->p++;
+            size_t n = digit_run(a);
+            if (n == 0)
+                return -1;
+            a->p += n;
+        }
+        return 0;
     case ARG_PUT:
         if (next_u32(a, &cmd->pri) < 0 || next_u32(a, &cmd->delay) < 0 ||
             next_u32(a, &cmd->ttr) < 0)

@@ -7,8 +7,9 @@
  * Command words are matched the way beanstalkd matches them (see the table
  * in parse.c), arguments strictly: numbers are decimal digits with no sign
  * and no overflow, separated by one or more spaces, with nothing after the
- * last one; tube names are 1..200 bytes of the protocol's name characters,
- * not starting with '-'. A NUL byte anywhere is PARSE_BAD_FORMAT.
+ * last one (one exception: reserve-with-timeout's seconds may end in a
+ * fraction, ".5", dropped as beanstalkd 1.12 drops it); tube names are
+ * 1..200 bytes of the protocol's name characters, not starting with '-'. A NUL byte anywhere is PARSE_BAD_FORMAT.
  * cmd->name points into the line; it is valid as long as the line is.
  */
 #ifndef TUBED_PARSE_H
@@ -38,7 +39,7 @@
     X(PEEK_READY, "peek-ready", ARG_NONE)                   \
     X(PEEK_DELAYED, "peek-delayed", ARG_NONE)               \
     X(PEEK_BURIED, "peek-buried", ARG_NONE)                 \
-    X(RESERVE_TIMEOUT, "reserve-with-timeout ", ARG_COUNT)  \
+    X(RESERVE_TIMEOUT, "reserve-with-timeout ", ARG_TIMEOUT) \
     X(RESERVE_JOB, "reserve-job ", ARG_ID)                  \
     X(RESERVE, "reserve", ARG_NONE)                         \
     X(DELETE, "delete ", ARG_ID)                            \

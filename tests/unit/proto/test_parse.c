@@ -122,6 +122,33 @@ START_TEST(valid_count_commands)
 }
 END_TEST
 
+/* reserve-with-timeout's seconds may end in a fraction (JavaScript clients
+ * and Ruby's beaneater print 2.5), dropped as beanstalkd 1.12 drops it; no
+ * other command takes one, and nothing else may follow the digits. */
+START_TEST(timeout_fraction)
+{
+    OK("reserve-with-timeout 0.5", .type = CMD_RESERVE_TIMEOUT, .count = 0);
+    OK("reserve-with-timeout 2.5", .type = CMD_RESERVE_TIMEOUT, .count = 2);
+    OK("reserve-with-timeout 10.999", .type = CMD_RESERVE_TIMEOUT, .count = 10);
+    OK("reserve-with-timeout  1.25", .type = CMD_RESERVE_TIMEOUT, .count = 1);
+    OK("reserve-with-timeout 4294967295.9", .type = CMD_RESERVE_TIMEOUT,
+       .count = UINT32_MAX);
+    BAD("reserve-with-timeout 1.", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout .5", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 0.5x", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 0.5 ", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 0.5.5", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 0..5", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout -0.5", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 1e3", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 4294967296.0", CMD_RESERVE_TIMEOUT);
+    BAD("reserve-with-timeout 0.5 1", CMD_RESERVE_TIMEOUT);
+    BAD("pause-tube foo 1.5", CMD_PAUSE_TUBE);
+    BAD("release 1 0 1.5", CMD_RELEASE);
+    BAD("put 0 1.5 1 1", CMD_PUT);
+}
+END_TEST
+
 START_TEST(valid_release_bury)
 {
     OK("release 1 2 3", .type = CMD_RELEASE, .id = 1, .pri = 2, .delay = 3);
@@ -762,6 +789,7 @@ static Suite *parse_suite(void)
     tcase_add_test(tc, extension_forms);
     tcase_add_test(tc, valid_id_commands);
     tcase_add_test(tc, valid_count_commands);
+    tcase_add_test(tc, timeout_fraction);
     tcase_add_test(tc, valid_release_bury);
     tcase_add_test(tc, valid_no_arg_commands);
     tcase_add_test(tc, valid_tube_commands);
