@@ -501,3 +501,39 @@ def test_thousand_scrapes_at_once(binary):
                 s.close()
         eq(get(srv, "/healthz").status, 200, "healthz after")
         del conns
+
+
+@no_server
+def test_tubes_json_is_utf8_whatever_the_bytes(binary):
+    """A replica of a primary on a Unix socket whose path is Latin-1
+    (caf\\xe9.sock): /tubes.json carried the byte raw in "primary", which is
+    not UTF-8, and a strict reader (json.loads on the bytes, jq) refused the
+    whole document. Now each stray byte is \\ufffd; the page still shows."""
+    tmp = tempfile.mkdtemp(prefix="tubed-latin1-")
+    path = os.path.join(tmp, "caf\udce9.sock")     # the byte 0xe9 (surrogateescape)
+    for d in ("p", "r"):
+        os.mkdir(os.path.join(tmp, d))
+    p = Server(binary, ["-b", os.path.join(tmp, "p")], unix_path=path).start()
+    try:
+        with MetricsServer(binary, ["-b", os.path.join(tmp, "r"), "--replica-of", "unix:" + path]) as r:
+            pc = socket.socket(socket.AF_UNIX)
+            pc.connect(os.fsencode(path))
+            pc.sendall(b"use latin\r\nput 0 0 0 1\r\nx\r\n")
+            got = b""
+            while got.count(b"\r\n") < 2:
+                got += pc.recv(100)
+            pc.close()
+
+            def caught_up():
+                d = json.loads(get(r, "/tubes.json").body)   # bytes: strict UTF-8
+                return d if "latin" in d["tubes"] and d["replication"]["connected"] else None
+            d = harness.wait_for(caught_up, "the replica to have the job")
+            eq(d["replication"]["primary"], "unix:" + os.path.join(tmp, "caf\ufffd.sock"),
+               "primary in /tubes.json")
+            check_exposition(get(r, "/metrics").text(), "the replica")
+            dom = page_dom(r.metrics_port, "a replica of a Latin-1 path")
+            check("caf\ufffd.sock" in dom, "the primary shown in the page")
+    finally:
+        problems = p.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        check(not problems, "; ".join(problems))
