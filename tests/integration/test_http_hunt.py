@@ -537,3 +537,79 @@ def test_tubes_json_is_utf8_whatever_the_bytes(binary):
         problems = p.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         check(not problems, "; ".join(problems))
+
+
+@no_server
+def test_binlog_unhealthy_metrics_json_page(binary):
+    """While a binlog write fails (pwrite EIO through an LD_PRELOAD shim):
+    /healthz 503 with the reason, /metrics clean with tubed_binlog_healthy
+    0, /tubes.json valid, the page without console errors and its badge
+    'unhealthy'; and all back once the disk works again."""
+    import shim_util
+    tmp = tempfile.mkdtemp(prefix="tubed-unhealthy-")
+    try:
+        flag = os.path.join(tmp, "fail-pwrite")
+        pre = shim_util.build(binary, tmp, shim_util.DISK_FAULTS_C)
+        env = {"LD_PRELOAD": pre, "FAIL_PWRITE_FLAG": flag}
+        os.mkdir(os.path.join(tmp, "b"))
+        with MetricsServer(binary, ["-b", os.path.join(tmp, "b"), "-f", "0"], env=env) as srv:
+            c = srv.client()
+            c.use("a;b")
+            c.put(b"before")
+            open(flag, "w").close()
+            w = srv.client()
+            w.send(b"put 0 0 60 4\r\nlost\r\n")
+            w.expect_closed(timeout=10)
+            r = get(srv, "/healthz")
+            eq(r.status, 503, "/healthz status")
+            check(r.body.startswith(b"binlog unhealthy: ") and r.body.endswith(b"\n")
+                  and r.body.count(b"\n") == 1, "/healthz body %r" % r.body)
+            types, series = check_exposition(get(srv, "/metrics").text(), "binlog unhealthy")
+            eq(series["tubed_binlog_healthy"], 0.0, "tubed_binlog_healthy")
+            data = json.loads(get(srv, "/tubes.json").body)
+            eq(data["server"]["binlog-healthy"], False, "binlog-healthy in /tubes.json")
+            dom = page_dom(srv.metrics_port, "binlog unhealthy")
+            check(re.search(r'id="binlog-badge"[^>]*>unhealthy<', dom), "badge:\n" + dom[:3000])
+            os.unlink(flag)
+            wait_until(lambda: get(srv, "/healthz").status == 200, what="recovery")
+            types, series = check_exposition(get(srv, "/metrics").text(), "recovered")
+            eq(series["tubed_binlog_healthy"], 1.0, "tubed_binlog_healthy after")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+def test_http_listener_that_shows_no_tube(binary):
+    """An http [listen] section whose tubes match none: /metrics clean with
+    no tube series, /tubes.json with an empty "tubes", the page says 0
+    tubes with no console error."""
+    port = harness._free_port()
+    conf = "[listen h]\naddress = 127.0.0.1:%d\nprotocol = http\ntubes = nothing-*\n" % port
+    with Tubed(binary, conf=conf, metrics=True) as srv:
+        c = srv.client()
+        c.use("other")
+        c.put(b"x")
+        with _Port(port) as h:
+            types, series = check_exposition(get(h, "/metrics").text(), "no tube")
+            eq([k for k in series if "tube=" in k], [], "tube series")
+            eq(series["tubed_tubes"], 2.0, "tubed_tubes counts the server's tubes")
+            eq(json.loads(get(h, "/tubes.json").body)["tubes"], {}, "tubes")
+        dom = page_dom(port, "a listener with no tube")
+        check(re.search(r'id="tube-count">0 tubes<', dom), "0 tubes shown")
+
+
+class _Port:
+    """What http_util.get needs of a server: http() on a given port."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def http(self, timeout=5.0, rcvbuf=None):
+        from http_util import HttpConn
+        return HttpConn(self.port, timeout, rcvbuf)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
