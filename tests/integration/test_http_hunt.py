@@ -613,3 +613,32 @@ class _Port:
 
     def __exit__(self, *a):
         return False
+
+
+@no_server
+def test_real_prometheus_scrapes_primary_and_replica(binary):
+    """Prometheus scraping a primary (with its replica attached) and the
+    replica: both targets up with no scrape error, every sample kept."""
+    from test_metrics import Prometheus, prom_query
+    import urllib.request
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "--sync-replicas", "1")
+        r = cl.node("r", replica_of=p)
+        c = p.bs()
+        c.use("a(b)")
+        c.put(b"x")
+        wait_caught_up(p, r)
+        targets = '127.0.0.1:%d", "127.0.0.1:%d' % (p.hport, r.hport)
+        with Prometheus(targets) as prom:
+            prom.wait_value('count(up{job="tubed"} == 1)', 2)
+            prom.wait_value('tubed_tube_jobs{tube="a(b)",state="ready",instance="127.0.0.1:%d"}'
+                            % r.hport, 1)
+            prom.wait_value('sum(tubed_replication_primary)', 1)
+            prom.wait_value('count(scrape_samples_scraped{job="tubed"} - '
+                            'scrape_samples_post_metric_relabeling{job="tubed"} == 0)', 2)
+            url = "http://127.0.0.1:%d/api/v1/targets" % prom.port
+            with urllib.request.urlopen(url, timeout=5) as f:
+                active = json.loads(f.read().decode())["data"]["activeTargets"]
+            eq(sorted((t["health"], t["lastError"]) for t in active),
+               [("up", ""), ("up", "")], "targets' health and last error")
+            check(prom_query(prom.port, "up"), "up has samples")
