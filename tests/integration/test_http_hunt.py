@@ -642,3 +642,91 @@ def test_real_prometheus_scrapes_primary_and_replica(binary):
             eq(sorted((t["health"], t["lastError"]) for t in active),
                [("up", ""), ("up", "")], "targets' health and last error")
             check(prom_query(prom.port, "up"), "up has samples")
+
+
+# ------------------------------------------------------------ listeners
+
+_ACTIVATE2 = """
+import os, sys
+a, b = int(sys.argv[1]), int(sys.argv[2])
+os.dup2(a, 3)
+os.dup2(b, 4)
+for fd in (3, 4):
+    os.set_inheritable(fd, True)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.environ["LISTEN_FDS"] = "2"
+os.environ["LISTEN_FDNAMES"] = "tubed.socket:tubed.socket"
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
+def _listener_series(text):
+    types, series = check_exposition(text, "listeners")
+    return {k: v for k, v in series.items() if k.startswith("tubed_listener_")}
+
+
+@no_server
+def test_listeners_sharing_a_name_are_one_series(binary):
+    """Two sockets from systemd without FileDescriptorName= (a unit's IPv4
+    and IPv6 sockets: both named after the unit) gave two samples
+    tubed_listener_connections{listener="tubed.socket"}: an exposition
+    with a series twice, of which Prometheus keeps one. Listeners of one
+    name are now one series, their sum."""
+    import sys
+    socks = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind((harness.HOST, 0))
+        s.listen(16)
+        socks.append(s)
+    hport = harness._free_port()
+    cmd = [sys.executable, "-c", _ACTIVATE2, str(socks[0].fileno()), str(socks[1].fileno()),
+           binary, "-l", harness.HOST, "--metrics-port", str(hport)]
+    errf = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
+                            pass_fds=[s.fileno() for s in socks])
+    try:
+        ports = [s.getsockname()[1] for s in socks]
+        wait_until(lambda: harness.listening(proc.pid, ports=[hport]), what="metrics port")
+        held = [socket.create_connection((harness.HOST, p), timeout=5) for p in ports * 2]
+        for c in held:
+            c.sendall(b"list-tubes\r\n")
+            check(c.recv(100).startswith(b"OK "), "a reply on the inherited socket")
+        series = _listener_series(get(_Port(hport), "/metrics").text())
+        eq(series.get('tubed_listener_connections{listener="tubed.socket"}'), 4.0,
+           "the connections of both sockets under one name: %r" % series)
+        for c in held:
+            c.close()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        for s in socks:
+            s.close()
+        errf.seek(0)
+        out = errf.read().decode(errors="replace")
+        check("Sanitizer" not in out and proc.returncode == 0,
+              "tubed exit %s: %s" % (proc.returncode, out[-800:]))
+
+
+@no_server
+def test_a_section_named_like_a_builtin_listener(binary):
+    """[listen main] and [listen metrics] beside the -l/-p and
+    --metrics-port listeners: one series per name (summed), not two."""
+    ports = [harness._free_port(), harness._free_port()]
+    conf = ("[listen main]\naddress = 127.0.0.1:%d\nrole = producer\n\n"
+            "[listen metrics]\naddress = 127.0.0.1:%d\nprotocol = http\n" % tuple(ports))
+    with Tubed(binary, conf=conf, metrics=True) as srv:
+        a = srv.client()
+        b = socket.create_connection((harness.HOST, ports[0]), timeout=5)
+        b.sendall(b"reserve-with-timeout 0\r\n")
+        eq(b.recv(100), b"NOT_ALLOWED\r\n", "a producer's reserve")
+        for port in (srv.hport, ports[1]):
+            series = _listener_series(get(_Port(port), "/metrics").text())
+            eq(series['tubed_listener_connections{listener="main"}'], 2.0,
+               "main: the admin client and the section's")
+            eq(series['tubed_listener_refused_commands_total{listener="main"}'], 1.0,
+               "main: the section's refusal")
+            eq(series['tubed_listener_connections{listener="metrics"}'], 1.0,
+               "metrics: this scrape")
+        b.close()
+        del a
