@@ -29,7 +29,7 @@ from cli_util import Tmux, cli_path, top_script
 from http_util import MetricsServer, get
 from repl_util import Cluster, wait_caught_up
 from server import Tubed
-from test_cli import _header, _restored, _row
+from test_cli import _cell, _header, _restored, _row
 from test_metrics import promtool
 from test_status_page import chromium
 
@@ -164,15 +164,13 @@ class GateProxy:
             pairs, self.pairs = self.pairs, []
         for cs, bs in pairs:
             self._close(cs, bs)
+            cs.close()
+            bs.close()
 
     def close(self):
         self.done = True
         self.cut()
         self.lsock.close()
-        with self.lock:
-            for cs, bs in self.pairs:
-                cs.close()
-                bs.close()
 
 
 @no_server
@@ -194,7 +192,7 @@ def test_top_rates_restart_after_a_reconnection(binary):
             head = _header(tm.wait_screen(lambda s: _header(s) is not None, "the table"))
             ready, puts = head.index("READY"), head.index("PUT/S")
             # two samples of A: a rate is shown (0.0: nothing moves)
-            tm.wait_screen(lambda s: (_row(s, "t") or [None] * 9)[puts] == "0.0",
+            tm.wait_screen(lambda s: _cell(s, "t", puts) == "0.0",
                            "a PUT/S from two samples of the old server")
             proxy.open = False
             proxy.cut()
@@ -208,7 +206,7 @@ def test_top_rates_restart_after_a_reconnection(binary):
             proxy.backend = b.port
             proxy.stall_at = 2          # one sample of B, then nothing more
             proxy.open = True
-            s = tm.wait_screen(lambda s: (_row(s, "t") or [None] * 9)[ready] == "30",
+            s = tm.wait_screen(lambda s: _cell(s, "t", ready) == "30",
                                "the new server's first sample", 15)
             eq(_row(s, "t")[puts], "-", "t's PUT/S from the first sample after a "
                "reconnection:\n" + s)
