@@ -728,3 +728,50 @@ def test_a_section_named_like_a_builtin_listener(binary):
                "metrics: this scrape")
         b.close()
         del a
+
+
+@no_server
+def test_unread_replies_have_a_budget(binary):
+    """Clients that ask for /metrics and never read: each one's reply
+    waited whole in its output (a scrape of 10,000 tubes is megabytes), so
+    200 such clients held 700 MB of the server. Once 64 MiB wait unread,
+    a scrape now answers 503 and closes; once they are gone, 200 again."""
+    with MetricsServer(binary) as srv:
+        c = srv.client()
+        pad = "x" * 30
+        c.send(b"".join(b"watch t%05d-%s\r\n" % (i, pad.encode()) for i in range(10000)))
+        for i in range(10000):
+            eq(c.read_line(), b"WATCHING %d" % (i + 2), "watch %d" % i)
+        held, statuses = [], []
+        try:
+            while len(held) < 60 and b"503" not in statuses:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.settimeout(10)
+                s.connect((harness.HOST, srv.metrics_port))
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+                head = b""
+                while len(head) < 12:
+                    d = s.recv(12 - len(head))
+                    check(d, "closed before the status line")
+                    head += d
+                statuses.append(head[9:12])
+                held.append(s)
+            check(b"503" in statuses, "60 clients that do not read: no 503 (%r)" % statuses)
+            eq(statuses[0], b"200", "the first scrape")
+            # the 503 is whole, with Connection: close, and then the close
+            s = held[-1]
+            rest = b""
+            while True:
+                d = s.recv(4096)
+                if not d:
+                    break
+                rest += d
+            head, _, body = rest.partition(b"\r\n\r\n")
+            check(b"\r\nConnection: close" in head, "503 head: %r" % head)
+            m = re.search(rb"\r\nContent-Length: (\d+)", head)
+            eq(len(body), int(m.group(1)), "503 body length")
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: get(srv, "/metrics").status == 200, what="a scrape once they left")
