@@ -7,9 +7,12 @@ that never go down across a reload), and HTTP requests the other tests do
 not send (Expect: 100-continue, absolute-form with an upper-case scheme,
 a thousand scrapes at once).
 
-The tests named test_top_* fail on the code before their fix (see the
-commit that added them); the others are checks that passed when written
-and stay to keep it so.
+These fail on the code before their fix (see the commit that added each):
+test_top_window_too_small_for_a_row, test_top_rates_restart_after_a_reconnection,
+test_tubes_json_is_utf8_whatever_the_bytes,
+test_listeners_sharing_a_name_are_one_series,
+test_a_section_named_like_a_builtin_listener, test_unread_replies_have_a_budget.
+The others are checks that passed when written and stay to keep it so.
 """
 
 import json
@@ -21,10 +24,9 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 
 import harness
-from harness import Server, check, eq, fail, no_server, wait_until
+from harness import Server, check, eq, no_server, wait_until
 from cli_util import Tmux, cli_path, top_script
 from http_util import MetricsServer, get
 from repl_util import Cluster, wait_caught_up
