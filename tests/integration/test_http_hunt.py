@@ -777,3 +777,28 @@ def test_unread_replies_have_a_budget(binary):
             for s in held:
                 s.close()
         wait_until(lambda: get(srv, "/metrics").status == 200, what="a scrape once they left")
+
+
+@no_server
+def test_replica_without_its_primary(binary):
+    """A replica whose primary does not answer: /replica 503 with the
+    reason, /metrics clean (connected 0), /tubes.json valid, the page shows
+    'not connected' with the error and logs nothing to the console."""
+    tmp = tempfile.mkdtemp(prefix="tubed-lonely-")
+    try:
+        dead = harness._free_port()
+        with MetricsServer(binary, ["-b", tmp, "--replica-of", "127.0.0.1:%d" % dead]) as r:
+            wait_until(lambda: json.loads(get(r, "/tubes.json").body)["replication"]
+                       ["last-error"] != "", what="the replica's first failed connect")
+            got = get(r, "/replica")
+            eq(got.status, 503, "/replica")
+            check(got.body.startswith(b"replica, not connected to its primary: "),
+                  "/replica body %r" % got.body)
+            types, series = check_exposition(get(r, "/metrics").text(), "a lonely replica")
+            eq((series["tubed_replication_primary"], series["tubed_replication_connected"]),
+               (0.0, 0.0), "primary, connected")
+            dom = page_dom(r.metrics_port, "a lonely replica")
+            check(re.search(r'id="repl-line"[^>]*>[^<]*not connected: ', dom),
+                  "the page says not connected")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
