@@ -11,7 +11,8 @@ These fail on the code before their fix (see the commit that added each):
 test_top_window_too_small_for_a_row, test_top_rates_restart_after_a_reconnection,
 test_tubes_json_is_utf8_whatever_the_bytes,
 test_listeners_sharing_a_name_are_one_series,
-test_a_section_named_like_a_builtin_listener, test_unread_replies_have_a_budget.
+test_a_section_named_like_a_builtin_listener, test_unread_replies_have_a_budget,
+test_page_rates_restart_on_another_server.
 The others are checks that passed when written and stay to keep it so.
 """
 
@@ -802,3 +803,72 @@ def test_replica_without_its_primary(binary):
                   "the page says not connected")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class SwitchingFront:
+    """An HTTP front for the status page, as a virtual IP or a load
+    balancer is on a failover: '/' and the first `switch_after` fetches of
+    /tubes.json come from server a, every later one from server b."""
+
+    def __init__(self, a_port, b_port, switch_after):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        front = self
+        self.fetches = 0
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                port = a_port
+                if self.path.startswith("/tubes.json"):
+                    front.fetches += 1
+                    if front.fetches > switch_after:
+                        port = b_port
+                r = get(_Port(port), self.path.split("?")[0])
+                self.send_response(r.status)
+                self.send_header("Content-Type", r.header("Content-Type"))
+                self.send_header("Content-Length", str(len(r.body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(r.body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer((harness.HOST, 0), H)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@no_server
+def test_page_rates_restart_on_another_server(binary):
+    """The page took a new server for the old one when its uptime was not
+    lower (a failover behind a virtual IP to a server up for longer): a
+    tube's puts/s compared the new server's counters with the old one's.
+    Another instance id now starts the history afresh, as a restart does."""
+    with MetricsServer(binary) as b:
+        cb = b.client()
+        cb.use("t")
+        for _ in range(30):
+            cb.put(b"x")
+        wait_until(lambda: json.loads(get(b, "/tubes.json").body)["server"]["uptime"] >= 2,
+                   what="b up for 2 s")
+        with MetricsServer(binary) as a:
+            ca = a.client()
+            ca.use("t")
+            ca.put(b"x")
+            front = SwitchingFront(a.metrics_port, b.metrics_port, 2)
+            try:
+                dom = page_dom(front.port, "a failover to a server up for longer")
+            finally:
+                front.close()
+            check(front.fetches > 3, "the page fetched %d times" % front.fetches)
+            m = re.search(r'<tr data-tube="t">.*?data-key="current-jobs-ready" '
+                          r'data-value="(\d+)".*?data-key="puts-per-sec" data-value="([^"]*)"',
+                          dom)
+            check(m, "the row of t:\n" + dom[:3000])
+            eq(m.group(1), "30", "t's ready jobs: the new server's")
+            check(m.group(2) in ("", "0"), "t's puts/s after the switch: %r (30 puts "
+                  "of the new server counted against 1 of the old)" % m.group(2))
