@@ -133,6 +133,9 @@ static void line(Top *t, Buf *f, Style st, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         n = 0;
+    if (n > (int)sizeof s - 1)
+        n = (int)sizeof s - 1;
+    text_safe(s, (size_t)n); /* the version, an error: the server's text */
     if (n > t->cols)
         n = t->cols;
     if (t->cli->color && st != STY_PLAIN)

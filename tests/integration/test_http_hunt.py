@@ -12,7 +12,8 @@ test_top_window_too_small_for_a_row, test_top_rates_restart_after_a_reconnection
 test_tubes_json_is_utf8_whatever_the_bytes,
 test_listeners_sharing_a_name_are_one_series,
 test_a_section_named_like_a_builtin_listener, test_unread_replies_have_a_budget,
-test_page_rates_restart_on_another_server.
+test_page_rates_restart_on_another_server,
+test_cli_never_writes_the_servers_control_bytes.
 The others are checks that passed when written and stay to keep it so.
 """
 
@@ -872,3 +873,50 @@ def test_page_rates_restart_on_another_server(binary):
             eq(m.group(1), "30", "t's ready jobs: the new server's")
             check(m.group(2) in ("", "0"), "t's puts/s after the switch: %r (30 puts "
                   "of the new server counted against 1 of the old)" % m.group(2))
+
+
+# ------------------------------------------------------------ the CLI's terminal
+
+EVIL_VERSION = "1.0\x1b]2;PWNED\x07\x9b31m"          # sets the window title
+EVIL_TUBE = "evil\x1b]52;c;cHduZWQ=\x07\x1b[2J"       # writes the clipboard, clears
+
+
+def _evil_fake():
+    from cli_fake import FakeServer
+    stats = ("---\ncurrent-jobs-urgent: 0\ncurrent-jobs-ready: 1\n"
+             "current-jobs-reserved: 0\ncurrent-jobs-delayed: 0\n"
+             "current-jobs-buried: 0\ncmd-put: 0\ncmd-delete: 0\n"
+             "current-connections: 1\ncurrent-waiting: 0\nuptime: 5\n"
+             "version: \"%s\"\ndraining: false\nid: 0123456789abcdef\n"
+             "hostname: \"fake\"\n" % EVIL_VERSION).encode("latin-1")
+    fake = FakeServer(replies={"stats": b"OK %d\r\n%s\r\n" % (len(stats), stats)})
+    fake.tubes.add(EVIL_TUBE)
+    fake.add_jobs(EVIL_TUBE, "ready", 1)
+    return fake
+
+
+@no_server
+def test_cli_never_writes_the_servers_control_bytes(binary):
+    """A server's strings (the version in `stats`, a tube name in
+    `stats-tubes`) went to the terminal raw: a server could set top's
+    window title, write the clipboard (OSC 52), clear the screen. Control
+    bytes, C1 controls and bytes that are not UTF-8 are now '?'."""
+    from cli_util import run_cli
+    with _evil_fake() as fake:
+        with Tmux(top_script(cli_path(binary), fake.port), cols=120, rows=20) as tm:
+            title = tm.fmt("#{pane_title}")
+            s = tm.wait_screen(lambda s: "evil?]52;c;" in s, "the tube row, made harmless")
+            check("1.0?]2;PWNED??31m" in s, "the version, made harmless:\n" + s)
+            eq(tm.fmt("#{pane_title}"), title, "the window title")
+            tm.keys("q")
+            _restored(tm, "q")
+        for args in (["stats"], ["tubes"]):
+            r = run_cli(binary, fake.port, *args, env={"NO_COLOR": "1"})
+            r.ok()
+            bad = [b for b in r.out if (b < 0x20 and b != 0x0a) or b in (0x7f, 0x9b)]
+            eq(bad, [], "control bytes in `tubed-cli %s`: %r" % (args[0], r.out[:400]))
+            check(b"evil?]52;c;" in r.out or b"PWNED" in r.out, "the text is there: %r"
+                  % r.out[:400])
+        r = run_cli(binary, fake.port, "--json", "tubes")
+        r.ok()
+        eq(json.loads(r.out)[EVIL_TUBE]["name"], EVIL_TUBE, "--json keeps the name exactly")
