@@ -101,12 +101,14 @@ size_t dict_text(Buf *b, const Dict *d, int color, size_t w)
     for (size_t i = 0; i < d->n; i++) {
         const Pair *p = &d->items[i];
         if (color)
-            buf_printf(b, "%s%s\x1b[0m", style_sgr(STY_KEY), p->key);
-        else
-            buf_printf(b, "%s", p->key);
+            buf_printf(b, "%s", style_sgr(STY_KEY));
+        buf_append_safe(b, p->key);
+        if (color)
+            buf_printf(b, "\x1b[0m");
         /* No trailing blanks after a key whose value is empty. */
-        buf_printf(b, "%*s%s\n", *p->value ? (int)(w + 2 - strlen(p->key)) : 0, "",
-                   p->value);
+        buf_printf(b, "%*s", *p->value ? (int)(w + 2 - strlen(p->key)) : 0, "");
+        buf_append_safe(b, p->value);
+        buf_append(b, "\n", 1);
     }
     return w;
 }

@@ -3,46 +3,6 @@
 
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if none:
- * no overlong forms, no surrogates, nothing past U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len;
-    unsigned cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2, cp = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3, cp = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
-
-int utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-
-    for (size_t i = 0, k; i < n; i += k)
-        if (!(k = utf8_seq(u + i, n - i)))
-            return 0;
-    return 1;
-}
-
 void json_str(Buf *b, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
@@ -50,7 +10,7 @@ void json_str(Buf *b, const char *s, size_t n)
 
     buf_append(b, "\"", 1);
     for (size_t i = 0; i < n; i += k) {
-        k = utf8_seq(u + i, n - i);
+        k = utf8_seq(s + i, n - i);
         if (k == 0) {
             buf_append(b, "\\ufffd", 6);
             k = 1;

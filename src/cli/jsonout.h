@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "utf8.h" /* utf8_valid(), which cmd_jobs.c uses too */
 #include "yamlish.h"
 
 void json_str(Buf *b, const char *s, size_t n);
@@ -26,7 +27,5 @@ void json_scalar(Buf *b, const Pair *p, const char *const *string_keys);
 void json_dict(Buf *b, const Dict *d, const char *const *string_keys);
 /* "key": "text", or "key-base64": "..." when the bytes are not UTF-8. */
 void json_bytes_member(Buf *b, const char *key, const char *s, size_t n);
-
-int utf8_valid(const char *s, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "utf8.h"
 
 #define GAP 2
 /* A cut name keeps at least this much of itself. */
@@ -64,7 +65,31 @@ void table_set(Table *t, size_t row, size_t col, Style st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->text, (size_t)n + 1, fmt, ap);
     va_end(ap);
+    text_safe(c->text, (size_t)n);
     c->style = st;
+}
+
+void text_safe(char *s, size_t n)
+{
+    unsigned char *u = (unsigned char *)s;
+
+    for (size_t i = 0, k; i < n; i += k) {
+        k = u[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
+        if (k == 0)
+            k = 1, s[i] = '?'; /* not UTF-8: a lone 0x9b is CSI to some terminals */
+        else if (k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0)
+            s[i] = s[i + 1] = '?'; /* U+0080-U+009F, the C1 controls */
+        else if (k == 1 && (u[i] < 0x20 || u[i] == 0x7f))
+            s[i] = '?';
+    }
+}
+
+void buf_append_safe(Buf *b, const char *s)
+{
+    size_t n = strlen(s), at = b->len;
+
+    if (buf_append(b, s, n) == 0)
+        text_safe(b->data + at, n);
 }
 
 static const char *cell_text(const Table *t, size_t row, size_t col)

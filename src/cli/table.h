@@ -10,6 +10,10 @@
  * by one (rank 0: never), then the name column is cut further; a cut
  * name ends in '~', which no tube name can hold. Colour escapes are
  * written only with `color` and never count toward the width.
+ *
+ * Cells are text for a terminal: text_safe() is applied to each (the
+ * server's strings, a tube name or a version, must never move the cursor,
+ * set the window title or write the clipboard).
  */
 #ifndef TUBED_CLI_TABLE_H
 #define TUBED_CLI_TABLE_H
@@ -69,5 +73,11 @@ void table_render(const Table *t, Buf *out, const TableView *v);
 void table_free(Table *t);
 /* The escape sequence that starts a style ("" for STY_PLAIN). */
 const char *style_sgr(Style st);
+/* Make n bytes of s harmless on a terminal, in place and at the same
+ * length: control bytes (below 0x20, DEL), bytes that are not UTF-8 and
+ * the C1 controls written in UTF-8 (U+0080-U+009F) each become '?'. */
+void text_safe(char *s, size_t n);
+/* Append s to b as text_safe() leaves it. */
+void buf_append_safe(Buf *b, const char *s);
 
 #endif

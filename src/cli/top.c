@@ -73,6 +73,7 @@ static void take_sample(Top *t)
 {
     Sample s = {0};
     Err e;
+    int fresh = !t->connected;
 
     if (!t->connected) {
         if (client_open(t->c, t->cli->host, t->cli->port, t->timeout_ms,
@@ -96,6 +97,11 @@ static void take_sample(Top *t)
     sample_free(&t->prev);
     t->prev = t->cur;
     t->cur = s;
+    /* The first sample of a new connection starts the rates afresh: the
+     * server may have restarted (counters from zero, or from a server that
+     * counted more meanwhile), and the time between includes the outage. */
+    if (fresh)
+        sample_free(&t->prev);
 }
 
 /* "12.5" per second from two samples of a server-wide counter, or "-". */
@@ -127,6 +133,9 @@ static void line(Top *t, Buf *f, Style st, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         n = 0;
+    if (n > (int)sizeof s - 1)
+        n = (int)sizeof s - 1;
+    text_safe(s, (size_t)n); /* the version, an error: the server's text */
     if (n > t->cols)
         n = t->cols;
     if (t->cli->color && st != STY_PLAIN)
@@ -179,7 +188,11 @@ static void draw_table(Top *t, Buf *f)
     tubes_table(&tab, &t->cur.tubes, t->prev.ok ? &t->prev.tubes : NULL, 1);
     table_render(&tab, f, &v);
     table_free(&tab);
-    if (n > fit)
+    /* With no room for a single row there is no range to show ("tubes
+     * 1-0 of N" read as nonsense). */
+    if (n > fit && !fit)
+        line(t, f, STY_DIM, "%zu tubes: no room to list them", n);
+    else if (n > fit)
         line(t, f, STY_DIM, "tubes %zu-%zu of %zu  (up/down, PgUp/PgDn)",
              t->scroll + 1, t->scroll + fit < n ? t->scroll + fit : n, n);
 }

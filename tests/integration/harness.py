@@ -161,7 +161,9 @@ def _listening_inodes(ports=(), unix_path=None):
     inodes = {}
     try:
         if unix_path:
-            with open("/proc/net/unix") as f:
+            # Any socket path on the machine may be bytes that are not
+            # UTF-8 (test_http_hunt makes one): read them as os.fsdecode does.
+            with open("/proc/net/unix", errors="surrogateescape") as f:
                 next(f)
                 for line in f:
                     parts = line.split()

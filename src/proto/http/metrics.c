@@ -201,7 +201,30 @@ static TubeStats *tube_snapshot(const Server *s, const Listener *l, size_t *n)
     return ts;
 }
 
-/* tubed_listener_*: one sample per listener, by its name. */
+/* The value at offset off of a ListenerStats (a uint64_t). */
+static uint64_t listener_value(const ListenerStats *l, size_t off)
+{
+    uint64_t v;
+
+    memcpy(&v, (const char *)l + off, sizeof v);
+    return v;
+}
+
+/* Is ls[i] the first listener called ls[i].name? */
+static int first_of_name(const ListenerStats *ls, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (!strcmp(ls[j].name, ls[i].name))
+            return 0;
+    return 1;
+}
+
+/* tubed_listener_*: one sample per listener name. Names can repeat:
+ * sockets handed over by systemd without FileDescriptorName= (the IPv4 and
+ * IPv6 sockets of one unit) are all "main", and a [listen main] section
+ * shares the -l/-p listener's name. Two samples with one label set are
+ * not a valid exposition (Prometheus keeps one of them), so the
+ * listeners of a name are summed into one. */
 static void listener_families(const Server *s, Buf *b)
 {
     static const struct {
@@ -223,10 +246,14 @@ static void listener_families(const Server *s, Buf *b)
     for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
         prom_family(b, fam[k].name, fam[k].type, fam[k].help);
         for (int i = 0; i < n; i++) {
-            const ListenerStats *l = &ls[i];
-            PromLabel lab = prom_label("listener", l->name);
-            uint64_t v;
-            memcpy(&v, (const char *)l + fam[k].off, sizeof v);
+            PromLabel lab = prom_label("listener", ls[i].name);
+            uint64_t v = 0;
+
+            if (!first_of_name(ls, i))
+                continue;
+            for (int j = i; j < n; j++)
+                if (!strcmp(ls[j].name, ls[i].name))
+                    v += listener_value(&ls[j], fam[k].off);
             prom_sample_u64(b, fam[k].name, &lab, 1, v);
         }
     }

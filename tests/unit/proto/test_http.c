@@ -46,6 +46,12 @@ START_TEST(json_string_escapes)
     expect_buf(&b, "\"\xc3\xa9</script>\"");
     json_string(&b, "", 0);
     expect_buf(&b, "\"\"");
+    /* bytes that are not UTF-8: one U+FFFD each, the rest kept (they
+     * went out raw, and a strict reader refused the whole document) */
+    json_string(&b, "unix:/caf\xe9.sock", 15);
+    expect_buf(&b, "\"unix:/caf\\ufffd.sock\"");
+    json_string(&b, "\xc3\xa9\xc3\x22\x80\xed\xa0\x80\xf0\x9f\x98", 11);
+    expect_buf(&b, "\"\xc3\xa9\\ufffd\\\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\"");
 }
 END_TEST
 
