@@ -201,3 +201,203 @@ def test_docs_cli_options_match_man(binary):
 def test_docs_bench_options_match_man(binary):
     p = _compare_options(_tool(binary, "tubed-bench"), "man/tubed-bench.1")
     check(not p, "\n".join(p))
+
+
+# -- config keys: src/config/conf.c against doc/configuration.md ------------
+
+def _conf_c_keys():
+    """{key: "server" | "tube"} from conf.c's key table."""
+    src = _read("src/config/conf.c")
+    keys = {}
+    for kind, name in re.findall(r'^\s*(TKEY|SKEY)\("(\w+)"', src, re.M):
+        keys[name] = "server" if kind == "SKEY" else "tube"
+    check(len(keys) > 20, "parsed too few keys from conf.c: %r" % keys)
+    return keys
+
+
+def _runtime_keys():
+    """The server keys a reload changes: opts.c's runtime_key()."""
+    src = _read("src/config/opts.c")
+    m = re.search(r"static int runtime_key\(int k\)\s*\{(.*?)\n\}", src, re.S)
+    check(m, "no runtime_key() in src/config/opts.c")
+    return {s.lower() for s in re.findall(r"SK_(\w+)", m.group(1))}
+
+
+def _md_tables(rel, heading=None):
+    """The rows of the Markdown tables of a doc ({column: cell}), those
+    under `heading` (a "## " title) only if given."""
+    rows, header, section = [], None, None
+    for line in _read(rel).splitlines():
+        h = re.match(r"^(#+)\s+(.*)$", line)
+        if h:
+            section = h.group(2).strip()
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if all(re.match(r"^:?-+:?$", c) for c in cells):
+            continue
+        if heading is None or section == heading:
+            row = dict(zip(header, cells))
+            row["_section"] = section
+            rows.append(row)
+    return rows
+
+
+def _doc_keys():
+    """{key: row} of configuration.md's server, tube and listener tables."""
+    out = {}
+    for row in _md_tables("doc/configuration.md"):
+        k = re.match(r"^`(\w+)`$", row.get("key", ""))
+        if k:
+            out[k.group(1)] = row
+    return out
+
+
+_LISTEN_KEYS = {"address", "protocol", "role", "tubes", "users", "groups", "socket_mode"}
+
+
+def _check_config(binary, text, extra=()):
+    """Run tubed --check-config on a config text: (ok, output)."""
+    d = tempfile.mkdtemp(prefix="tubed-docs-")
+    try:
+        path = os.path.join(d, "tubed.conf")
+        with open(path, "w") as f:
+            f.write(text.replace("@DIR@", d))
+        args = [a.replace("@DIR@", d) for a in extra]
+        p = _run([binary, "--config", path, "--check-config"] + args)
+        return p.returncode == 0, (p.stdout + p.stderr).decode("utf-8", "replace")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _key_config(key, kind, line):
+    """A config file where `line` (key = value) is in its right place."""
+    if kind == "tube":
+        return "[tube docs-test]\n%s\n" % line
+    if kind == "listen":
+        addr = "" if key == "address" else "address = %s\n" % (
+            "unix:@DIR@/l.sock" if key in ("users", "groups", "socket_mode")
+            else "127.0.0.1:1")
+        return "[listen docs]\n%s%s\n" % (addr, line)
+    return line + "\n"
+
+
+@no_server
+def test_docs_config_keys_match_conf_c(binary):
+    keys = _conf_c_keys()
+    doc = _doc_keys()
+    problems = []
+    for k in sorted(set(keys) - set(doc)):
+        problems.append("conf.c accepts %s, doc/configuration.md has no row for it" % k)
+    for k in sorted(set(doc) - set(keys) - _LISTEN_KEYS):
+        problems.append("doc/configuration.md documents %s, conf.c has no such key" % k)
+    for k in sorted(_LISTEN_KEYS - set(doc)):
+        problems.append("doc/configuration.md has no row for [listen] key %s" % k)
+    # The server table's rows are the server keys, the tube table's the tube keys.
+    for k, row in doc.items():
+        want = keys.get(k, "listen")
+        got = "server" if "flag" in row else ("listen" if "type" in row else "tube")
+        if want != got:
+            problems.append("%s is a %s key, documented in the %s table" % (k, want, got))
+    check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_config_examples_and_ranges_pass_check_config(binary):
+    """Each row's Example is accepted, in its place; an integer range
+    "a–b" accepts a and b and refuses b+1."""
+    keys = _conf_c_keys()
+    problems = []
+    for k, row in sorted(_doc_keys().items()):
+        kind = keys.get(k, "listen")
+        meaning = row.get("meaning", "")
+        ex = re.findall(r"Example: `([^`]*)`", meaning)
+        if not ex:
+            problems.append("%s: no Example in its row" % k)
+        for line in ex:
+            if not line.startswith(k + " ="):
+                problems.append("%s: its example sets another key: %r" % (k, line))
+                continue
+            conf = _key_config(k, kind, line)
+            if k == "address" and line.startswith("address"):
+                conf = "[listen docs]\naddress = 127.0.0.1:1\n"   # a free-form host
+            if k == "users":
+                conf = conf.replace(line, "users = root, 0")       # names that exist here
+            if k == "groups":
+                conf = conf.replace(line, "groups = root")
+            ok, out = _check_config(binary, conf, ["-b", "@DIR@/b"])
+            if not ok:
+                problems.append("%s: the documented example %r is refused: %s"
+                                % (k, line, out.strip()))
+        rng = re.search(r"integer (\d+)–(\d+)", row.get("value", row.get("type", "")))
+        if rng:
+            lo, hi = int(rng.group(1)), int(rng.group(2))
+            for v, good in ((lo, True), (hi, True), (hi + 1, False)):
+                ok, out = _check_config(binary, _key_config(k, kind, "%s = %d" % (k, v)),
+                                        ["-b", "@DIR@/b"])
+                if ok != good:
+                    problems.append("%s = %d: the doc says range %d–%d, --check-config %s: %s"
+                                    % (k, v, lo, hi, "accepts" if ok else "refuses", out.strip()))
+    check(not problems, "\n".join(problems))
+
+
+def _flag_defaults(binary):
+    """{option: [defaults]} from tubed --help."""
+    return {o: _defaults(d) for o, (a, d) in _help_options(binary).items()}
+
+
+def _norm_default(v):
+    """'10M' -> 10485760, '30s' -> 30, '0 = no limit' -> 'no limit'."""
+    v = re.sub(r"\s*\(.*\)$", "", v).strip("` ").lower()
+    v = re.sub(r"^0 = ", "", v)
+    m = re.match(r"^(\d+)([kmg])$", v)
+    if m:
+        return str(int(m.group(1)) << {"k": 10, "m": 20, "g": 30}[m.group(2)])
+    m = re.match(r"^(\d+)s$", v)
+    if m:
+        return m.group(1)
+    return v
+
+
+@no_server
+def test_docs_config_defaults_and_reload_match_the_program(binary):
+    """A server key's default is its flag's (--help, itself checked against
+    the man page); "changes at reload" is said of exactly the keys a
+    reload changes (opts.c's runtime_key()), in their rows and in the
+    Reload section's two lists."""
+    flags = _flag_defaults(binary)
+    runtime = _runtime_keys()
+    keys = _conf_c_keys()
+    problems = []
+    for k, row in sorted(_doc_keys().items()):
+        if keys.get(k) != "server":
+            continue
+        flag = row["flag"].strip("` ")
+        if flag in flags and flags[flag]:
+            doc = _norm_default(row["default"])
+            if doc not in [_norm_default(d) for d in flags[flag]]:
+                problems.append("%s: default %r, but %s --help says %r"
+                                % (k, row["default"], flag, flags[flag]))
+        says = "changes at reload" in row["meaning"]
+        if says != (k in runtime):
+            problems.append("%s: the row %s 'changes at reload', a reload %s it"
+                            % (k, "says" if says else "does not say",
+                               "changes" if k in runtime else "does not change"))
+    text = _read("doc/configuration.md")
+    m = re.search(r"\*\*Server keys that a running server can change\*\*(.*?)\n- \*\*The other"
+                  r" server keys\*\*(.*?)\n- ", text, re.S)
+    check(m, "configuration.md's Reload section lost its two lists of server keys")
+    said_live = set(re.findall(r"`(\w+)`", m.group(1))) & set(keys)
+    said_start = set(re.findall(r"`(\w+)`", m.group(2))) & set(keys)
+    server = {k for k, v in keys.items() if v == "server"}
+    if said_live != runtime:
+        problems.append("Reload: the keys a reload changes are %s; the doc lists %s"
+                        % (sorted(runtime), sorted(said_live)))
+    if said_start != server - runtime:
+        problems.append("Reload: the keys read at start are %s; the doc lists %s"
+                        % (sorted(server - runtime), sorted(said_start)))
+    check(not problems, "\n".join(problems))
