@@ -44,6 +44,16 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
         memset(&out->uts, 0, sizeof out->uts);
 }
 
+/* The protocol as a [listen] section spells it: the --metrics-port
+ * listener's front-end is named "metrics" (its log and socket name), but
+ * it speaks "http" (spec/access.md section 5). */
+static const char *proto_text(const Listener *l)
+{
+    if (l->conf)
+        return conf_proto_name(l->conf->protocol);
+    return strcmp(l->proto->name, "metrics") ? l->proto->name : "http";
+}
+
 int listener_stats(const Server *s, ListenerStats *out)
 {
     for (int i = 0; i < s->nlisteners; i++) {
@@ -52,7 +62,7 @@ int listener_stats(const Server *s, ListenerStats *out)
         out[i] = (ListenerStats){
             .name = l->name,
             .address = l->conf ? l->conf->address : l->address,
-            .protocol = l->conf ? conf_proto_name(l->conf->protocol) : l->proto->name,
+            .protocol = proto_text(l),
             .roles = l->roles,
             .conf = l->conf,
             .conns = l->cur_conns,

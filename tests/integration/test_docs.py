@@ -401,3 +401,170 @@ def test_docs_config_defaults_and_reload_match_the_program(binary):
         problems.append("Reload: the keys read at start are %s; the doc lists %s"
                         % (sorted(server - runtime), sorted(said_start)))
     check(not problems, "\n".join(problems))
+
+
+# -- stats documents and /metrics of a live primary and replica -------------
+
+def _ordered_match(patterns, keys):
+    """Do the printed keys follow the documented ones in order?  A pattern
+    "prefix-*" stands for one or more consecutive keys.  Returns the
+    problems."""
+    i = 0
+    for p in patterns:
+        if p.endswith("*"):
+            j = i
+            while j < len(keys) and keys[j].startswith(p[:-1]):
+                j += 1
+            if j == i:
+                return ["documented %s, printed %r at that place" % (p, keys[i:i + 1])]
+            i = j
+            continue
+        if i >= len(keys) or keys[i] != p:
+            return ["documented %s next, printed %r (documented %s; printed %s)"
+                    % (p, keys[i:i + 1], patterns, keys)]
+        i += 1
+    if i < len(keys):
+        return ["printed %s, which the doc does not list (after %s)" % (keys[i:], patterns[-1])]
+    return []
+
+
+def _ticked(text):
+    return re.findall(r"`([a-z][a-z*-]*)`", text)
+
+
+def _between(text, start, end):
+    i = text.find(start)
+    check(i >= 0, "doc text moved: %r not found" % start)
+    j = text.find(end, i + len(start))
+    check(j >= 0, "doc text moved: %r not found after %r" % (end, start))
+    return text[i + len(start):j]
+
+
+def _table_keys(rel, heading):
+    out = []
+    for row in _md_tables(rel, heading):
+        out += _ticked(row.get("key", ""))
+    check(out, "%s: no key table under %r" % (rel, heading))
+    return out
+
+
+def _documented_stats():
+    """{command: [documented keys in order]} from doc/protocol.md."""
+    t = _read("doc/protocol.md")
+    docs = {
+        "stats-job": _ticked(_between(t, "`stats-job <id>` → `OK` + document with keys, in order:",
+                                      "\n\n")),
+        "stats-tube": _ticked(_between(t, "`stats-tube <tube>` → `NOT_FOUND` or `OK` + document:",
+                                       "\n\n")),
+        "stats": _ticked(_between(t, "`stats` → `OK` + document:", "are quoted."))[:-4],
+        "stats-binlog": _table_keys("doc/protocol.md", "stats-binlog"),
+        "stats-listeners": _table_keys("doc/protocol.md", "stats-listeners"),
+        "stats-tubes": None,
+        "stats-replication": _ticked(_between(t, "- `stats-replication` → `OK <bytes>` and a YAML"
+                                              " dictionary:", ", in this order"))
+    }
+    tubes = _between(t, "### stats-tubes", "### list-jobs")
+    docs["stats-tubes"] = docs["stats-tube"] + re.findall(r"^- `([a-z-]+)`:", tubes, re.M)
+    n = re.search(r"`stats` → `OK` \+ document: the (\d+) keys of beanstalkd", t)
+    check(n, "protocol.md no longer counts stats' beanstalkd keys")
+    return docs, int(n.group(1))
+
+
+def _yaml_keys(body):
+    keys = []
+    for line in body.split("\n"):
+        m = re.match(r"^(?:- |  )?([a-z][a-z-]*):", line)
+        if m and m.group(1) not in keys:
+            keys.append(m.group(1))
+    return keys
+
+
+LISTEN_CONF = """\
+[listen ro]
+address = 127.0.0.1:%d
+role = read
+tubes = app-*
+"""
+
+
+@no_server
+def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
+    """A primary (-b, memcache, metrics, a [listen] section) with a replica
+    connected: every stats document's keys as protocol.md lists them, in
+    order; every /metrics family of both servers in monitoring.md's tables
+    with its type and HELP, in the tables' order, and every documented
+    family printed by one of them."""
+    from server import Tubed
+    from http_util import Metrics, get
+    docs, n_bs = _documented_stats()
+    lport = harness._free_port()
+    problems = []
+    with Tubed(binary, conf=LISTEN_CONF % lport, bdir=True, memcache=True,
+               metrics=True, prefix="tubed-docs-") as p:
+        c = p.client()
+        c.use("default")
+        jid = c.put(b"x")
+        printed = {}
+        for cmd in ("stats", "stats-tube default", "stats-tubes", "stats-job %d" % jid, "stats-binlog",
+                    "stats-listeners", "stats-replication"):
+            printed[cmd.split()[0]] = _yaml_keys(c._yaml(cmd, cmd).decode())
+        rdir = tempfile.mkdtemp(prefix="tubed-docs-r-")
+        try:
+            with Tubed(binary, "--replica-of", "127.0.0.1:%d" % p.port, bdir=True,
+                       metrics=True, tmp=rdir, label="replica") as r:
+                rc = r.client()
+                harness.wait_for(lambda: harness.parse_yaml_dict(
+                    rc._yaml("stats-replication", "x")).get("connected") == "true",
+                    "the replica to connect")
+                harness.wait_for(lambda: harness.parse_yaml_dict(
+                    c._yaml("stats-replication", "x")).get("connected-replicas") == "1",
+                    "the primary to count its replica")
+                scrapes = [Metrics(get(p, "/metrics").text()), Metrics(get(r, "/metrics").text())]
+        finally:
+            shutil.rmtree(rdir, ignore_errors=True)
+    for cmd, keys in printed.items():
+        for pr in _ordered_match(docs[cmd], keys):
+            problems.append("%s: %s" % (cmd, pr))
+    stats = printed["stats"]
+    if "platform" not in stats or stats.index("platform") + 1 != n_bs:
+        problems.append("protocol.md says stats has %d keys of beanstalkd; up to platform "
+                        "it prints %d" % (n_bs, stats.index("platform") + 1 if "platform" in stats else -1))
+    problems += _compare_metrics(scrapes)
+    check(not problems, "\n".join(problems))
+
+
+def _documented_families():
+    """[(name, type, HELP)] of monitoring.md's tables, in order."""
+    out = []
+    for row in _md_tables("doc/monitoring.md"):
+        name = re.match(r"^`(tubed_\w+)`$", row.get("name", ""))
+        if name and "type" in row and "help" in row:
+            out.append((name.group(1), row["type"], row["help"]))
+    check(len(out) > 20, "monitoring.md: parsed too few families: %r" % out)
+    return out
+
+
+def _compare_metrics(scrapes):
+    doc = _documented_families()
+    names = [n for n, _, _ in doc]
+    problems = []
+    seen = set()
+    for s in scrapes:
+        for f in s.families:
+            seen.add(f)
+            if f not in names:
+                problems.append("/metrics has %s (%s: %s), monitoring.md's tables do not"
+                                % (f, s.type.get(f), s.help.get(f)))
+                continue
+            _, typ, hlp = doc[names.index(f)]
+            if s.type.get(f) != typ:
+                problems.append("%s: type %s, monitoring.md says %s" % (f, s.type.get(f), typ))
+            if s.help.get(f) != hlp:
+                problems.append("%s: HELP %r, monitoring.md says %r" % (f, s.help.get(f), hlp))
+        order = [f for f in s.families if f in names]
+        if order != sorted(order, key=names.index):
+            problems.append("/metrics families not in the tables' order: %s" % order)
+    for n in names:
+        if n not in seen:
+            problems.append("monitoring.md documents %s; no scrape printed it" % n)
+    return problems
