@@ -507,7 +507,13 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
         printed = {}
         for cmd in ("stats", "stats-tube default", "stats-tubes", "stats-job %d" % jid, "stats-binlog",
                     "stats-listeners", "stats-replication"):
-            printed[cmd.split()[0]] = _yaml_keys(c._yaml(cmd, cmd).decode())
+            body = c._yaml(cmd, cmd).decode()
+            printed[cmd.split()[0]] = _yaml_keys(body)
+            if cmd == "stats-listeners":
+                # protocol.md: beanstalk, memcache or http (not "metrics").
+                protos = re.findall(r"^  protocol: (\S+)$", body, re.M)
+                eq(protos, ["beanstalk", "memcache", "http", "beanstalk"],
+                   "stats-listeners' protocols (main, memcache, metrics, [listen ro])")
         rdir = tempfile.mkdtemp(prefix="tubed-docs-r-")
         try:
             with Tubed(binary, "--replica-of", "127.0.0.1:%d" % p.port, bdir=True,
