@@ -574,3 +574,133 @@ def _compare_metrics(scrapes):
         if n not in seen:
             problems.append("monitoring.md documents %s; no scrape printed it" % n)
     return problems
+
+
+# -- example configs, links, man pages ---------------------------------------
+
+def _code_blocks(text):
+    """[(line, text)] of the fenced and indented code blocks of Markdown."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)```", lines[i])
+        if m:
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith("```"):
+                j += 1
+            ind = len(m.group(1))
+            out.append((i + 1, "\n".join(l[ind:] for l in lines[i + 1:j])))
+            i = j + 1
+            continue
+        if lines[i].startswith("    ") and (i == 0 or not lines[i - 1].strip()):
+            j = i
+            while j < len(lines) and (lines[j].startswith("    ") or not lines[j].strip()):
+                j += 1
+            out.append((i + 1, "\n".join(l[4:] for l in lines[i:j]).rstrip()))
+            i = j
+            continue
+        i += 1
+    return out
+
+
+def _all_keys():
+    return set(_conf_c_keys()) | _LISTEN_KEYS
+
+
+def _is_conf_line(line, keys):
+    m = re.match(r"^\s*(\w+)\s*=", line)
+    return bool(re.match(r"^\s*\[(tube|listen)\b", line) or (m and m.group(1) in keys))
+
+
+def _example_configs():
+    """[(where, text)]: every code block of README.md and doc/*.md whose
+    every line (comments and blank lines aside) is a config line, and
+    pkg/tubed.conf with its commented-out settings and sections turned on."""
+    keys = _all_keys()
+    out = []
+    for rel in ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                                      glob.glob(os.path.join(ROOT, "doc", "*.md"))):
+        for line, block in _code_blocks(_read(rel)):
+            body = [l for l in block.split("\n") if l.strip() and not l.strip().startswith("#")]
+            if body and all(_is_conf_line(l, keys) for l in body):
+                out.append(("%s:%d" % (rel, line), block + "\n"))
+    pkg = _read("pkg/tubed.conf")
+    out.append(("pkg/tubed.conf", pkg))
+    on = []
+    started = False
+    for l in pkg.split("\n"):
+        started = started or "----" in l
+        m = re.match(r"^#\s{1,3}(\S.*)$", l)
+        if started and m and _is_conf_line(m.group(1), keys):
+            on.append(m.group(1))
+    check(len(on) > 30, "pkg/tubed.conf: too few commented-out settings found: %r" % on)
+    out.append(("pkg/tubed.conf, its examples uncommented", "\n".join(on) + "\n"))
+    return out
+
+
+@no_server
+def test_docs_example_configs_pass_check_config(binary):
+    """Users the examples name that this machine lacks become root (the
+    check looks names up)."""
+    examples = _example_configs()
+    check(len(examples) >= 6, "found too few example configs: %r" % [w for w, _ in examples])
+    problems = []
+    for where, text in examples:
+        text = re.sub(r"(?m)^(\s*users\s*=\s*)jobrunner\b", r"\1root", text)
+        ok, out = _check_config(binary, text)
+        if not ok:
+            problems.append("%s: %s" % (where, out.strip()))
+    check(not problems, "\n".join(problems))
+
+
+def _anchor(title):
+    """GitHub's anchor for a heading."""
+    t = re.sub(r"[`*_]", "", title.strip().lower())
+    t = re.sub(r"[^\w\- ]", "", t)
+    return t.replace(" ", "-")
+
+
+@no_server
+def test_docs_relative_links_resolve(binary):
+    files = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                                   glob.glob(os.path.join(ROOT, "doc", "*.md")))
+    problems = []
+    n = 0
+    for rel in files:
+        text = re.sub(r"(?s)```.*?```", "", _read(rel))
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            n += 1
+            path, _, frag = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel
+            if not os.path.exists(os.path.join(ROOT, dest)):
+                problems.append("%s: link to %s: no such file" % (rel, target))
+                continue
+            if frag and dest.endswith(".md"):
+                anchors = {_anchor(h) for h in re.findall(r"(?m)^#+\s+(.*)$", _read(dest))}
+                if frag not in anchors:
+                    problems.append("%s: link to %s: %s has no heading #%s" % (rel, target, dest, frag))
+    check(n > 10, "found only %d relative links" % n)
+    check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_man_pages_lint_clean(binary):
+    pages = sorted(glob.glob(os.path.join(ROOT, "man", "*.[17]")))
+    check(len(pages) >= 4, "man pages: %r" % pages)
+    problems = []
+    for page in pages:
+        if shutil.which("mandoc"):
+            p = _run(["mandoc", "-Tlint", page])
+            out = (p.stdout + p.stderr).decode()
+            if p.returncode != 0 or out.strip():
+                problems.append("mandoc -Tlint %s: %s" % (page, out.strip()))
+        if not shutil.which("man"):
+            continue
+        env = dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8")
+        p = _run(["man", "--warnings", "-l", page], env=env)
+        if p.returncode != 0 or p.stderr.strip():
+            problems.append("man --warnings -l %s: %s" % (page, p.stderr.decode().strip()))
+        if not p.stdout.strip():
+            problems.append("man -l %s printed nothing" % page)
+    check(not problems, "\n".join(problems))
