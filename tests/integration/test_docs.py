@@ -704,3 +704,52 @@ def test_docs_man_pages_lint_clean(binary):
         if not p.stdout.strip():
             problems.append("man -l %s printed nothing" % page)
     check(not problems, "\n".join(problems))
+
+
+# -- doc/architecture.md: a room for every module, every name real ----------
+
+def _repo_files():
+    p = _run(["git", "-C", ROOT, "ls-files"])
+    files = p.stdout.decode().split() if p.returncode == 0 else []
+    if not files:                   # not a git checkout: walk the tree
+        for d, _, fs in os.walk(ROOT):
+            if "/.git" in d or "/build" in d:
+                continue
+            files += [os.path.relpath(os.path.join(d, f), ROOT) for f in fs]
+    return files
+
+
+@no_server
+def test_docs_architecture_names_every_module_and_only_real_files(binary):
+    """Every src/ module of the server (.c/.h, by its stem) is named in
+    architecture.md; every file it names exists (a bare name anywhere in
+    the tree, a path at that path); every function it names with () is in
+    src/."""
+    text = _read("doc/architecture.md")
+    files = _repo_files()
+    base = {os.path.basename(f) for f in files}
+    problems = []
+    for f in files:
+        if (f.startswith("src/") and f.endswith((".c", ".h"))
+                and not f.startswith(("src/bench/", "src/cli/"))):
+            stem = os.path.splitext(os.path.basename(f))[0]
+            if not re.search(r"\b%s\b" % re.escape(stem), text):
+                problems.append("architecture.md does not name %s" % f)
+    for d in ("src/bench/", "src/cli/", "tests/unit/", "tests/integration/", "tests/fuzz/"):
+        if d not in text:
+            problems.append("architecture.md does not name %s" % d)
+    for tok in sorted(set(re.findall(r"[\w./-]*\w\.(?:c|h|py|rb|sh|html|md)\b", text))):
+        ok = os.path.exists(os.path.join(ROOT, tok)) if "/" in tok else tok in base
+        if not ok:
+            problems.append("architecture.md names %s: no such file" % tok)
+    for d in sorted(set(re.findall(r"`?\b((?:src|tests)/[\w/]+/)", text))):
+        if not os.path.isdir(os.path.join(ROOT, d)):
+            problems.append("architecture.md names %s: no such directory" % d)
+    words = set()
+    for f in files:
+        if f.startswith("src/") and f.endswith((".c", ".h")):
+            words |= set(re.findall(r"\w+", _read(f)))
+    for fn in sorted(set(re.findall(r"(\w+)\(\)", text))):
+        if fn not in words:
+            problems.append("architecture.md names %s(): not in src/" % fn)
+    check(not problems, "\n".join(problems))
