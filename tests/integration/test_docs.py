@@ -753,3 +753,28 @@ def test_docs_architecture_names_every_module_and_only_real_files(binary):
         if fn not in words:
             problems.append("architecture.md names %s(): not in src/" % fn)
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_metrics_example_matches_the_tables(binary):
+    """monitoring.md's Example scrape shows every family of the tables but
+    the replication ones (a server that never replicated), in order, with
+    the tables' TYPE and HELP; promtool (when installed) finds it clean."""
+    from http_util import Metrics
+    text = _read("doc/monitoring.md")
+    m = re.search(r"### Example\n.*?```\n(.*?)```", text, re.S)
+    check(m, "monitoring.md has no Example scrape")
+    ex = Metrics(m.group(1))
+    doc = [(n, t, h) for n, t, h in _documented_families()
+           if not n.startswith("tubed_replication_")]
+    got = [(n, ex.type.get(n), ex.help.get(n)) for n in ex.families]
+    if got != doc:
+        fail("the Example differs from the tables:\n" + "\n".join(
+            "example %r\ntables  %r" % (a, b) for a, b in zip(got + [None] * len(doc),
+                                                             doc + [None] * len(got))
+            if a != b))
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=m.group(1).encode(),
+                           capture_output=True, timeout=20)
+        check(p.returncode == 0, "promtool check metrics on the Example: %s"
+              % (p.stdout + p.stderr).decode())
