@@ -778,3 +778,33 @@ def test_docs_metrics_example_matches_the_tables(binary):
                            capture_output=True, timeout=20)
         check(p.returncode == 0, "promtool check metrics on the Example: %s"
               % (p.stdout + p.stderr).decode())
+
+
+@no_server
+def test_docs_readme_flag_table_matches_help(binary):
+    """README's "Using it" table: every tubed option (but the obsolete -c
+    and -n, and --help/--version beside -h/-v) with --help's argument
+    name and default."""
+    h = _help_options(binary)
+    rows = [r for r in _md_tables("README.md", "Using it") if "flag" in r]
+    check(rows, "README.md: no flag table under 'Using it'")
+    seen = {}
+    for r in rows:
+        for spec in re.findall(r"`([^`]+)`", r["flag"]):
+            for o, a in _specs(spec, True)[0]:
+                seen[o] = (a, r.get("default", ""))
+    problems = []
+    for o in sorted(set(h) - set(seen) - {"-c", "-n", "--help", "--version"}):
+        problems.append("README's table lacks %s" % o)
+    for o, (a, d) in sorted(seen.items()):
+        if o not in h:
+            problems.append("README's table has %s, tubed --help does not" % o)
+            continue
+        if a != h[o][0]:
+            problems.append("README: argument of %s is %r, --help says %r" % (o, a, h[o][0]))
+        hd = [_norm_default(x) for x in _defaults(h[o][1])]
+        rd = _norm_default(d.strip("`")) if d.strip() else None
+        if hd and rd not in hd and not (rd and rd.startswith(("none", "no limit", "off", "a primary"))
+                                        and hd[0] in ("no limit", "off")):
+            problems.append("README: default of %s is %r, --help says %r" % (o, d, hd))
+    check(not problems, "\n".join(problems))
