@@ -808,3 +808,88 @@ def test_docs_readme_flag_table_matches_help(binary):
                                         and hd[0] in ("no limit", "off")):
             problems.append("README: default of %s is %r, --help says %r" % (o, d, hd))
     check(not problems, "\n".join(problems))
+
+
+# Configs that each provoke one message of configuration.md's table.
+_BAD_CONFIGS = [
+ ("foo = 1\n",[]),
+ ("port = x\n",[]),
+ ("port =\n",[]),
+ ("= 1\n",[]),
+ ("hello\n",[]),
+ ("port = 1\nport = 2\n",[]),
+ ("[tube a]\nport = 1\n",[]),
+ ("[tube a]\n[tube a]\n",[]),
+ ("[tube -a]\n",[]),
+ ("[tube a*b*]\n",[]),
+ ("[tube a]\nmove_expired_to = -x\n",[]),
+ ("[tube *]\n",[]),
+ ("[tube]\n",[]),
+ ("[foo]\n",[]),
+ ("[listen]\n",[]),
+ ("[listen a.b]\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:1\nport = 1\n",[]),
+ ("[listen a]\nrole = read\n",[]),
+ ("[listen a]\naddress = nope\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:1\nprotocol = x\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:1\nrole = x\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:1\ntubes = a*b\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:1\nusers = root\n",[]),
+ ("[listen a]\naddress = unix:@DIR@/x.sock\nusers = a b\n",[]),
+ ("[listen a]\naddress = unix:@DIR@/x.sock\nusers = nosuchuserxx\n",[]),
+ ("[listen a]\naddress = unix:@DIR@/x.sock\ngroups = nosuchgroupxx\n",[]),
+ ("[listen a]\naddress = unix:@DIR@/x.sock\nsocket_mode = 9\n",[]),
+ ("[listen a]\naddress = 127.0.0.1:5\n[listen b]\naddress = 127.0.0.1:5\n",[]),
+ ("port = 5\n[listen a]\naddress = 127.0.0.1:5\n",["-l","127.0.0.1"]),
+ ("[listen a]\naddress = 127.0.0.1:5\n[listen a]\naddress = 127.0.0.1:6\n",[]),
+ ("".join("[listen a%d]\naddress = 127.0.0.1:%d\n"%(i,100+i) for i in range(25)),[]),
+ ("[listen a]\naddress = 127.0.0.1:5\ntubes = "+",".join("t%d"%i for i in range(65))+"\n",[]),
+ ("[listen a]\naddress = unix:@DIR@/x.sock\nusers = "+",".join(str(i) for i in range(33))+"\n",[]),
+ ("[tube a\n",[]),
+ ("port = 1\x01\n",[]),
+ ("listen = "+"a"*5000+"\n",[]),
+ ("listen = unix:@DIR@/a.sock\nmetrics_port = 9100\n",[]),
+ ("port = 9100\nmetrics_port = 9100\n",[]),
+ ("listen = unix:@DIR@/a.sock\nmemcache_port = 22133\n",[]),
+ ("memcache_port = 5\n[listen a]\naddress = 127.0.0.1:5\n",["-l","127.0.0.1"]),
+ ("metrics_port = 5\n[listen a]\naddress = 127.0.0.1:5\n",["-l","127.0.0.1"]),
+ ("[tube a]\nmax_memory_size = 1M\n",[]),
+ ("[tube a]\nmax_memory_size = 1M\n[tube a*]\njournal = false\n",["-b","@DIR@/b"]),
+]
+
+
+def _doc_messages():
+    """The messages of configuration.md's error table, as regexes (its
+    placeholders K, V, N, FILE, ... stand for any text)."""
+    text = _read("doc/configuration.md")
+    table = _between(text, "| message | cause |", "\n\n")
+    out = []
+    for line in table.split("\n")[2:]:
+        cell = line.split("|")[1]
+        for msg in re.findall(r"`([^`]+)`", cell):
+            rx = re.escape(msg)
+            rx = re.sub(r"\\\.\\\.\\\.", ".+", rx)
+            rx = re.sub(r"0xNN", "0x[0-9a-f]{2}", rx)
+            rx = re.sub(r"\b(?:[A-Z]{1,2}|ADDR|FILE|REASON|NAME|PATH)\b", ".+?", rx)
+            out.append((msg, rx))
+    check(len(out) > 30, "configuration.md: parsed too few messages: %r" % out)
+    return out
+
+
+@no_server
+def test_docs_config_error_messages_are_the_programs(binary):
+    """Every message of configuration.md's error table is what
+    --check-config prints for some bad config (exit status 2)."""
+    outs = []
+    for text, extra in _BAD_CONFIGS:
+        ok, out = _check_config(binary, text, extra)
+        check(not ok, "--check-config accepted %r" % text)
+        outs.append(out)
+    for args in (["--config", "/nonexistent/tubed.conf"], ["-p", "9100", "--metrics-port", "9100"]):
+        p = _run([binary] + args + ["--check-config"])
+        eq(p.returncode, 2, "exit status of --check-config %s" % " ".join(args))
+        outs.append((p.stdout + p.stderr).decode())
+    problems = [msg for msg, rx in _doc_messages()
+                if not any(re.search(rx, o) for o in outs)]
+    check(not problems, "configuration.md documents messages no bad config produced:\n"
+          + "\n".join(problems))
