@@ -893,3 +893,52 @@ def test_docs_config_error_messages_are_the_programs(binary):
                 if not any(re.search(rx, o) for o in outs)]
     check(not problems, "configuration.md documents messages no bad config produced:\n"
           + "\n".join(problems))
+
+
+def _kestrel_stats_doc():
+    """(server keys, per-tube keys) of kestrel.md's "stats and dump_stats",
+    in order (parenthesised asides dropped)."""
+    t = _read("doc/kestrel.md")
+    sec = _between(t, "`stats` answers, in this order:", "A tube exists only while")
+    prev = None
+    while prev != sec:
+        prev, sec = sec, re.sub(r"\([^()]*\)", "", sec)
+    srv, _, tube = sec.partition("Then, for every tube in name order,")
+    tube_keys = re.findall(r"`([a-z_0-9]+)`", tube)
+    check(srv and tube_keys, "kestrel.md: no stats key lists")
+    return re.findall(r"`([a-z_0-9]+)`", srv), tube_keys
+
+
+@no_server
+def test_docs_memcache_stats_keys_match_kestrel_md(binary):
+    """memcache `stats` and `dump_stats` of a server with a fanout parent
+    print kestrel.md's keys in its order."""
+    import socket
+    from server import Tubed
+    srv_keys, tube_keys = _kestrel_stats_doc()
+    with Tubed(binary, conf="[tube p]\nfanout = true\n", memcache=True,
+               prefix="tubed-docs-") as s:
+        sock = socket.create_connection((harness.HOST, s.mport), timeout=5)
+        try:
+            sock.sendall(b"set p+c 0 0 1\r\nx\r\nset p 0 0 1\r\ny\r\nstats\r\ndump_stats\r\n")
+            data = b""
+            while data.count(b"END\r\n") < 2:
+                chunk = sock.recv(65536)
+                check(chunk, "the memcache listener closed: %r" % data)
+                data += chunk
+        finally:
+            sock.close()
+    text = data.decode().replace("\r\n", "\n")
+    stats = re.findall(r"^STAT (\S+) ", text, re.M)
+    check("queue_default_items" in stats, "no per-tube keys in stats: %r" % text)
+    problems = _ordered_match(srv_keys, stats[:stats.index("queue_default_items")])
+    for tube in ("default", "p", "p+c"):
+        pre = "queue_%s_" % tube
+        got = [k[len(pre):] for k in stats if k.startswith(pre) and "+" not in k[len(pre):]]
+        want = tube_keys if tube == "p" else [k for k in tube_keys if k != "children"]
+        problems += ["stats of %s: %s" % (tube, p) for p in _ordered_match(want, got)]
+        block = re.search(r"^queue '%s' \{\n(.*?)^\}" % re.escape(tube), text, re.M | re.S)
+        check(block, "dump_stats has no block for %s: %r" % (tube, text))
+        dumped = re.findall(r"^  (\w+)=", block.group(1), re.M)
+        problems += ["dump_stats of %s: %s" % (tube, p) for p in _ordered_match(want, dumped)]
+    check(not problems, "\n".join(problems))
