@@ -8,7 +8,9 @@ every /metrics family is in doc/monitoring.md with its type; every example
 config passes --check-config; every relative link resolves; the man pages
 lint clean.  Servers are started only where a live answer is compared."""
 
+import collections
 import glob
+import json
 import os
 import re
 import shutil
@@ -526,6 +528,8 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
                     c._yaml("stats-replication", "x")).get("connected-replicas") == "1",
                     "the primary to count its replica")
                 scrapes = [Metrics(get(p, "/metrics").text()), Metrics(get(r, "/metrics").text())]
+                tubes_json = json.loads(get(p, "/tubes.json").text(),
+                                        object_pairs_hook=collections.OrderedDict)
         finally:
             shutil.rmtree(rdir, ignore_errors=True)
     for cmd, keys in printed.items():
@@ -536,6 +540,7 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
         problems.append("protocol.md says stats has %d keys of beanstalkd; up to platform "
                         "it prints %d" % (n_bs, stats.index("platform") + 1 if "platform" in stats else -1))
     problems += _compare_metrics(scrapes)
+    problems += _compare_tubes_json(tubes_json, printed)
     check(not problems, "\n".join(problems))
 
 
@@ -942,3 +947,26 @@ def test_docs_memcache_stats_keys_match_kestrel_md(binary):
         dumped = re.findall(r"^  (\w+)=", block.group(1), re.M)
         problems += ["dump_stats of %s: %s" % (tube, p) for p in _ordered_match(want, dumped)]
     check(not problems, "\n".join(problems))
+
+
+def _compare_tubes_json(doc, printed):
+    """monitoring.md's /tubes.json: "server" has stats' keys in order,
+    each tube its stats-tubes keys in order; the top-level keys are those
+    the page names."""
+    problems = []
+    text = _between(_read("doc/monitoring.md"), "## /tubes.json", "## The status page")
+    named = [k for k in re.findall(r'`(\w+)`', text) if k in doc or k in ("server", "tubes", "replication")]
+    for k in doc:
+        if k not in named:
+            problems.append("/tubes.json has a top-level %r that monitoring.md does not name" % k)
+    if list(doc.get("server", {})) != printed["stats"]:
+        problems.append("/tubes.json server keys %s differ from stats' %s"
+                        % (list(doc.get("server", {})), printed["stats"]))
+    for name, t in doc.get("tubes", {}).items():
+        if list(t) != printed["stats-tubes"]:
+            problems.append("/tubes.json tube %s keys %s differ from stats-tubes' %s"
+                            % (name, list(t), printed["stats-tubes"]))
+    if "replication" in doc and list(doc["replication"]) != printed["stats-replication"]:
+        problems.append("/tubes.json replication keys %s differ from stats-replication's %s"
+                        % (list(doc["replication"]), printed["stats-replication"]))
+    return problems
