@@ -959,6 +959,9 @@ def _compare_tubes_json(doc, printed):
     for k in doc:
         if k not in named:
             problems.append("/tubes.json has a top-level %r that monitoring.md does not name" % k)
+    if list(doc) not in (["server", "tubes"], ["server", "tubes", "replication"]):
+        problems.append("/tubes.json's top-level keys are %s, monitoring.md says server, tubes"
+                        " and (with replication) replication" % list(doc))
     if list(doc.get("server", {})) != printed["stats"]:
         problems.append("/tubes.json server keys %s differ from stats' %s"
                         % (list(doc.get("server", {})), printed["stats"]))
