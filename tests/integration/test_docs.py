@@ -973,3 +973,31 @@ def _compare_tubes_json(doc, printed):
         problems.append("/tubes.json replication keys %s differ from stats-replication's %s"
                         % (list(doc["replication"]), printed["stats-replication"]))
     return problems
+
+
+@no_server
+def test_docs_named_tests_exist(binary):
+    """Every test the docs cite (test_x.py::test_y, test_y, test_x.py) is
+    there, in the file named when one is."""
+    files = _repo_files()
+    tests = [f for f in files if f.startswith("tests/")]
+    defs, by_file, words = set(), {}, set()
+    for f in tests:
+        if f.endswith(".py"):
+            names = set(re.findall(r"^def (test_\w+)", _read(f), re.M))
+            by_file[os.path.basename(f)] = names
+            defs |= names
+        elif f.endswith(".c"):
+            words |= set(re.findall(r"\w+", _read(f)))
+    stems = {os.path.splitext(os.path.basename(f))[0] for f in tests}
+    problems = []
+    docs = ["README.md"] + [f for f in files if re.match(r"^(doc/.*\.md|man/.*\.[17])$", f)]
+    for rel in docs:
+        text = _read(rel)
+        for fname, name in re.findall(r"(test_\w+\.py)::(test_\w+)", text):
+            if name not in by_file.get(fname, ()):
+                problems.append("%s cites %s::%s: no such test" % (rel, fname, name))
+        for name in set(re.findall(r"\b(test_\w+)", text)):
+            if name not in defs and name not in stems and name not in words:
+                problems.append("%s cites %s: no such test or test file" % (rel, name))
+    check(not problems, "\n".join(problems))
