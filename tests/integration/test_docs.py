@@ -933,6 +933,16 @@ def test_docs_memcache_stats_keys_match_kestrel_md(binary):
                 data += chunk
         finally:
             sock.close()
+        # configuration.md's defaults of priority and ttr: a set's job has them.
+        c = s.client()
+        c.use("p+c")
+        line, _ = c.cmd_body("peek-ready")
+        check(line.startswith(b"FOUND "), "peek-ready on p+c: %r" % line)
+        job = c.stats_job(int(line.split()[1]))
+        doc = _doc_keys()
+        for key, stat in (("priority", "pri"), ("ttr", "ttr")):
+            eq(str(job[stat]), _norm_default(doc[key]["default"]),
+               "a memcache set's job %s against configuration.md's %s default" % (stat, key))
     text = data.decode().replace("\r\n", "\n")
     stats = re.findall(r"^STAT (\S+) ", text, re.M)
     check("queue_default_items" in stats, "no per-tube keys in stats: %r" % text)
