@@ -1011,3 +1011,23 @@ def test_docs_named_tests_exist(binary):
             if name not in defs and name not in stems and name not in words:
                 problems.append("%s cites %s: no such test or test file" % (rel, name))
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_readme_commands_are_what_make_and_ci_run(binary):
+    """README's quick start: `make run` starts the server on
+    127.0.0.1:11300, and its test command's targets are those .ci/run
+    makes (after the fuzzing CI adds)."""
+    readme = _read("README.md")
+    start = re.search(r"(?m)^    sudo apt-get install -y build-essential && make (\w+)$", readme)
+    check(start and start.group(1) == "run", "README's first command is no longer make run")
+    mk = _read("Makefile")
+    m = re.search(r"(?m)^run: .*\n\t(.*)$", mk)
+    check(m, "Makefile has no run target")
+    eq(m.group(1).split()[1:], ["-l", "127.0.0.1", "-p", "11300"], "make run's flags")
+    check("127.0.0.1:11300" in readme, "README no longer says where make run listens")
+    test = re.search(r"(?m)^    make ((?:\w+ ?)+)$", readme)
+    check(test, "README has no test command")
+    ci = re.findall(r"(?m)^make (\w+)(?: .*)?$", _read(".ci/run"))
+    eq([t for t in ci if t != "fuzz"], test.group(1).split(),
+       "the targets .ci/run makes (fuzz aside) against README's test command")
