@@ -1031,3 +1031,26 @@ def test_docs_readme_commands_are_what_make_and_ci_run(binary):
     ci = re.findall(r"(?m)^make (\w+)(?: .*)?$", _read(".ci/run"))
     eq([t for t in ci if t != "fuzz"], test.group(1).split(),
        "the targets .ci/run makes (fuzz aside) against README's test command")
+
+
+@no_server
+def test_docs_readme_layout_and_make_targets(binary):
+    """README's Layout names every doc/ page and every src/ folder, and
+    its list of make targets is the Makefile's .PHONY list."""
+    readme = _read("README.md")
+    layout = _between(readme, "## Layout", "\n\n[")
+    problems = []
+    for p in sorted(glob.glob(os.path.join(ROOT, "doc", "*.md"))):
+        name = os.path.splitext(os.path.basename(p))[0]
+        if not re.search(r"\b%s\b" % name, layout):
+            problems.append("README's Layout does not name doc/%s.md" % name)
+    for d in sorted(glob.glob(os.path.join(ROOT, "src", "*", ""))):
+        rel = os.path.relpath(d, ROOT) + "/"
+        if rel not in layout and not any(x.startswith(rel) for x in re.findall(r"src/[\w/]+", layout)):
+            problems.append("README's Layout does not name %s" % rel)
+    phony = re.search(r"(?m)^\.PHONY: (.*)$", _read("Makefile")).group(1).split()
+    targets = re.findall(r"`([\w-]+)`", _between(readme, "Make targets:", "\n\n"))
+    targets = [t for t in targets if t not in ("PREFIX", "DESTDIR")]
+    if sorted(targets) != sorted(phony):
+        problems.append("README's make targets %s, the Makefile's %s" % (targets, phony))
+    check(not problems, "\n".join(problems))
