@@ -1054,3 +1054,29 @@ def test_docs_readme_layout_and_make_targets(binary):
     if sorted(targets) != sorted(phony):
         problems.append("README's make targets %s, the Makefile's %s" % (targets, phony))
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_ocf_parameters_match_man(binary):
+    """man tubed-ocf(7) lists the OCF agent's parameters (its meta-data),
+    in order, with the defaults it states."""
+    agent = os.path.join(ROOT, "pkg", "ocf", "tubed")
+    env = dict(os.environ, OCF_ROOT=os.environ.get("OCF_ROOT", "/usr/lib/ocf"))
+    p = _run(["sh", agent, "meta-data"], env=env)
+    eq(p.returncode, 0, "%s meta-data exit status (%s)" % (agent, p.stderr.decode()))
+    meta = p.stdout.decode()
+    params = re.findall(r'<parameter name="(\w+)"', meta)
+    defaults = dict(re.findall(r'<parameter name="(\w+)".*?<content [^>]*default="([^"]*)"',
+                               meta, re.S))
+    man = _read("man/tubed-ocf.7")
+    text = " ".join(_roff_text(l) for l in
+                    _between(man, "Parameters:", "for their meaning.").split("\n"))
+    named = [w for w in re.findall(r"\b(\w+)\b", text) if w in params or w.islower() and "_" in w]
+    problems = []
+    if [w for w in named if w in params] != params:
+        problems.append("tubed-ocf.7 lists %s; the agent's meta-data %s" % (named, params))
+    for name, d in re.findall(r"\b(\w+) \(default ([^)]*)\)", text):
+        if defaults.get(name) != d:
+            problems.append("tubed-ocf.7: %s default %s; meta-data says %r"
+                            % (name, d, defaults.get(name)))
+    check(not problems, "\n".join(problems))
