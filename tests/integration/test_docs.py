@@ -1080,3 +1080,15 @@ def test_docs_ocf_parameters_match_man(binary):
             problems.append("tubed-ocf.7: %s default %s; meta-data says %r"
                             % (name, d, defaults.get(name)))
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_keepalived_settings_match_the_scripts(binary):
+    """failover.md's list of keepalived settings is the set of TUBED_*
+    variables the notify and check scripts and their example file use."""
+    used = set()
+    for f in ("tubed-keepalived-notify", "tubed-keepalived-check", "tubed-keepalived.env"):
+        used |= set(re.findall(r"\bTUBED_[A-Z_]+\b", _read("pkg/keepalived/" + f)))
+    text = _between(_read("doc/failover.md"), "Settings: `/etc/tubed/keepalived.env`", "\n\n")
+    listed = set(re.findall(r"`(TUBED_[A-Z_]+)`", text))
+    eq(sorted(listed), sorted(used), "failover.md's keepalived settings against the scripts'")
