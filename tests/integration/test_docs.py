@@ -1092,3 +1092,20 @@ def test_docs_keepalived_settings_match_the_scripts(binary):
     text = _between(_read("doc/failover.md"), "Settings: `/etc/tubed/keepalived.env`", "\n\n")
     listed = set(re.findall(r"`(TUBED_[A-Z_]+)`", text))
     eq(sorted(listed), sorted(used), "failover.md's keepalived settings against the scripts'")
+
+
+@no_server
+def test_docs_every_option_has_its_config_key(binary):
+    """configuration.md: every command-line option has a key (its flag
+    column), but the ones it names as having none (and the obsolete -c,
+    -n); every flag in the table is an option."""
+    opts = set(_help_options(binary))
+    keyed = {r["flag"].strip("` ") for r in _doc_keys().values() if "flag" in r} - {"—"}
+    text = _read("doc/configuration.md")
+    m = re.search(r"\n\n((?:`[-\w]+`(?:, | and )?)+) have no key\.", text)
+    check(m, "configuration.md no longer says which options have no key")
+    none = set(re.findall(r"`([-\w]+)`", m.group(1))) | {"-c", "-n", "--help", "--version"}
+    problems = ["%s has no key in configuration.md and is not among those without one" % o
+                for o in sorted(opts - keyed - none)]
+    problems += ["configuration.md's flag %s is no option of tubed" % f for f in sorted(keyed - opts)]
+    check(not problems, "\n".join(problems))
