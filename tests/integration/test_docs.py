@@ -1109,3 +1109,58 @@ def test_docs_every_option_has_its_config_key(binary):
                 for o in sorted(opts - keyed - none)]
     problems += ["configuration.md's flag %s is no option of tubed" % f for f in sorted(keyed - opts)]
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
+    """operations.md and binlog.md: tubed -b on beanstalkd's directory
+    refuses to start, also with --recover, and leaves the files as they
+    were (the jobs are still beanstalkd's)."""
+    import hashlib
+    import socket
+    import time
+    bsd = shutil.which("beanstalkd")
+    if not bsd:
+        raise harness.Skip("no beanstalkd to write a binlog")
+    d = tempfile.mkdtemp(prefix="tubed-docs-bsd-")
+    try:
+        port = harness._free_port()
+        p = subprocess.Popen([bsd, "-l", harness.HOST, "-p", str(port), "-b", d],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    s = socket.create_connection((harness.HOST, port), timeout=5)
+                    break
+                except OSError:
+                    check(time.monotonic() < deadline and p.poll() is None,
+                          "beanstalkd did not start")
+                    time.sleep(0.05)
+            s.sendall(b"put 0 0 60 2\r\nhi\r\n")
+            eq(s.recv(100), b"INSERTED 1\r\n", "beanstalkd's put")
+            s.close()
+        finally:
+            p.terminate()
+            p.wait(10)
+        files = sorted(f for f in os.listdir(d) if f.startswith("binlog."))
+        check(files, "beanstalkd wrote no binlog in %s" % d)
+
+        def digest():
+            h = hashlib.sha256()
+            for f in files:
+                with open(os.path.join(d, f), "rb") as fh:
+                    h.update(fh.read())
+            return h.hexdigest()
+        before = digest()
+        for extra in ([], ["--recover"]):
+            r = _run([binary, "-l", harness.HOST, "-p", str(harness._free_port()), "-b", d] + extra)
+            out = (r.stdout + r.stderr).decode()
+            eq(r.returncode, 1, "tubed %s on beanstalkd's binlog: exit status (%s)" % (extra, out))
+            check("is a beanstalkd binlog, not tubed's" in out, "tubed's message: %r" % out)
+            eq(sorted(f for f in os.listdir(d) if f.startswith("binlog.")), files,
+               "binlog files after tubed %s" % extra)
+            eq(digest(), before, "beanstalkd's binlog bytes after tubed %s" % extra)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
