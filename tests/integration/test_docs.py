@@ -540,6 +540,17 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
         problems.append("protocol.md says stats has %d keys of beanstalkd; up to platform "
                         "it prints %d" % (n_bs, stats.index("platform") + 1 if "platform" in stats else -1))
     problems += _compare_metrics(scrapes)
+    # The command label: 22 cmd-* keys of stats, then tubed's own, in order.
+    mon = _read("doc/monitoring.md")
+    said = (_ticked(_between(mon, "keys of `stats` without `cmd-` (", "),"))
+            + _ticked(_between(mon, "which `stats` does not show:", "`quit` is not counted.")))
+    got = [lab.get("command") for name, lab, _ in scrapes[0].samples
+           if name == "tubed_commands_total"]
+    if got != said:
+        problems.append("tubed_commands_total's command labels %s; monitoring.md lists %s"
+                        % (got, said))
+    if got[:22] != [k[4:] for k in printed["stats"] if k.startswith("cmd-")]:
+        problems.append("the first 22 command labels are not stats' cmd-* keys: %s" % got[:22])
     problems += _compare_tubes_json(tubes_json, printed)
     check(not problems, "\n".join(problems))
 
