@@ -539,6 +539,18 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
     if "platform" not in stats or stats.index("platform") + 1 != n_bs:
         problems.append("protocol.md says stats has %d keys of beanstalkd; up to platform "
                         "it prints %d" % (n_bs, stats.index("platform") + 1 if "platform" in stats else -1))
+    # tubed's own stats keys as man tubed(1) and operations.md count them.
+    own = stats[stats.index("platform") + 1:] if "platform" in stats else []
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+    man = " ".join(_roff_text(l) for l in _read("man/tubed.1").split("\n"))
+    m = re.search(r"has (\w+) keys of its own after all of beanstalkd's: ([^.]*)\.", man)
+    if not m or m.group(1) != words.get(len(own)) or \
+            re.findall(r"[a-z][a-z-]+", m.group(2).replace(" and ", " ")) != own:
+        problems.append("man tubed(1) COMPATIBILITY: %r; stats' own keys are %s"
+                        % (m and m.group(0), own))
+    if "tubed adds %s at the end" % words.get(len(own)) not in _read("doc/operations.md"):
+        problems.append("operations.md does not say tubed adds %s keys at the end of stats"
+                        % words.get(len(own)))
     problems += _compare_metrics(scrapes)
     # The command label: 22 cmd-* keys of stats, then tubed's own, in order.
     mon = _read("doc/monitoring.md")
