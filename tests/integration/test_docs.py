@@ -1131,6 +1131,12 @@ def test_docs_every_option_has_its_config_key(binary):
     problems = ["%s has no key in configuration.md and is not among those without one" % o
                 for o in sorted(opts - keyed - none)]
     problems += ["configuration.md's flag %s is no option of tubed" % f for f in sorted(keyed - opts)]
+    # "long options with dashes turned into underscores"
+    for key, row in _doc_keys().items():
+        flag = row.get("flag", "").strip("` ")
+        if flag.startswith("--") and flag[2:].replace("-", "_") != key:
+            problems.append("configuration.md: %s's key is %s, not %s"
+                            % (flag, key, flag[2:].replace("-", "_")))
     check(not problems, "\n".join(problems))
 
 
