@@ -1193,3 +1193,20 @@ def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
             eq(digest(), before, "beanstalkd's binlog bytes after tubed %s" % extra)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@no_server
+def test_docs_repository_paths_exist(binary):
+    """Every path into the repository the docs name (src/..., tests/...,
+    pkg/..., doc/..., man/...; not an installed /usr/... one) exists."""
+    problems = []
+    rx = re.compile(r"(?<![\w/.-])((?:src|tests|pkg|doc|man)/[\w./-]*\w)")
+    for rel in ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                                      glob.glob(os.path.join(ROOT, "doc", "*.md"))
+                                      + glob.glob(os.path.join(ROOT, "man", "*.[17]"))):
+        text = _read(rel).replace("\\-", "-")
+        for path in sorted(set(rx.findall(text))):
+            if "NAME" in path or os.path.exists(os.path.join(ROOT, path)):
+                continue
+            problems.append("%s names %s: no such file or directory" % (rel, path))
+    check(not problems, "\n".join(problems))
