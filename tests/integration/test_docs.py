@@ -1200,6 +1200,7 @@ def test_docs_repository_paths_exist(binary):
     """Every path into the repository the docs name (src/..., tests/...,
     pkg/..., doc/..., man/...; not an installed /usr/... one) exists."""
     problems = []
+    base = {os.path.basename(f) for f in _repo_files()}
     rx = re.compile(r"(?<![\w/.-])((?:src|tests|pkg|doc|man)/[\w./-]*\w)")
     for rel in ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
                                       glob.glob(os.path.join(ROOT, "doc", "*.md"))
@@ -1209,4 +1210,8 @@ def test_docs_repository_paths_exist(binary):
             if "NAME" in path or os.path.exists(os.path.join(ROOT, path)):
                 continue
             problems.append("%s names %s: no such file or directory" % (rel, path))
+        for name in sorted(set(re.findall(r"(?<![\w/.-])([a-z_0-9-]+\.(?:c|h|py|sh|rb|js|php))\b",
+                                          text))):
+            if name not in base:
+                problems.append("%s names %s: no file of that name" % (rel, name))
     check(not problems, "\n".join(problems))
