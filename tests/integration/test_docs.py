@@ -1215,3 +1215,20 @@ def test_docs_repository_paths_exist(binary):
             if name not in base:
                 problems.append("%s names %s: no file of that name" % (rel, name))
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_named_functions_exist(binary):
+    """Every `function()` README.md and doc/*.md name is in src/ (or a
+    unit test's)."""
+    words = set()
+    for f in _repo_files():
+        if f.startswith(("src/", "tests/unit/")) and f.endswith((".c", ".h")):
+            words |= set(re.findall(r"\w+", _read(f)))
+    problems = []
+    for rel in ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                                      glob.glob(os.path.join(ROOT, "doc", "*.md"))):
+        for fn in sorted(set(re.findall(r"`([a-z_][a-z0-9_]*)\(\)", _read(rel)))):
+            if fn not in words:
+                problems.append("%s names %s(): not in src/" % (rel, fn))
+    check(not problems, "\n".join(problems))
