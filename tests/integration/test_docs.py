@@ -1232,3 +1232,22 @@ def test_docs_named_functions_exist(binary):
             if fn not in words:
                 problems.append("%s names %s(): not in src/" % (rel, fn))
     check(not problems, "\n".join(problems))
+
+
+@no_server
+def test_docs_cli_commands_match_man(binary):
+    """tubed-cli --help's commands (with their arguments) are the man
+    page's COMMANDS, in the same order."""
+    cli = _tool(binary, "tubed-cli")
+    p = _run([cli, "--help"])
+    text = (p.stdout + p.stderr).decode()
+    block = _between(text, "commands:\n", "\n\n")
+    helped = [re.split(r"\s{2,}", l.strip())[0] for l in block.split("\n") if l.strip()]
+    lines = _man_section(os.path.join(ROOT, "man/tubed-cli.1"), "COMMANDS")
+    manned = [_roff_text(lines[i + 1]) for i in range(len(lines) - 1) if lines[i].startswith(".TP")]
+
+    def norm(s):
+        return re.sub(r"\s+", " ", s.lower().replace(" | ", "|").replace("[ ", "[")
+                      .replace(" ]", "]")).strip()
+    eq([norm(x) for x in manned], [norm(x) for x in helped],
+       "man tubed-cli COMMANDS against tubed-cli --help")
