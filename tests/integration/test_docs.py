@@ -1251,3 +1251,19 @@ def test_docs_cli_commands_match_man(binary):
                       .replace(" ]", "]")).strip()
     eq([norm(x) for x in manned], [norm(x) for x in helped],
        "man tubed-cli COMMANDS against tubed-cli --help")
+
+
+@no_server
+def test_docs_bench_workloads_match_man(binary):
+    """tubed-bench --help's workloads are the man page's WORKLOADS, in
+    order, and -w's list names them all."""
+    p = _run([_tool(binary, "tubed-bench"), "--help"])
+    text = (p.stdout + p.stderr).decode()
+    block = text[text.index("\nWorkloads;"):]
+    helped = re.findall(r"(?m)^  ([a-z][a-z-]+)\s{2,}", block)
+    lines = _man_section(os.path.join(ROOT, "man/tubed-bench.1"), "WORKLOADS")
+    manned = [_roff_text(lines[i + 1]) for i in range(len(lines) - 1) if lines[i].startswith(".TP")]
+    eq(manned, helped, "man tubed-bench WORKLOADS against tubed-bench --help")
+    wl = re.search(r"-w, --workload NAME\s+(.*?)\n\s+-n,", text, re.S).group(1)
+    for w in helped:
+        check(re.search(r"\b%s\b" % re.escape(w), wl), "-w's help does not list %s" % w)
