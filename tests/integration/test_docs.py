@@ -1,12 +1,24 @@
 """The docs say what the program does (README.md, doc/*.md, man/*).
 
-Mechanical checks, each cheap: every option of --help is in the man page
-and back (spelling, argument name, default); every config key of
-src/config/conf.c is in doc/configuration.md's tables and back (default,
-reload); every stats key the server prints is documented in its order;
-every /metrics family is in doc/monitoring.md with its type; every example
-config passes --check-config; every relative link resolves; the man pages
-lint clean.  Servers are started only where a live answer is compared."""
+Mechanical checks, each cheap, most without a server:
+- options: tubed, tubed-cli and tubed-bench --help against their man pages
+  (spelling, argument names, defaults), README's flag table, tubed-cli's
+  commands and tubed-bench's workloads;
+- config: src/config/conf.c's keys against doc/configuration.md's tables
+  (both ways), each row's Example and integer range, the defaults, "changes
+  at reload" (opts.c's runtime_key()), every option's key, every message
+  of the error table produced by a bad config, every example config of
+  doc/, README and pkg/tubed.conf through --check-config;
+- a live primary (-b, memcache, metrics, a [listen] section) and its
+  replica: every stats document's keys as doc/protocol.md lists them, in
+  order; every /metrics family in doc/monitoring.md's tables with type and
+  HELP, in order, the command labels, /tubes.json; memcache stats and
+  dump_stats against doc/kestrel.md;
+- links and anchors, repository paths, file names, functions and tests the
+  docs name; architecture.md names every module; the man pages lint clean;
+  the OCF agent's parameters and the keepalived settings; README's
+  commands against the Makefile and .ci/run; a beanstalkd binlog refused.
+"""
 
 import collections
 import glob
