@@ -1279,3 +1279,20 @@ def test_docs_bench_workloads_match_man(binary):
     wl = re.search(r"-w, --workload NAME\s+(.*?)\n\s+-n,", text, re.S).group(1)
     for w in helped:
         check(re.search(r"\b%s\b" % re.escape(w), wl), "-w's help does not list %s" % w)
+
+
+@no_server
+def test_docs_bench_csv_columns_match_man(binary):
+    """man tubed-bench OUTPUT names the --csv columns in order."""
+    from server import Tubed
+    lines = _man_section(os.path.join(ROOT, "man/tubed-bench.1"), "OUTPUT")
+    text = " ".join(_roff_text(l) for l in lines)
+    m = re.search(r"With --csv the columns are (.*?)\.", text)
+    check(m, "man tubed-bench OUTPUT no longer lists the CSV columns")
+    said = [w for w in re.split(r",\s*|\s+and\s+", m.group(1).strip()) if w]
+    with Tubed(binary, prefix="tubed-docs-") as s:
+        p = _run([_tool(binary, "tubed-bench"), "-p", str(s.port), "-q", "--csv", "-n", "10"],
+                 timeout=30)
+    eq(p.returncode, 0, "tubed-bench --csv exit status (%s)" % p.stderr.decode())
+    header = p.stdout.decode().split("\n")[0].split(",")
+    eq(said, header, "man tubed-bench's CSV columns against the header tubed-bench prints")
