@@ -252,12 +252,31 @@ static void time_out(Engine *e, Job *j)
         queue_bury(e, j);
 }
 
+/* Waits ending and TTRs running out, in the order of their times, as
+ * beanstalkd ticks its connections in the order of their deadlines: when
+ * one late tick (a busy loop, a stopped process) finds a job whose TTR
+ * ended before a waiting worker's timeout, the worker gets that job, not
+ * TIMED_OUT. A tie goes to the job. Before a wait ends, the jobs that
+ * came back before it go out (engine_deliver()); a wake made then never
+ * starts a wait due already (worker_reserve() answers those at once), so
+ * each round ends a wait, serves one or expires a job. */
 static void tick_ttrs(Engine *e)
 {
-    Job *j;
+    for (;;) {
+        Job *j = heap_top(&e->ttr);
+        int64_t at = j && job_ext(j)->deadline <= e->now ? job_ext(j)->deadline
+                                                         : INT64_MAX;
+        uint64_t id;
 
-    while ((j = heap_top(&e->ttr)) && job_ext(j)->deadline <= e->now) {
-        uint64_t id = j->id;
+        if (waiter_due_before(e, at)) {
+            if (waiter_pending(e))
+                engine_deliver(e);
+            waiter_tick(e, at);
+            continue;
+        }
+        if (at == INT64_MAX)
+            return;
+        id = j->id;
         time_out(e, j);
         came_back(e, id);
     }
@@ -281,12 +300,12 @@ void engine_tick(Engine *e)
     /* Delays and pauses end first and their jobs go out at once, before
      * any wait times out, as in beanstalkd: a reserve-with-timeout 1 sent
      * just after a put with delay 1 gets that job, not TIMED_OUT, even
-     * when both fall in this tick. Then waits end before TTRs expire: a
-     * worker waiting in reserve hears DEADLINE_SOON before its job is
-     * taken back. */
+     * when both fall in this tick. Then waits end and TTRs expire in the
+     * order of their times (tick_ttrs()): a worker waiting in reserve
+     * hears DEADLINE_SOON before its job is taken back, its margin
+     * starting a second before its TTR ends. */
     tick_tubes(e);
     engine_deliver(e);
-    waiter_tick(e);
     tick_ttrs(e);
     binlog_tick(e);
     grave_free(e, GRAVE_BATCH);

@@ -437,11 +437,23 @@ uint32_t engine_tube_waiting(const Engine *e, const Tube *t)
     return n;
 }
 
-void waiter_tick(Engine *e)
+int waiter_due_before(const Engine *e, int64_t before)
 {
-    Worker *w;
+    const Worker *w = heap_top(&e->wait_timers);
 
-    while ((w = heap_top(&e->wait_timers)) && w->tickat <= e->now) {
+    return w && w->tickat <= e->now && w->tickat < before;
+}
+
+int waiter_pending(const Engine *e)
+{
+    return !list_empty(&e->ended_waiters) || e->fresh_head < e->fresh_len ||
+           !list_empty(&e->posted_tubes);
+}
+
+void waiter_tick(Engine *e, int64_t before)
+{
+    while (waiter_due_before(e, before)) {
+        Worker *w = heap_top(&e->wait_timers);
         int soon = deadline_soon(e, w);
 
         worker_cancel(e, w);

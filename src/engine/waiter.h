@@ -21,7 +21,10 @@
  * and goes before them if it began to wait before the one at the cursor.
  * waiter_tick() ends waits whose time came; their wakes are delivered the
  * same way (engine_tick() first delivers what delays and pauses ending in
- * the same tick made ready). So a worker is never woken inside the
+ * the same tick made ready, and interleaves waits ending with TTRs running
+ * out in the order of their times, as beanstalkd ticks its connections:
+ * a job whose TTR ran out before a wait's end goes to that waiter even
+ * when both fall in one late tick). So a worker is never woken inside the
  * operation that served it: that operation has finished and placed its
  * binlog records first.
  */
@@ -40,7 +43,12 @@ void waiter_init(Engine *e);
 /* Drop what is posted and not delivered (engine_free). */
 void waiter_fini(Engine *e);
 void waiter_serve(Engine *e, Tube *t);
-void waiter_tick(Engine *e);
+/* Is a wait due that ends before `before` (ns, monotonic)? */
+int waiter_due_before(const Engine *e, int64_t before);
+/* End the waits due that end before `before`; INT64_MAX for all due. */
+void waiter_tick(Engine *e, int64_t before);
+/* Is something noted for engine_deliver() (a job, a tube, an ended wait)? */
+int waiter_pending(const Engine *e);
 int64_t waiter_next_due(const Engine *e);
 
 /* The front-ends' side (engine.h includes this header). */
