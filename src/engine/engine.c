@@ -202,13 +202,77 @@ static void promote_due(Engine *e)
     heap_free(&m);
 }
 
+static int pause_less(const void *a, const void *b)
+{
+    return ((const Tube *)a)->unpause_at < ((const Tube *)b)->unpause_at;
+}
+
+/* The tubes whose pause ended, found as gather_due() finds delays. */
+static int gather_unpaused(Engine *e, Heap *m, size_t i)
+{
+    const Heap *timers = &e->tubes.timers;
+    Tube *t;
+
+    if (i >= timers->len || (t = timers->items[i])->timer_at > e->now)
+        return 0;
+    if (t->pause && t->unpause_at <= e->now && heap_insert(m, t) < 0)
+        return -1;
+    if (gather_unpaused(e, m, 2 * i + 1) < 0)
+        return -1;
+    return gather_unpaused(e, m, 2 * i + 2);
+}
+
+/* The first delay ended, across tubes: its job becomes ready. */
+static void promote_first(Engine *e)
+{
+    Heap m;
+    Tube *t;
+
+    heap_init(&m, delay_top_less, merge_setpos);
+    if (gather_due(e, &m, 0) == 0 && (t = heap_top(&m))) {
+        Job *j = heap_top(&t->delay);
+        queue_detach(e, j);
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
+    }
+    heap_free(&m);
+}
+
+/* Pauses whose time came end together, before any job of this tick goes
+ * out, as in 1.12: its first hand-out (after the first delay ended, or
+ * the first pause) unpauses every tube whose time came, then hands the
+ * waiters the best jobs across tubes, the first delayed job among them.
+ * Later delays go out one by one, as they become ready. Without memory
+ * to find them, tick_tubes() ends them tube by tube. */
+static void end_pauses(Engine *e)
+{
+    Heap m;
+    Tube *t;
+
+    heap_init(&m, pause_less, merge_setpos);
+    if (gather_unpaused(e, &m, 0) == 0 && m.len) {
+        promote_first(e);
+        while ((t = heap_top(&m))) {
+            heap_pop(&m);
+            t->pause = 0;
+            queue_ready_update(e, t);
+            e->on_ready(e, t);
+            tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
+        }
+        waiter_deliver_best(e);
+    }
+    heap_free(&m);
+}
+
 /* Delays ending, pauses ending and jobs expiring, tube by tube, earliest
- * first (the delays of several tubes in deadline order, promote_due()). */
+ * first (the delays of several tubes in deadline order, promote_due(),
+ * after the pauses, end_pauses()). */
 static void tick_tubes(Engine *e)
 {
     uint64_t budget = EXPIRE_BATCH;
     Tube *t;
 
+    end_pauses(e);
     promote_due(e);
     while (budget && (t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
         Job *j;

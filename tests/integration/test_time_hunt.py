@@ -172,3 +172,109 @@ def test_own_ttr_passing_while_stopped_deadline_soon_then_ready(srv):
     eq(w.read_line(timeout=10), b"DEADLINE_SOON", "the margin first")
     eq(_state(o, j), ("ready", "1"), "state, timeouts")
     eq(w.reserve(0), (j, b"J"), "the worker may take it again")
+
+
+def _watch_only(w, *tubes):
+    for t in tubes:
+        w.watch(t)
+    w.ignore("default")
+
+
+@slow
+def test_pauses_ending_in_one_tick_best_job_first(srv):
+    """Two tubes whose pauses end in one tick hand their waiter the best
+    job across both, as 1.12's process_queue() does (old tubed served the
+    tubes one after the other, in the order their pauses ended)."""
+    o, w = srv.client(), srv.client()
+    _watch_only(w, "p", "q")
+    o.use("p")
+    p = o.put(b"P", pri=10)
+    o.use("q")
+    q = o.put(b"Q", pri=0)
+    o.expect("pause-tube p 1", "PAUSED")   # ends first...
+    o.expect("pause-tube q 2", "PAUSED")   # ...but q's job is better
+    w.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
+    _freeze(srv, 3.0)
+    eq(w.read_reply(timeout=10), (b"RESERVED %d 1" % q, b"Q"), "best job first")
+    eq(w.reserve(0), (p, b"P"), "then the other")
+
+
+@slow
+def test_pauses_ending_in_one_tick_two_waiters(srv):
+    """The same with a waiter per tube and one watching both: every
+    waiter is served, the best jobs first."""
+    o, wp, wq = srv.client(), srv.client(), srv.client()
+    _watch_only(wp, "p")
+    _watch_only(wq, "q")
+    o.use("p")
+    p1 = o.put(b"p1", pri=10)
+    o.use("q")
+    q1 = o.put(b"q1", pri=0)
+    o.expect("pause-tube p 1", "PAUSED")
+    o.expect("pause-tube q 2", "PAUSED")
+    wp.send(b"reserve\r\n")
+    wq.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "2", what="both wait")
+    _freeze(srv, 3.0)
+    eq(wp.read_reply(timeout=10)[0], b"RESERVED %d 2" % p1, "p's waiter")
+    eq(wq.read_reply(timeout=10)[0], b"RESERVED %d 2" % q1, "q's waiter")
+
+
+@slow
+def test_delay_and_pause_ending_in_one_tick_best_job_first(srv):
+    """A delay and a pause ending in one tick: the paused tube's job and
+    the delayed one go out by priority (1.12 unpauses every tube due at
+    the first hand-out of the tick; old tubed gave the delayed job first
+    whatever its priority)."""
+    o, w = srv.client(), srv.client()
+    _watch_only(w, "t1", "t2")
+    o.use("t1")
+    x = o.put(b"X", pri=10)
+    o.expect("pause-tube t1 1", "PAUSED")
+    o.use("t2")
+    d = o.put(b"D", pri=20, delay=1)
+    w.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
+    _freeze(srv, 2.5)
+    eq(w.read_reply(timeout=10), (b"RESERVED %d 1" % x, b"X"), "the better job")
+    eq(w.reserve(0), (d, b"D"), "then the delayed one")
+
+
+@slow
+def test_delay_and_pause_ending_in_one_tick_delayed_job_better(srv):
+    """The converse: the delayed job is the better one and goes first."""
+    o, w = srv.client(), srv.client()
+    _watch_only(w, "t1", "t2")
+    o.use("t1")
+    x = o.put(b"X", pri=10)
+    o.expect("pause-tube t1 1", "PAUSED")
+    o.use("t2")
+    d = o.put(b"D", pri=0, delay=1)
+    w.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
+    _freeze(srv, 2.5)
+    eq(w.read_reply(timeout=10), (b"RESERVED %d 1" % d, b"D"), "the better job")
+    eq(w.reserve(0), (x, b"X"), "then the paused tube's")
+
+
+@slow
+def test_later_delays_in_one_tick_go_out_as_they_end(srv):
+    """Delays ending in one tick still go out in the order they ended, one
+    by one (the first to a waiter although a later one is better), also
+    when a pause ends in that tick."""
+    o, w1, w2 = srv.client(), srv.client(), srv.client()
+    _watch_only(w1, "d", "p")
+    o.use("d")
+    d1 = o.put(b"d1", pri=20, delay=1)
+    d2 = o.put(b"d2", pri=0, delay=2)
+    o.use("p")
+    o.expect("pause-tube p 1", "PAUSED")   # nothing in it
+    w1.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w1 waits")
+    _watch_only(w2, "d")
+    w2.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "2", what="w2 waits")
+    _freeze(srv, 3.0)
+    eq(w1.read_reply(timeout=10)[0], b"RESERVED %d 2" % d1, "w1: the first to end")
+    eq(w2.read_reply(timeout=10)[0], b"RESERVED %d 2" % d2, "w2: the second")
