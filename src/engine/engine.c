@@ -316,6 +316,59 @@ static void time_out(Engine *e, Job *j)
         queue_bury(e, j);
 }
 
+/* A job whose TTR is over, kept by id: coming back, a job may expire
+ * (max_age) and be freed, though only itself. */
+typedef struct Over {
+    int64_t deadline;
+    uint64_t id;
+} Over;
+
+static int over_cmp(const void *a, const void *b)
+{
+    const Over *x = a, *y = b;
+
+    if (x->deadline != y->deadline)
+        return x->deadline < y->deadline ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* 1.12 ticks a connection once for all its jobs whose TTR is over: when
+ * one late tick finds jobs of several workers over, a worker's jobs come
+ * back together, in deadline order, at the moment of its first one, and
+ * a waiter gets the first of them, then of the next worker's. Called when
+ * another worker's job is next in the TTR heap; without memory the jobs
+ * come back in deadline order across workers. */
+static void time_out_rest(Engine *e, Worker *w)
+{
+    size_t n = 0, cap = 0;
+    Over *v = NULL;
+
+    for (List *l = w->reserved.next; l != &w->reserved; l = l->next) {
+        const JobExt *x = container_of(l, JobExt, link);
+        if (x->deadline > e->now)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            Over *nv = tb_realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v[n++] = (Over){x->deadline, x->job->id};
+    }
+    if (n > 1)
+        qsort(v, n, sizeof *v, over_cmp);
+    for (size_t i = 0; i < n; i++) {
+        Job *j = job_table_find(&e->jobs, v[i].id);
+        if (!j || j->state != JOB_RESERVED || job_ext(j)->owner != w)
+            continue;
+        time_out(e, j);
+        came_back(e, v[i].id);
+    }
+    tb_free(v);
+}
+
 /* Waits ending and TTRs running out, in the order of their times, as
  * beanstalkd ticks its connections in the order of their deadlines: when
  * one late tick (a busy loop, a stopped process) finds a job whose TTR
@@ -330,6 +383,7 @@ static void tick_ttrs(Engine *e)
         Job *j = heap_top(&e->ttr);
         int64_t at = j && job_ext(j)->deadline <= e->now ? job_ext(j)->deadline
                                                          : INT64_MAX;
+        Worker *w;
         uint64_t id;
 
         if (waiter_due_before(e, at)) {
@@ -341,8 +395,12 @@ static void tick_ttrs(Engine *e)
         if (at == INT64_MAX)
             return;
         id = j->id;
+        w = job_ext(j)->owner;
         time_out(e, j);
         came_back(e, id);
+        if ((j = heap_top(&e->ttr)) && job_ext(j)->deadline <= e->now &&
+            job_ext(j)->owner != w)
+            time_out_rest(e, w);
     }
 }
 

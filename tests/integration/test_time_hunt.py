@@ -278,3 +278,31 @@ def test_later_delays_in_one_tick_go_out_as_they_end(srv):
     _freeze(srv, 3.0)
     eq(w1.read_reply(timeout=10)[0], b"RESERVED %d 2" % d1, "w1: the first to end")
     eq(w2.read_reply(timeout=10)[0], b"RESERVED %d 2" % d2, "w2: the second")
+
+
+@slow
+def test_ttrs_of_two_workers_in_one_tick_come_back_by_worker(srv):
+    """Jobs of two workers whose TTRs all passed in one late tick come back
+    worker by worker, as 1.12 ticks a connection once for all its jobs: h1's
+    (TTRs at 1 s and 3 s) before h2's (2 s), so three waiters get A, C, B
+    in the order beanstalkd serves them (old tubed: A, B, C)."""
+    o, h1, h2 = srv.client(), srv.client(), srv.client()
+    ws = [srv.client() for _ in range(3)]
+    a = o.put(b"A", pri=5, ttr=1)
+    c = o.put(b"C", pri=5, ttr=3)
+    b = o.put(b"B", pri=5, ttr=2)
+    eq([h1.reserve()[0] for _ in range(2)], [a, c], "h1 reserves A, C")
+    _settle(h1)
+    eq(h2.reserve()[0], b, "h2 reserves B")
+    _settle(h2)
+    for i, w in enumerate(ws):
+        w.send(b"reserve\r\n")
+        wait_until(lambda: o.stats()["current-waiting"] == str(i + 1),
+                   what="%d waiting" % (i + 1))
+    _freeze(srv, 4.0)
+    got = [w.read_reply(timeout=10)[0] for w in ws]
+    # The cursor of 1.12's waiting set serves the second waiter first, then
+    # the first, then the third (doc/protocol.md).
+    eq(got, [b"RESERVED %d 1" % c, b"RESERVED %d 1" % a, b"RESERVED %d 1" % b],
+       "who got which")
+    eq(o.stats()["job-timeouts"], "3", "job-timeouts")
