@@ -398,8 +398,8 @@ static void tick_ttrs(Engine *e)
         w = job_ext(j)->owner;
         time_out(e, j);
         came_back(e, id);
-        if ((j = heap_top(&e->ttr)) && job_ext(j)->deadline <= e->now &&
-            job_ext(j)->owner != w)
+        if (w && !list_empty(&w->reserved) && (j = heap_top(&e->ttr)) &&
+            job_ext(j)->deadline <= e->now && job_ext(j)->owner != w)
             time_out_rest(e, w);
     }
 }
