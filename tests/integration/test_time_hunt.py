@@ -306,3 +306,37 @@ def test_ttrs_of_two_workers_in_one_tick_come_back_by_worker(srv):
     eq(got, [b"RESERVED %d 1" % c, b"RESERVED %d 1" % a, b"RESERVED %d 1" % b],
        "who got which")
     eq(o.stats()["job-timeouts"], "3", "job-timeouts")
+
+
+@slow
+def test_ttr_between_two_wait_timeouts_in_one_tick(srv):
+    """Two waiters whose timeouts (1 s and 3 s) fall on either side of a
+    TTR (2 s), all found due in one late tick: the first times out, the
+    second gets the job (old tubed: both TIMED_OUT, the job left ready)."""
+    o, h, w1, w2 = srv.client(), srv.client(), srv.client(), srv.client()
+    j = o.put(b"J", ttr=2)
+    eq(h.reserve()[0], j, "holder reserves")
+    _settle(h)
+    w1.send(b"reserve-with-timeout 1\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w1 waits")
+    w2.send(b"reserve-with-timeout 3\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "2", what="w2 waits")
+    _freeze(srv, 4.0)
+    eq(w1.read_line(timeout=10), b"TIMED_OUT", "w1's timeout came first")
+    eq(w2.read_reply(timeout=10), (b"RESERVED %d 1" % j, b"J"), "w2 gets the job")
+
+
+@slow
+def test_delay_ending_after_wait_timeout_in_one_tick_still_served(srv):
+    """Delays end before waits in a tick (as 1.12): a reserve whose timeout
+    passed before the delay ended still gets the job when both are found
+    due in one late tick; a second waiter times out."""
+    o, w1, w2 = srv.client(), srv.client(), srv.client()
+    d = o.put(b"D", delay=2)
+    w1.send(b"reserve-with-timeout 1\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w1 waits")
+    w2.send(b"reserve-with-timeout 3\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "2", what="w2 waits")
+    _freeze(srv, 4.0)
+    eq(w1.read_reply(timeout=10), (b"RESERVED %d 1" % d, b"D"), "w1 served first")
+    eq(w2.read_line(timeout=10), b"TIMED_OUT", "w2")
