@@ -202,13 +202,77 @@ static void promote_due(Engine *e)
     heap_free(&m);
 }
 
+static int pause_less(const void *a, const void *b)
+{
+    return ((const Tube *)a)->unpause_at < ((const Tube *)b)->unpause_at;
+}
+
+/* The tubes whose pause ended, found as gather_due() finds delays. */
+static int gather_unpaused(Engine *e, Heap *m, size_t i)
+{
+    const Heap *timers = &e->tubes.timers;
+    Tube *t;
+
+    if (i >= timers->len || (t = timers->items[i])->timer_at > e->now)
+        return 0;
+    if (t->pause && t->unpause_at <= e->now && heap_insert(m, t) < 0)
+        return -1;
+    if (gather_unpaused(e, m, 2 * i + 1) < 0)
+        return -1;
+    return gather_unpaused(e, m, 2 * i + 2);
+}
+
+/* The first delay ended, across tubes: its job becomes ready. */
+static void promote_first(Engine *e)
+{
+    Heap m;
+    Tube *t;
+
+    heap_init(&m, delay_top_less, merge_setpos);
+    if (gather_due(e, &m, 0) == 0 && (t = heap_top(&m))) {
+        Job *j = heap_top(&t->delay);
+        queue_detach(e, j);
+        if (queue_enqueue(e, j, 0) < 0)
+            queue_bury(e, j);
+    }
+    heap_free(&m);
+}
+
+/* Pauses whose time came end together, before any job of this tick goes
+ * out, as in 1.12: its first hand-out (after the first delay ended, or
+ * the first pause) unpauses every tube whose time came, then hands the
+ * waiters the best jobs across tubes, the first delayed job among them.
+ * Later delays go out one by one, as they become ready. Without memory
+ * to find them, tick_tubes() ends them tube by tube. */
+static void end_pauses(Engine *e)
+{
+    Heap m;
+    Tube *t;
+
+    heap_init(&m, pause_less, merge_setpos);
+    if (gather_unpaused(e, &m, 0) == 0 && m.len) {
+        promote_first(e);
+        while ((t = heap_top(&m))) {
+            heap_pop(&m);
+            t->pause = 0;
+            queue_ready_update(e, t);
+            e->on_ready(e, t);
+            tube_timer_update(&e->tubes, t); /* never grows: t is in the heap */
+        }
+        waiter_deliver_best(e);
+    }
+    heap_free(&m);
+}
+
 /* Delays ending, pauses ending and jobs expiring, tube by tube, earliest
- * first (the delays of several tubes in deadline order, promote_due()). */
+ * first (the delays of several tubes in deadline order, promote_due(),
+ * after the pauses, end_pauses()). */
 static void tick_tubes(Engine *e)
 {
     uint64_t budget = EXPIRE_BATCH;
     Tube *t;
 
+    end_pauses(e);
     promote_due(e);
     while (budget && (t = heap_top(&e->tubes.timers)) && t->timer_at <= e->now) {
         Job *j;
@@ -252,14 +316,91 @@ static void time_out(Engine *e, Job *j)
         queue_bury(e, j);
 }
 
+/* A job whose TTR is over, kept by id: coming back, a job may expire
+ * (max_age) and be freed, though only itself. */
+typedef struct Over {
+    int64_t deadline;
+    uint64_t id;
+} Over;
+
+static int over_cmp(const void *a, const void *b)
+{
+    const Over *x = a, *y = b;
+
+    if (x->deadline != y->deadline)
+        return x->deadline < y->deadline ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* 1.12 ticks a connection once for all its jobs whose TTR is over: when
+ * one late tick finds jobs of several workers over, a worker's jobs come
+ * back together, in deadline order, at the moment of its first one, and
+ * a waiter gets the first of them, then of the next worker's. Called when
+ * another worker's job is next in the TTR heap; without memory the jobs
+ * come back in deadline order across workers. */
+static void time_out_rest(Engine *e, Worker *w)
+{
+    size_t n = 0, cap = 0;
+    Over *v = NULL;
+
+    for (List *l = w->reserved.next; l != &w->reserved; l = l->next) {
+        const JobExt *x = container_of(l, JobExt, link);
+        if (x->deadline > e->now)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            Over *nv = tb_realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v[n++] = (Over){x->deadline, x->job->id};
+    }
+    if (n > 1)
+        qsort(v, n, sizeof *v, over_cmp);
+    for (size_t i = 0; i < n; i++) {
+        Job *j = job_table_find(&e->jobs, v[i].id);
+        if (!j || j->state != JOB_RESERVED || job_ext(j)->owner != w)
+            continue;
+        time_out(e, j);
+        came_back(e, v[i].id);
+    }
+    tb_free(v);
+}
+
+/* Waits ending and TTRs running out, in the order of their times, as
+ * beanstalkd ticks its connections in the order of their deadlines: when
+ * one late tick (a busy loop, a stopped process) finds a job whose TTR
+ * ended before a waiting worker's timeout, the worker gets that job, not
+ * TIMED_OUT. A tie goes to the job. Before a wait ends, the jobs that
+ * came back before it go out (engine_deliver()); a wake made then never
+ * starts a wait due already (worker_reserve() answers those at once), so
+ * each round ends a wait, serves one or expires a job. */
 static void tick_ttrs(Engine *e)
 {
-    Job *j;
+    for (;;) {
+        Job *j = heap_top(&e->ttr);
+        int64_t at = j && job_ext(j)->deadline <= e->now ? job_ext(j)->deadline
+                                                         : INT64_MAX;
+        Worker *w;
+        uint64_t id;
 
-    while ((j = heap_top(&e->ttr)) && job_ext(j)->deadline <= e->now) {
-        uint64_t id = j->id;
+        if (waiter_due_before(e, at)) {
+            if (waiter_pending(e))
+                engine_deliver(e);
+            waiter_tick(e, at);
+            continue;
+        }
+        if (at == INT64_MAX)
+            return;
+        id = j->id;
+        w = job_ext(j)->owner;
         time_out(e, j);
         came_back(e, id);
+        if (w && !list_empty(&w->reserved) && (j = heap_top(&e->ttr)) &&
+            job_ext(j)->deadline <= e->now && job_ext(j)->owner != w)
+            time_out_rest(e, w);
     }
 }
 
@@ -281,12 +422,12 @@ void engine_tick(Engine *e)
     /* Delays and pauses end first and their jobs go out at once, before
      * any wait times out, as in beanstalkd: a reserve-with-timeout 1 sent
      * just after a put with delay 1 gets that job, not TIMED_OUT, even
-     * when both fall in this tick. Then waits end before TTRs expire: a
-     * worker waiting in reserve hears DEADLINE_SOON before its job is
-     * taken back. */
+     * when both fall in this tick. Then waits end and TTRs expire in the
+     * order of their times (tick_ttrs()): a worker waiting in reserve
+     * hears DEADLINE_SOON before its job is taken back, its margin
+     * starting a second before its TTR ends. */
     tick_tubes(e);
     engine_deliver(e);
-    waiter_tick(e);
     tick_ttrs(e);
     binlog_tick(e);
     grave_free(e, GRAVE_BATCH);

@@ -135,6 +135,30 @@ void waiter_init(Engine *e)
 }
 
 static void serve_fresh(Engine *e, uint64_t id);
+static Tube *best_posted(Engine *e);
+static int serve_one(Engine *e, Tube *t);
+
+static void unpost(Engine *e, Tube *t)
+{
+    list_remove(&t->post_link);
+    t->posted = 0;
+    t->fresh_ct = 0;
+    tube_unref(&e->tubes, t);
+}
+
+/* What is left in the posted tubes (a pause ended, more jobs than notes)
+ * goes out best job first across them, as 1.12's process_queue() hands
+ * out the best job of any tube a worker waits on, again and again. A wake
+ * may make more jobs ready (a memcache get closing the job it had open):
+ * those tubes join the list and are served in turn. */
+static void serve_posted(Engine *e)
+{
+    Tube *t;
+
+    while ((t = best_posted(e)))
+        if (!serve_one(e, t))
+            unpost(e, t); /* served when the reader brings its body */
+}
 
 void engine_deliver(Engine *e)
 {
@@ -146,20 +170,19 @@ void engine_deliver(Engine *e)
         w->ops->wake(w, (WaitEnd)w->ended_how, NULL);
     }
     /* Jobs first, in the order they became ready (a wake may add more);
-     * then what is left of each tube, best job first (a pause ended). */
+     * then what is left, best job first. */
     while (e->fresh_head < e->fresh_len)
         serve_fresh(e, e->fresh[e->fresh_head++]);
     e->fresh_head = e->fresh_len = 0;
-    /* A wake may make more jobs ready (a memcache get closing the job it
-     * had open): those tubes join the list and are served in turn. */
-    while ((n = list_first(&e->posted_tubes))) {
-        Tube *t = container_of(n, Tube, post_link);
-        list_remove(n);
-        t->posted = 0;
-        t->fresh_ct = 0;
-        waiter_serve(e, t);
-        tube_unref(&e->tubes, t);
-    }
+    serve_posted(e);
+}
+
+void waiter_deliver_best(Engine *e)
+{
+    /* The jobs noted go out with the rest, by priority: they became ready
+     * at the same moment as the paused tubes' jobs. */
+    e->fresh_head = e->fresh_len = 0;
+    engine_deliver(e);
 }
 
 void waiter_fini(Engine *e)
@@ -385,7 +408,7 @@ static void give(Engine *e, Tube *t, Worker *w, Job *j)
 /* The job that became ready goes to its tube's next waiter, as beanstalkd
  * hands a job out the moment it is ready. One
  * gone, taken or expired since, or in a tube paused or without a waiter,
- * is left to its tube's serving (waiter_serve). */
+ * is left to the posted tubes' serving (serve_posted). */
 static void serve_fresh(Engine *e, uint64_t id)
 {
     Job *j = job_table_find(&e->jobs, id);
@@ -400,31 +423,55 @@ static void serve_fresh(Engine *e, uint64_t id)
     give(e, j->tube, w, j);
 }
 
-void waiter_serve(Engine *e, Tube *t)
+/* t's next waiter takes t's best job: 1, or 0 when that job's body is
+ * being read back first (spill.h) or nobody or nothing is there. */
+static int serve_one(Engine *e, Tube *t)
 {
-    Worker *w;
+    Worker *w = next_waiter(e, t);
+    Job *j = w ? ready_top(e, t) : NULL;
 
-    if (tube_paused(t))
-        return;
-    tube_ref(t); /* expiring its last job must not free it under us */
-    while ((w = next_waiter(e, t))) {
-        Job *j = ready_top(e, t);
-
-        if (!j)
-            break;
-        /* With bodies on disk only, w may wait although one of its tubes
-         * has a job (spill_fetch): t's top is then not necessarily the
-         * best job for a worker watching more. */
-        if (w->nwatch > 1 && e->spill.jobs) {
-            Job *best = waiter_find(e, w);
-            if (best)
-                j = best;
-        } else if (spill_fetch(e, j) > 0) {
-            break; /* served when the reader brings it (spill.h) */
-        }
-        give(e, t, w, j);
+    if (!j)
+        return 0;
+    /* With bodies on disk only, w may wait although one of its tubes has
+     * a job (spill_fetch): t's top is then not necessarily the best job
+     * for a worker watching more. */
+    if (w->nwatch > 1 && e->spill.jobs) {
+        Job *best = waiter_find(e, w);
+        if (best)
+            j = best;
+    } else if (spill_fetch(e, j) > 0) {
+        return 0;
     }
-    tube_unref(&e->tubes, t);
+    give(e, t, w, j);
+    return 1;
+}
+
+/* The posted tube whose next job is the best that one of its waiters may
+ * take, or NULL; tubes paused, or without a waiter or a job, leave the
+ * list. Linear in the posted tubes, which are few: those with jobs left
+ * after their waiters got the jobs noted for them. */
+static Tube *best_posted(Engine *e)
+{
+    Tube *best = NULL;
+    Job *bj = NULL;
+
+    for (List *n = e->posted_tubes.next; n != &e->posted_tubes;) {
+        Tube *t = container_of(n, Tube, post_link);
+        Job *j = NULL;
+
+        n = n->next;
+        if (!tube_paused(t) && next_waiter(e, t))
+            j = ready_top(e, t); /* may expire jobs, never t: posted holds it */
+        if (!j) {
+            unpost(e, t);
+            continue;
+        }
+        if (!bj || job_ready_less(j, bj)) {
+            best = t;
+            bj = j;
+        }
+    }
+    return best;
 }
 
 uint32_t engine_tube_waiting(const Engine *e, const Tube *t)
@@ -437,11 +484,23 @@ uint32_t engine_tube_waiting(const Engine *e, const Tube *t)
     return n;
 }
 
-void waiter_tick(Engine *e)
+int waiter_due_before(const Engine *e, int64_t before)
 {
-    Worker *w;
+    const Worker *w = heap_top(&e->wait_timers);
 
-    while ((w = heap_top(&e->wait_timers)) && w->tickat <= e->now) {
+    return w && w->tickat <= e->now && w->tickat < before;
+}
+
+int waiter_pending(const Engine *e)
+{
+    return !list_empty(&e->ended_waiters) || e->fresh_head < e->fresh_len ||
+           !list_empty(&e->posted_tubes);
+}
+
+void waiter_tick(Engine *e, int64_t before)
+{
+    while (waiter_due_before(e, before)) {
+        Worker *w = heap_top(&e->wait_timers);
         int soon = deadline_soon(e, w);
 
         worker_cancel(e, w);

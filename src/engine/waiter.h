@@ -11,8 +11,9 @@
  * and post engine_deliver() on the loop; engine_deliver() (engine.h) then
  * hands the jobs that became ready, in that order, to waiting workers
  * (beanstalkd gives each job out as it becomes ready: a kick of three
- * hands out the first kicked), and runs waiter_serve() for what is left of
- * each tube. Which worker is served is beanstalkd's choice too: a tube's
+ * hands out the first kicked), then what is left in the tubes noted (a
+ * pause ended) best job first across them, as 1.12's process_queue()
+ * does. Which worker is served is beanstalkd's choice too: a tube's
  * waiters sit in a set whose removal moves the last into the hole, served
  * from a cursor that moves on after each take (its ms_take), or first
  * come first served from the moment a fifo worker (a memcache get) waits
@@ -21,7 +22,10 @@
  * and goes before them if it began to wait before the one at the cursor.
  * waiter_tick() ends waits whose time came; their wakes are delivered the
  * same way (engine_tick() first delivers what delays and pauses ending in
- * the same tick made ready). So a worker is never woken inside the
+ * the same tick made ready, and interleaves waits ending with TTRs running
+ * out in the order of their times, as beanstalkd ticks its connections:
+ * a job whose TTR ran out before a wait's end goes to that waiter even
+ * when both fall in one late tick). So a worker is never woken inside the
  * operation that served it: that operation has finished and placed its
  * binlog records first.
  */
@@ -39,8 +43,15 @@
 void waiter_init(Engine *e);
 /* Drop what is posted and not delivered (engine_free). */
 void waiter_fini(Engine *e);
-void waiter_serve(Engine *e, Tube *t);
-void waiter_tick(Engine *e);
+/* Deliver what is noted best job first across the tubes, the jobs noted
+ * included (pauses ended: engine_tick()). */
+void waiter_deliver_best(Engine *e);
+/* Is a wait due that ends before `before` (ns, monotonic)? */
+int waiter_due_before(const Engine *e, int64_t before);
+/* End the waits due that end before `before`; INT64_MAX for all due. */
+void waiter_tick(Engine *e, int64_t before);
+/* Is something noted for engine_deliver() (a job, a tube, an ended wait)? */
+int waiter_pending(const Engine *e);
 int64_t waiter_next_due(const Engine *e);
 
 /* The front-ends' side (engine.h includes this header). */

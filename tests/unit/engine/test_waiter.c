@@ -20,10 +20,12 @@ typedef struct Seen {
     WaitEnd how;
     uint64_t id;
     int delete_it;     /* the wake deletes the job it got */
+    int seq;           /* order of its last wake among all wakes */
 } Seen;
 
 static Engine *the_engine;
 static int in_put;     /* set while engine_put runs */
+static int wakes;      /* wakes so far, all workers */
 
 static void record(Worker *w, WaitEnd how, Job *j)
 {
@@ -31,6 +33,7 @@ static void record(Worker *w, WaitEnd how, Job *j)
 
     ck_assert_msg(!in_put, "woken inside engine_put");
     s->n++;
+    s->seq = ++wakes;
     s->how = how;
     s->id = j ? j->id : 0;
     if (j) {
@@ -492,6 +495,191 @@ START_TEST(delay_ending_beats_timeout_in_same_tick)
 }
 END_TEST
 
+static uint64_t put_pri_in(World *x, Tube *t, uint32_t pri)
+{
+    Job *j = engine_job_new(&x->e, t, 1, pri, 0, 60);
+    uint64_t id;
+
+    ck_assert_ptr_nonnull(j);
+    id = j->id;
+    job_body_mut(j)[0] = 'p';
+    ck_assert_int_eq(engine_put(&x->e, j, t), ENG_OK);
+    return id;
+}
+
+/* A TTR that ended before a wait's timeout, both found in one late tick:
+ * the waiter gets the job (1.12 ticks its connections in deadline order),
+ * not TIMED_OUT. */
+START_TEST(ttr_ending_before_timeout_gives_the_job)
+{
+    World x;
+    Seen holder, a;
+    uint64_t id;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &holder);
+    seen_init(&x, &a);
+    x.e.now = clock_mono();
+    id = put(&x, 0);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id, &j), ENG_OK);
+    park(&x, &a, 61 * NS_PER_SEC);              /* TTR 60 s ends first */
+    x.e.now += 62 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(a.how, WAIT_RESERVED);
+    ck_assert_uint_eq(a.id, id);
+    ck_assert_uint_eq(job_ext(engine_find(&x.e, id))->timeouts, 1);
+    worker_fini(&x.e, &holder.w);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
+/* The converse: the timeout came first, the waiter hears TIMED_OUT and the
+ * job is ready afterwards. */
+START_TEST(timeout_before_ttr_times_out)
+{
+    World x;
+    Seen holder, a;
+    uint64_t id;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &holder);
+    seen_init(&x, &a);
+    x.e.now = clock_mono();
+    id = put(&x, 0);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &holder.w, id, &j), ENG_OK);
+    park(&x, &a, 59 * NS_PER_SEC);
+    x.e.now += 62 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(a.how, WAIT_TIMED_OUT);
+    ck_assert_int_eq(engine_find(&x.e, id)->state, JOB_READY);
+    worker_fini(&x.e, &holder.w);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
+/* Jobs of two workers whose TTRs are over in one tick come back worker by
+ * worker (1.12 ticks a connection once for all its jobs): h1's A and C
+ * before h2's B although B's TTR ended before C's. */
+START_TEST(timed_out_jobs_come_back_by_worker)
+{
+    World x;
+    Seen h1, h2, w[3];
+    uint64_t a, b, c;
+    Job *j;
+
+    world_init(&x);
+    seen_init(&x, &h1);
+    seen_init(&x, &h2);
+    x.e.now = clock_mono();
+    a = put(&x, 5);
+    b = put(&x, 5);
+    c = put(&x, 5);
+    ck_assert_int_eq(engine_reserve_job(&x.e, &h1.w, a, &j), ENG_OK);
+    x.e.now += NS_PER_SEC;
+    ck_assert_int_eq(engine_reserve_job(&x.e, &h2.w, b, &j), ENG_OK);
+    x.e.now += NS_PER_SEC;
+    ck_assert_int_eq(engine_reserve_job(&x.e, &h1.w, c, &j), ENG_OK);
+    for (int i = 0; i < 3; i++) {
+        seen_init(&x, &w[i]);
+        park(&x, &w[i], INT64_MAX);
+    }
+    x.e.now += 70 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    /* In the order of the wakes: A, C, B. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(w[i].n, 1);
+    for (int i = 0; i < 3; i++) {
+        uint64_t want = w[i].seq == 1 ? a : w[i].seq == 2 ? c : b;
+        ck_assert_uint_eq(w[i].id, want);
+    }
+    for (int i = 0; i < 3; i++)
+        worker_fini(&x.e, &w[i].w);
+    worker_fini(&x.e, &h1.w);
+    worker_fini(&x.e, &h2.w);
+    world_free(&x);
+}
+END_TEST
+
+/* Pauses of two tubes ending in one tick: their waiter gets the best job
+ * across both (1.12's process_queue()), not the first-unpaused tube's. */
+START_TEST(pauses_ending_together_best_job_first)
+{
+    World x;
+    Seen a;
+    Tube *p, *q;
+    uint64_t pj, qj;
+
+    world_init(&x);
+    x.e.now = clock_mono();
+    p = engine_tube(&x.e, "p", 1);
+    q = engine_tube(&x.e, "q", 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(q);
+    seen_init(&x, &a);
+    ck_assert_int_eq(watch_add(&a.w, p), 0);
+    ck_assert_int_eq(watch_add(&a.w, q), 0);
+    pj = put_pri_in(&x, p, 10);
+    qj = put_pri_in(&x, q, 0);
+    ck_assert_int_eq(engine_pause(&x.e, p, 1), ENG_OK);
+    ck_assert_int_eq(engine_pause(&x.e, q, 2), ENG_OK);
+    park(&x, &a, INT64_MAX);
+    x.e.now += 3 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_uint_eq(a.id, qj);
+    ck_assert_int_eq(engine_find(&x.e, pj)->state, JOB_READY);
+    ck_assert(!p->pause && !q->pause);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
+/* A pause and a delay ending in one tick: the paused tube's job and the
+ * delayed one compete by priority (1.12 unpauses at the tick's first
+ * hand-out). */
+START_TEST(pause_and_delay_ending_together_by_priority)
+{
+    World x;
+    Seen a;
+    Tube *p;
+    uint64_t pj, dj;
+    Job *j;
+
+    world_init(&x);
+    x.e.now = clock_mono();
+    p = engine_tube(&x.e, "p", 1);
+    ck_assert_ptr_nonnull(p);
+    seen_init(&x, &a);
+    ck_assert_int_eq(watch_add(&a.w, p), 0);
+    pj = put_pri_in(&x, p, 10);
+    ck_assert_int_eq(engine_pause(&x.e, p, 1), ENG_OK);
+    j = engine_job_new(&x.e, x.t, 1, 20, 1, 60);
+    ck_assert_ptr_nonnull(j);
+    dj = j->id;
+    job_body_mut(j)[0] = 'd';
+    ck_assert_int_eq(engine_put(&x.e, j, x.t), ENG_OK);
+    park(&x, &a, INT64_MAX);
+    x.e.now += 2 * NS_PER_SEC;
+    engine_tick(&x.e);
+    engine_deliver(&x.e);
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_uint_eq(a.id, pj);
+    ck_assert_int_eq(engine_find(&x.e, dj)->state, JOB_READY);
+    worker_fini(&x.e, &a.w);
+    world_free(&x);
+}
+END_TEST
+
 /* While a fifo worker (a memcache get) waits on a tube, its waiters are
  * served first come first served, reserves included (kestrel's
  * contract); once nobody waits, beanstalkd's order again. */
@@ -755,6 +943,11 @@ static Suite *waiter_suite(void)
     tcase_add_test(tc, delays_end_across_tubes_in_deadline_order);
     tcase_add_test(tc, indexed_watcher_waits_in_the_sets);
     tcase_add_test(tc, delay_ending_beats_timeout_in_same_tick);
+    tcase_add_test(tc, ttr_ending_before_timeout_gives_the_job);
+    tcase_add_test(tc, timeout_before_ttr_times_out);
+    tcase_add_test(tc, timed_out_jobs_come_back_by_worker);
+    tcase_add_test(tc, pauses_ending_together_best_job_first);
+    tcase_add_test(tc, pause_and_delay_ending_together_by_priority);
     tcase_add_test(tc, fifo_waiter_makes_tube_first_come);
     tcase_add_test(tc, reserves_keep_their_turn_after_the_get);
     tcase_add_test(tc, waiters_in_beanstalkd_set_order);
