@@ -30,12 +30,13 @@ import subprocess
 import tempfile
 
 import harness
-from harness import check, eq, fail, no_server
+from harness import check, eq, fail, no_server, tubed_only
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 SERVER = "none"
+DOCS = "tubed's own docs against tubed"
 
 
 def _read(rel):
@@ -200,18 +201,21 @@ def _compare_options(binary, man):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_tubed_options_match_man(binary):
     p = _compare_options(binary, "man/tubed.1")
     check(not p, "\n".join(p))
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_cli_options_match_man(binary):
     p = _compare_options(_tool(binary, "tubed-cli"), "man/tubed-cli.1")
     check(not p, "\n".join(p))
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_bench_options_match_man(binary):
     p = _compare_options(_tool(binary, "tubed-bench"), "man/tubed-bench.1")
     check(not p, "\n".join(p))
@@ -301,6 +305,7 @@ def _key_config(key, kind, line):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_config_keys_match_conf_c(binary):
     keys = _conf_c_keys()
     doc = _doc_keys()
@@ -321,6 +326,7 @@ def test_docs_config_keys_match_conf_c(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_config_examples_and_ranges_pass_check_config(binary):
     """Each row's Example is accepted, in its place; an integer range
     "a–b" accepts a and b and refuses b+1."""
@@ -378,6 +384,7 @@ def _norm_default(v):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_config_defaults_and_reload_match_the_program(binary):
     """A server key's default is its flag's (--help, itself checked against
     the man page); "changes at reload" is said of exactly the keys a
@@ -502,6 +509,7 @@ tubes = app-*
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
     """A primary (-b, memcache, metrics, a [listen] section) with a replica
     connected: every stats document's keys as protocol.md lists them, in
@@ -678,6 +686,7 @@ def _example_configs():
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_example_configs_pass_check_config(binary):
     """Users the examples name that this machine lacks become root (the
     check looks names up)."""
@@ -700,6 +709,7 @@ def _anchor(title):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_relative_links_resolve(binary):
     files = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
                                    glob.glob(os.path.join(ROOT, "doc", "*.md")))
@@ -725,6 +735,7 @@ def test_docs_relative_links_resolve(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_man_pages_lint_clean(binary):
     pages = sorted(glob.glob(os.path.join(ROOT, "man", "*.[17]")))
     check(len(pages) >= 4, "man pages: %r" % pages)
@@ -760,6 +771,7 @@ def _repo_files():
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_architecture_names_every_module_and_only_real_files(binary):
     """Every src/ module of the server (.c/.h, by its stem) is named in
     architecture.md; every file it names exists (a bare name anywhere in
@@ -796,6 +808,7 @@ def test_docs_architecture_names_every_module_and_only_real_files(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_metrics_example_matches_the_tables(binary):
     """monitoring.md's Example scrape shows every family of the tables but
     the replication ones (a server that never replicated), in order, with
@@ -821,6 +834,7 @@ def test_docs_metrics_example_matches_the_tables(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_readme_flag_table_matches_help(binary):
     """README's "Using it" table: every tubed option (but the obsolete -c
     and -n, and --help/--version beside -h/-v) with --help's argument
@@ -917,6 +931,7 @@ def _doc_messages():
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_config_error_messages_are_the_programs(binary):
     """Every message of configuration.md's error table is what
     --check-config prints for some bad config (exit status 2)."""
@@ -950,6 +965,7 @@ def _kestrel_stats_doc():
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_memcache_stats_keys_match_kestrel_md(binary):
     """memcache `stats` and `dump_stats` of a server with a fanout parent
     print kestrel.md's keys in its order."""
@@ -1021,6 +1037,7 @@ def _compare_tubes_json(doc, printed):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_named_tests_exist(binary):
     """Every test the docs cite (test_x.py::test_y, test_y, test_x.py) is
     there, in the file named when one is."""
@@ -1049,6 +1066,7 @@ def test_docs_named_tests_exist(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_readme_commands_are_what_make_and_ci_run(binary):
     """README's quick start: `make run` starts the server on
     127.0.0.1:11300, and its test command's targets are those .ci/run
@@ -1069,6 +1087,7 @@ def test_docs_readme_commands_are_what_make_and_ci_run(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_readme_layout_and_make_targets(binary):
     """README's Layout names every doc/ page and every src/ folder, and
     its list of make targets is the Makefile's .PHONY list."""
@@ -1092,6 +1111,7 @@ def test_docs_readme_layout_and_make_targets(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_ocf_parameters_match_man(binary):
     """man tubed-ocf(7) lists the OCF agent's parameters (its meta-data),
     in order, with the defaults it states."""
@@ -1120,6 +1140,7 @@ def test_docs_ocf_parameters_match_man(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_keepalived_settings_match_the_scripts(binary):
     """failover.md's list of keepalived settings is the set of TUBED_*
     variables the notify and check scripts and their example file use."""
@@ -1132,6 +1153,7 @@ def test_docs_keepalived_settings_match_the_scripts(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_every_option_has_its_config_key(binary):
     """configuration.md: every command-line option has a key (its flag
     column), but the ones it names as having none (and the obsolete -c,
@@ -1155,6 +1177,7 @@ def test_docs_every_option_has_its_config_key(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
     """operations.md and binlog.md: tubed -b on beanstalkd's directory
     refuses to start, also with --recover, and leaves the files as they
@@ -1210,6 +1233,7 @@ def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_repository_paths_exist(binary):
     """Every path into the repository the docs name (src/..., tests/...,
     pkg/..., doc/..., man/...; not an installed /usr/... one) exists."""
@@ -1232,6 +1256,7 @@ def test_docs_repository_paths_exist(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_named_functions_exist(binary):
     """Every `function()` README.md and doc/*.md name is in src/ (or a
     unit test's)."""
@@ -1249,6 +1274,7 @@ def test_docs_named_functions_exist(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_cli_commands_match_man(binary):
     """tubed-cli --help's commands (with their arguments) are the man
     page's COMMANDS, in the same order."""
@@ -1268,6 +1294,7 @@ def test_docs_cli_commands_match_man(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_bench_workloads_match_man(binary):
     """tubed-bench --help's workloads are the man page's WORKLOADS, in
     order, and -w's list names them all."""
@@ -1284,6 +1311,7 @@ def test_docs_bench_workloads_match_man(binary):
 
 
 @no_server
+@tubed_only(DOCS)
 def test_docs_bench_csv_columns_match_man(binary):
     """man tubed-bench OUTPUT names the --csv columns in order."""
     from server import Tubed
