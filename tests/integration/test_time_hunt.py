@@ -221,41 +221,38 @@ def test_pauses_ending_in_one_tick_two_waiters(srv):
     eq(wq.read_reply(timeout=10)[0], b"RESERVED %d 2" % q1, "q's waiter")
 
 
+def _delay_and_pause_in_one_tick(srv, delayed_pri):
+    """X (pri 10) in a tube paused for 1 s, D (delayed_pri) delayed 1 s in
+    another, one worker waiting on both, the server stopped across both
+    ends: the order the worker gets them in, as [(id, body), ...]."""
+    o, w = srv.client(), srv.client()
+    _watch_only(w, "t1", "t2")
+    o.use("t1")
+    o.put(b"X", pri=10)
+    o.expect("pause-tube t1 1", "PAUSED")
+    o.use("t2")
+    o.put(b"D", pri=delayed_pri, delay=1)
+    w.send(b"reserve\r\n")
+    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
+    _freeze(srv, 2.5)
+    line, body = w.read_reply(timeout=10)
+    check(line.startswith(b"RESERVED "), "first reply: %r" % line)
+    return [body, w.reserve(0)[1]]
+
+
 @slow
 def test_delay_and_pause_ending_in_one_tick_best_job_first(srv):
     """A delay and a pause ending in one tick: the paused tube's job and
     the delayed one go out by priority (1.12 unpauses every tube due at
     the first hand-out of the tick; old tubed gave the delayed job first
     whatever its priority)."""
-    o, w = srv.client(), srv.client()
-    _watch_only(w, "t1", "t2")
-    o.use("t1")
-    x = o.put(b"X", pri=10)
-    o.expect("pause-tube t1 1", "PAUSED")
-    o.use("t2")
-    d = o.put(b"D", pri=20, delay=1)
-    w.send(b"reserve\r\n")
-    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
-    _freeze(srv, 2.5)
-    eq(w.read_reply(timeout=10), (b"RESERVED %d 1" % x, b"X"), "the better job")
-    eq(w.reserve(0), (d, b"D"), "then the delayed one")
+    eq(_delay_and_pause_in_one_tick(srv, 20), [b"X", b"D"], "the better job, then the delayed one")
 
 
 @slow
 def test_delay_and_pause_ending_in_one_tick_delayed_job_better(srv):
     """The converse: the delayed job is the better one and goes first."""
-    o, w = srv.client(), srv.client()
-    _watch_only(w, "t1", "t2")
-    o.use("t1")
-    x = o.put(b"X", pri=10)
-    o.expect("pause-tube t1 1", "PAUSED")
-    o.use("t2")
-    d = o.put(b"D", pri=0, delay=1)
-    w.send(b"reserve\r\n")
-    wait_until(lambda: o.stats()["current-waiting"] == "1", what="w waits")
-    _freeze(srv, 2.5)
-    eq(w.read_reply(timeout=10), (b"RESERVED %d 1" % d, b"D"), "the better job")
-    eq(w.reserve(0), (x, b"X"), "then the paused tube's")
+    eq(_delay_and_pause_in_one_tick(srv, 0), [b"D", b"X"], "the better job, then the paused tube's")
 
 
 @slow
