@@ -158,20 +158,36 @@ static int delay_due(const Engine *e, const Tube *t)
     return j && job_ext(j)->deadline <= e->now;
 }
 
-/* The tubes with a delay ended, found from the timers' root down through
- * due entries only (a tube's timer is never later than its next delay). */
-static int gather_due(Engine *e, Heap *m, size_t i)
+static int pause_due(const Engine *e, const Tube *t)
+{
+    return t->pause && t->unpause_at <= e->now;
+}
+
+/* The tubes for which due() holds (a delay ended, a pause ended), found
+ * from the timers' root down through due entries only (a tube's timer is
+ * never later than its next delay or its pause's end). */
+static int gather(Engine *e, Heap *m, size_t i, int (*due)(const Engine *, const Tube *))
 {
     const Heap *timers = &e->tubes.timers;
     Tube *t;
 
     if (i >= timers->len || (t = timers->items[i])->timer_at > e->now)
         return 0;
-    if (delay_due(e, t) && heap_insert(m, t) < 0)
+    if (due(e, t) && heap_insert(m, t) < 0)
         return -1;
-    if (gather_due(e, m, 2 * i + 1) < 0)
+    if (gather(e, m, 2 * i + 1, due) < 0)
         return -1;
-    return gather_due(e, m, 2 * i + 2);
+    return gather(e, m, 2 * i + 2, due);
+}
+
+/* The first delayed job of t becomes ready (buried without memory). */
+static void promote_top(Engine *e, Tube *t)
+{
+    Job *j = heap_top(&t->delay);
+
+    queue_detach(e, j);
+    if (queue_enqueue(e, j, 0) < 0)
+        queue_bury(e, j);
 }
 
 /* Jobs whose delay ended become ready in deadline order across tubes, as
@@ -184,16 +200,12 @@ static void promote_due(Engine *e)
     Tube *t;
 
     heap_init(&m, delay_top_less, merge_setpos);
-    if (gather_due(e, &m, 0) < 0 || m.len < 2) {
+    if (gather(e, &m, 0, delay_due) < 0 || m.len < 2) {
         heap_free(&m);
         return;
     }
     while ((t = heap_top(&m))) {
-        Job *j = heap_top(&t->delay);
-
-        queue_detach(e, j);
-        if (queue_enqueue(e, j, 0) < 0)
-            queue_bury(e, j);
+        promote_top(e, t);
         if (delay_due(e, t))
             heap_fix(&m, 0);
         else
@@ -207,21 +219,6 @@ static int pause_less(const void *a, const void *b)
     return ((const Tube *)a)->unpause_at < ((const Tube *)b)->unpause_at;
 }
 
-/* The tubes whose pause ended, found as gather_due() finds delays. */
-static int gather_unpaused(Engine *e, Heap *m, size_t i)
-{
-    const Heap *timers = &e->tubes.timers;
-    Tube *t;
-
-    if (i >= timers->len || (t = timers->items[i])->timer_at > e->now)
-        return 0;
-    if (t->pause && t->unpause_at <= e->now && heap_insert(m, t) < 0)
-        return -1;
-    if (gather_unpaused(e, m, 2 * i + 1) < 0)
-        return -1;
-    return gather_unpaused(e, m, 2 * i + 2);
-}
-
 /* The first delay ended, across tubes: its job becomes ready. */
 static void promote_first(Engine *e)
 {
@@ -229,12 +226,8 @@ static void promote_first(Engine *e)
     Tube *t;
 
     heap_init(&m, delay_top_less, merge_setpos);
-    if (gather_due(e, &m, 0) == 0 && (t = heap_top(&m))) {
-        Job *j = heap_top(&t->delay);
-        queue_detach(e, j);
-        if (queue_enqueue(e, j, 0) < 0)
-            queue_bury(e, j);
-    }
+    if (gather(e, &m, 0, delay_due) == 0 && (t = heap_top(&m)))
+        promote_top(e, t);
     heap_free(&m);
 }
 
@@ -250,7 +243,7 @@ static void end_pauses(Engine *e)
     Tube *t;
 
     heap_init(&m, pause_less, merge_setpos);
-    if (gather_unpaused(e, &m, 0) == 0 && m.len) {
+    if (gather(e, &m, 0, pause_due) == 0 && m.len) {
         promote_first(e);
         while ((t = heap_top(&m))) {
             heap_pop(&m);
