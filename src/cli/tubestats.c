@@ -289,7 +289,13 @@ static void tube_row(Table *t, const size_t *col, const NamedDict *d,
         case C_DELS: rate_cell(t, row, col[i], d, old, dt, COLS[i].key); break;
         case C_BURIED: count_cell(t, row, col[i], v, STY_BAD); break;
         case C_WAITING: count_cell(t, row, col[i], v, STY_GOOD); break;
-        case C_OLDEST: time_cell(t, row, col[i], v, STY_PLAIN); break;
+        case C_OLDEST:
+            /* Ready jobs younger than a second are not "no job". */
+            if (v == 0 && dict_num(&d->dict, "current-jobs-ready", 0))
+                table_set(t, row, col[i], STY_PLAIN, "0s");
+            else
+                time_cell(t, row, col[i], v, STY_PLAIN);
+            break;
         case C_PAUSED: time_cell(t, row, col[i], v, STY_WARN); break;
         case C_BYTES:
             fmt_bytes(s, sizeof s, v);

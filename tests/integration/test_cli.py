@@ -82,6 +82,10 @@ def test_cli_tubes_table(srv):
     eq((w["READY"], w["RESERVED"], w["DELAYED"], w["BURIED"], w["TOTAL"]),
        ("3", "1", "1", "2", "7"), "work's row")
     eq(w["PAUSED"], "-", "not paused")
+    # Ready jobs younger than a second have an age (it showed "-", as
+    # for a tube without ready jobs).
+    check(re.fullmatch(r"[0-9]+s", w["OLDEST"]), "work's OLDEST: %r" % w["OLDEST"])
+    eq(rows["default"]["OLDEST"], "-", "no ready job: no age")
     check("default" in rows, "default tube listed: %r" % rows.keys())
     eq(list(rows), sorted(rows), "tubes in name order")
     check_aligned(lines)
