@@ -458,6 +458,18 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
     return -1;
 }
 
+/* Did systemd hand us sockets? Asked once, when the command line is
+ * read: the server takes them and unsets LISTEN_FDS, and a reload must
+ * judge the file as that start did. */
+static int socket_activated(void)
+{
+    static int cached = -1;
+
+    if (cached < 0)
+        cached = getenv("LISTEN_FDS") != NULL;
+    return cached;
+}
+
 /* --memcache-port and --metrics-port listen on -l's host. A Unix socket
  * has no port: binding its path again took the socket file from the
  * beanstalk listener (beanstalk clients then met the HTTP server), so the
@@ -472,7 +484,7 @@ static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
     };
     const int ports[] = {cfg->memcache_port, cfg->metrics_port};
 
-    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5) || getenv("LISTEN_FDS"))
+    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5) || socket_activated())
         return 0;
     for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
         int k = side[i].key;
@@ -502,7 +514,7 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
         {SK_PORT, "-p"}, {SK_MEMCACHE_PORT, "--memcache-port"},
         {SK_METRICS_PORT, "--metrics-port"},
     };
-    const int main_tcp = !cfg->no_main_listener && !getenv("LISTEN_FDS") &&
+    const int main_tcp = !cfg->no_main_listener && !socket_activated() &&
                          !(cfg->listen_addr && !strncmp(cfg->listen_addr, "unix:", 5));
     const int ports[] = {main_tcp ? cfg->port : 0, cfg->memcache_port, cfg->metrics_port};
     char name[2][160];
@@ -579,20 +591,47 @@ void opts_free(Config *cfg)
     cfg->file_strings = NULL;
 }
 
-/* The file's replica_of takes effect at the next restart, but what that
- * restart would refuse (a malformed address; no binlog directory from the
- * command line or the file) is an error of the file now: the reload is
- * refused and says so, rather than the restart failing later. */
-static int check_next_replica_of(const Config *cur, const ConfFile *cf, char *err,
-                                 size_t errlen)
+/* The Config the next start (same command line, this file) would have:
+ * the command line's keys from cur, the rest from cf or their defaults.
+ * Its strings point into cur and cf. */
+static void next_start(const Config *cur, const ConfFile *cf, Config *next)
 {
-    const char *bdir = cur->binlog_dir;
+    Config *src = (Config *)cur; /* cfg_field only reads it here */
 
-    if (!from_file(cf, cur->cli_set, SK_REPLICA_OF))
-        return 0;
-    if (!(cur->cli_set & CONF_BIT(SK_BINLOG_DIR)))
-        bdir = cf->server.set & CONF_BIT(SK_BINLOG_DIR) ? cf->server.binlog_dir : NULL;
-    return check_replication(bdir, cf->server.replica_of, 0, cur->cli_set, cf, err, errlen);
+    opts_defaults(next);
+    next->config_path = cur->config_path;
+    next->cli_set = cur->cli_set;
+    next->addr_given = !!(cur->cli_set & (CONF_BIT(SK_LISTEN) | CONF_BIT(SK_PORT)));
+    next->conf = (ConfFile *)cf;
+    for (int k = 0; k < SK_COUNT; k++) {
+        size_t size = 0;
+        int is_str;
+        if (cur->cli_set & CONF_BIT(k)) {
+            void *to = cfg_field(next, k, &size, &is_str);
+            memcpy(to, cfg_field(src, k, &size, &is_str), size);
+        } else if (cf->server.set & CONF_BIT(k))
+            set_key(next, &cf->server, k);
+    }
+}
+
+/* A reload must not accept a file the next start (or --check-config)
+ * would refuse: the keys that wait for a restart (port, memcache_port,
+ * metrics_port, listen, binlog_dir, replica_of...) are checked as that
+ * start will check them, with the same messages, so the operator hears
+ * of a clash now, not when a restart leaves the server down. */
+static int check_next_start(const Config *cur, const ConfFile *cf, char *err,
+                            size_t errlen)
+{
+    Config next;
+
+    next_start(cur, cf, &next);
+    if (conf_validate(cf, next.binlog_dir, err, errlen) < 0 ||
+        main_clash(&next, err, errlen) < 0 || check_side_ports(&next, cf, err, errlen) < 0 ||
+        check_port_clash(&next, cf, err, errlen) < 0 ||
+        check_replication(next.binlog_dir, next.replica_of, next.sync_replicas,
+                          next.cli_set, cf, err, errlen) < 0)
+        return -1;
+    return 0;
 }
 
 int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
@@ -607,7 +646,7 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
                           cur->cli_set & CONF_BIT(SK_SYNC_REPLICAS) ? cur->sync_replicas
                                                                      : (*out)->server.sync_replicas,
                           cur->cli_set, *out, err, errlen) < 0 ||
-        check_next_replica_of(cur, *out, err, errlen) < 0) {
+        check_next_start(cur, *out, err, errlen) < 0) {
         conf_free(*out);
         *out = NULL;
         return -1;
@@ -678,6 +717,7 @@ int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
 {
     const char *prog = argc > 0 ? argv[0] : "tubed";
 
+    (void)socket_activated(); /* before the server takes the sockets */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r;

@@ -1,0 +1,159 @@
+"""The configuration surface as an operator meets it: a file that a
+reload accepts must also be one the next start (and --check-config)
+accepts; the command line keeps its keys through reloads; bad files are
+refused whole, at start, at check and at reload alike.
+
+Every server here listens on 127.0.0.1 and has its own directory; each
+reload waits for the server's log line of the outcome.
+"""
+
+import os
+import shutil
+import socket
+import tempfile
+
+import harness
+from harness import check, eq, no_server
+from policy_util import Policy, run_tubed
+from server import reload as server_reload
+
+
+def _check_config(binary, p, *args):
+    """--check-config with the server's own command line (its -l/-p)."""
+    return run_tubed(binary, ["-l", harness.HOST, "-p", str(p.port)]
+                     + p.command_args() + list(args) + ["--check-config"])
+
+
+@no_server
+def test_reload_refuses_what_the_next_start_refuses(binary):
+    """Keys that wait for a restart (memcache_port, metrics_port, ...) were
+    not checked at reload: a file giving two listeners one port reloaded
+    'ok' (with a note), --check-config refused it, and the next restart
+    failed with the server down. The reload now refuses it with the
+    message --check-config prints."""
+    with Policy(binary, "max_items = 5\n") as p:
+        port = harness._free_port()
+        bad = "memcache_port = %d\nmetrics_port = %d\n" % (port, port)
+        p.rewrite(bad)
+        rc, out, err = _check_config(binary, p)
+        eq(rc, 2, "--check-config of two listeners on port %d (%r)" % (port, err))
+        msg = err.strip()
+        check("are both port %d" % port in msg, "check-config message %r" % msg)
+        line = p.reload(expect_ok=False)
+        check(msg in line, "reload refused with the check's message %r: %r" % (msg, line))
+        # The old configuration stays: max_items = 5 still holds.
+        c = p.srv.client()
+        for i in range(5):
+            c.expect("put 0 0 60 1\r\nx", "INSERTED %d" % (i + 1))
+        c.expect("put 0 0 60 1\r\nx", "OUT_OF_MEMORY")
+
+
+@no_server
+def test_reload_refuses_a_file_port_on_the_command_lines_port(binary):
+    """metrics_port in the file equal to the -p of the command line: the
+    next start would refuse it (-p and metrics_port are both port P);
+    the reload now says so instead of noting 'takes effect at the next
+    restart'."""
+    with Policy(binary, "") as p:
+        p.rewrite("metrics_port = %d\n" % p.port)
+        line = p.reload(expect_ok=False)
+        check("-p and metrics_port" in line and "both port %d" % p.port in line,
+              "reload of metrics_port = -p: %r" % line)
+        rc, out, err = _check_config(binary, p)
+        eq(rc, 2, "--check-config of the same file")
+        check(err.strip() in line, "same message: %r vs %r" % (err, line))
+
+
+class _FileServer:
+    """A tubed whose only arguments are --config FILE (and `extra`): its
+    listen address comes from the file. `listener`: a socket handed over
+    by socket activation."""
+
+    def __init__(self, binary, text, sock_name="bs.sock", listener=None, extra=()):
+        self.tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+        self.sock = os.path.join(self.tmp, sock_name)
+        self.conf = os.path.join(self.tmp, "tubed.conf")
+        self.write(text)
+        argv = [binary, "--config", self.conf] + list(extra)
+        self.srv = harness.Server(binary, argv=lambda port: harness.VALGRIND + argv,
+                                  unix_path=None if listener else self.sock,
+                                  listener=listener)
+
+    def write(self, text):
+        tmp = self.conf + ".new"
+        with open(tmp, "w") as f:
+            f.write(text.replace("SOCK", self.sock).replace("TMPDIR", self.tmp))
+        os.rename(tmp, self.conf)
+
+    def reload(self, text, expect_ok):
+        self.write(text)
+        return server_reload(self.srv, self.conf, expect_ok)
+
+    def __enter__(self):
+        try:
+            self.srv.start()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        return self
+
+    def __exit__(self, et, ev, tb):
+        problems = self.srv.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if et is None:
+            eq(problems, [], "server problems")
+        return False
+
+
+@no_server
+def test_reload_refuses_side_port_on_a_unix_listen_from_the_file(binary):
+    """listen = unix:PATH with memcache_port, both from the file (the
+    command line gives neither): the next start refuses it, so the reload
+    does too, with --check-config's message."""
+    with _FileServer(binary, "listen = unix:SOCK\n") as s:
+        mport = harness._free_port()
+        line = s.reload("listen = unix:SOCK\nmemcache_port = %d\n" % mport, False)
+        check("memcache_port = %d needs a TCP listen address" % mport in line,
+              "reload: %r" % line)
+        rc, out, err = run_tubed(binary, ["--config", s.conf, "--check-config"])
+        eq(rc, 2, "--check-config of the same file")
+        check(err.strip() in line, "same message: %r vs %r" % (err, line))
+
+
+@no_server
+def test_reload_under_socket_activation_judges_as_that_start_did(binary):
+    """Under socket activation listen and port are ignored, so a file with
+    listen = unix:PATH and memcache_port starts; the server unsets
+    LISTEN_FDS once it has the sockets, and the reload must still judge
+    the file as the activated start did (it reloads)."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind((harness.HOST, 0))
+    lst.listen(16)
+    try:
+        mport = harness._free_port()
+        text = "listen = unix:SOCK\nmemcache_port = %d\nmax_items = %%d\n" % mport
+        with _FileServer(binary, text % 1, listener=lst) as s:
+            s.reload(text % 2, True)
+            c = s.srv.client()
+            c.expect("put 0 0 60 1\r\nx", "INSERTED 1")
+            c.expect("put 0 0 60 1\r\nx", "INSERTED 2")
+            c.expect("put 0 0 60 1\r\nx", "OUT_OF_MEMORY")
+    finally:
+        lst.close()
+
+
+@no_server
+def test_reload_refuses_read_behind_once_the_files_binlog_dir_is_gone(binary):
+    """The server took binlog_dir from the file; a file that drops it but
+    keeps max_memory_size reloaded 'ok' (checked against the running
+    binlog) while the next start refuses it. Now refused at reload."""
+    text = "binlog_dir = TMPDIR/binlog\nmax_memory_size = 1M\n"
+    with _FileServer(binary, "listen = unix:SOCK\n" + text) as s:
+        line = s.reload("listen = unix:SOCK\nmax_memory_size = 1M\n", False)
+        check(line.endswith("tubed.conf:2: max_memory_size needs a binlog: give -b DIR or "
+                            "binlog_dir; the old configuration stays in force"),
+              "reload: %r" % line)
+        line = s.reload("listen = unix:SOCK\nsync_replicas = 1\n", False)
+        check("tubed.conf:2: sync_replicas needs a binlog" in line, "reload: %r" % line)
+        s.reload("listen = unix:SOCK\n" + text.replace("1M", "2M"), True)
