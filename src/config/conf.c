@@ -1,11 +1,14 @@
 #include "conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "numparse.h"
@@ -723,16 +726,52 @@ static int read_all(FILE *f, char **buf, size_t *len)
     return 0;
 }
 
+/* Open the file for reading without ever blocking the loop: a FIFO (or a
+ * socket) at the path is refused, at start as at reload. fopen() of a
+ * FIFO waited for a writer (a reload hung the server), and a pipe given
+ * at start (--config <(...)) read empty at every reload, which then put
+ * an empty configuration in force. NULL with errno set, or *what set for
+ * a path that is not a file. */
+static FILE *open_file(const char *path, const char **what)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), fl;
+    FILE *f;
+
+    *what = NULL;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        *what = S_ISFIFO(st.st_mode) ? "a pipe, not a file" : "a socket, not a file";
+        close(fd);
+        return NULL;
+    }
+    if (!(f = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int conf_load(const char *path, ConfFile **out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    const char *what;
+    FILE *f = open_file(path, &what);
     char *buf = NULL;
     size_t len = 0;
     int r;
 
     *out = NULL;
     if (!f)
-        return message(err, errlen, path, 0, "cannot read: %s", strerror(errno));
+        return message(err, errlen, path, 0, "cannot read: %s", what ? what : strerror(errno));
     errno = EIO;
     r = read_all(f, &buf, &len);
     fclose(f);

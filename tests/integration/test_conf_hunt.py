@@ -157,3 +157,35 @@ def test_reload_refuses_read_behind_once_the_files_binlog_dir_is_gone(binary):
         line = s.reload("listen = unix:SOCK\nsync_replicas = 1\n", False)
         check("tubed.conf:2: sync_replicas needs a binlog" in line, "reload: %r" % line)
         s.reload("listen = unix:SOCK\n" + text.replace("1M", "2M"), True)
+
+
+@no_server
+def test_config_that_is_a_pipe_is_refused_at_start_and_reload(binary):
+    """A FIFO at the config path: fopen() waited for a writer, so a start
+    (and --check-config) hung and a SIGHUP froze the whole server. A pipe
+    is now refused as any unreadable file is ('cannot read: a pipe, not a
+    file'); at reload the old configuration stays in force."""
+    tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+    try:
+        fifo = os.path.join(tmp, "fifo.conf")
+        os.mkfifo(fifo)
+        for extra in (["--check-config"], ["-l", harness.HOST, "-p", str(harness._free_port())]):
+            rc, out, err = run_tubed(binary, ["--config", fifo] + extra, timeout=10)
+            eq(rc, 2, "tubed --config FIFO %s (stderr %r)" % (" ".join(extra), err))
+            eq(err.strip(), "%s: cannot read: a pipe, not a file" % fifo, "message")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with Policy(binary, "max_items = 1\n") as p:
+        os.unlink(p.path)
+        os.mkfifo(p.path)
+        line = p.reload(expect_ok=False)
+        check(line.endswith("%s: cannot read: a pipe, not a file; the old configuration "
+                            "stays in force" % p.path), "reload: %r" % line)
+        c = p.srv.client()
+        c.expect("put 0 0 60 1\r\nx", "INSERTED 1")
+        c.expect("put 0 0 60 1\r\nx", "OUT_OF_MEMORY")
+        os.unlink(p.path)
+        p.rewrite("max_items = 2\n")
+        p.reload()
+        r = c.cmd("put 0 0 60 1\r\nx")
+        check(r.startswith(b"INSERTED "), "put under max_items = 2: %r" % r)
