@@ -761,6 +761,19 @@ static FILE *open_file(const char *path, const char **what)
     return f;
 }
 
+int conf_readable(const char *path, char *err, size_t errlen)
+{
+    const char *what;
+    FILE *f = open_file(path, &what);
+
+    if (f) {
+        fclose(f);
+        return 0;
+    }
+    snprintf(err, errlen, "%s", what ? what : strerror(errno));
+    return -1;
+}
+
 int conf_load(const char *path, ConfFile **out, char *err, size_t errlen)
 {
     const char *what;

@@ -189,3 +189,34 @@ def test_config_that_is_a_pipe_is_refused_at_start_and_reload(binary):
         p.reload()
         r = c.cmd("put 0 0 60 1\r\nx")
         check(r.startswith(b"INSERTED "), "put under max_items = 2: %r" % r)
+
+
+def _nobody():
+    import pwd
+    if os.geteuid() != 0:
+        raise harness.Skip("needs root to drop privileges with -u")
+    try:
+        return pwd.getpwnam("nobody").pw_name
+    except KeyError:
+        raise harness.Skip("no user 'nobody'")
+
+
+@no_server
+def test_start_warns_when_the_user_cannot_read_the_file_again(binary):
+    """-u USER and a config file only root can read: the start succeeded
+    silently and every later reload failed ('Permission denied'). The
+    start now warns that reloads will fail; a readable file gets no such
+    warning, and a reload then works."""
+    user = _nobody()
+    for mode, readable in ((0o600, False), (0o644, True)):
+        with Policy(binary, "max_items = 1\n", "-u", user) as p:
+            os.chmod(p.tmp, 0o755)
+            os.chmod(p.path, mode)
+            p.srv.stop()   # started before the chmod: start again
+            p.srv = None
+            p.start()
+            warned = "user %s cannot read %s (Permission denied): every reload will " \
+                     "fail until it can" % (user, p.path)
+            eq(warned in p.stderr(), not readable,
+               "warning with mode %o: %r" % (mode, p.stderr()))
+            p.reload(expect_ok=readable)
