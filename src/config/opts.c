@@ -1,5 +1,7 @@
 #include "opts.h"
 
+#include <errno.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -539,6 +541,39 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
     return 0;
 }
 
+/* The user to become must exist. The file's user is checked whenever
+ * the file is (start, --check-config, reload: the next start would fail
+ * after binding, status 1); -u from the command line only by
+ * --check-config, so that a start with an unknown -u fails as it always
+ * has (at the privilege drop, as beanstalkd does). */
+static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *err,
+                      size_t errlen)
+{
+    int file = from_file(cf, cfg->cli_set, SK_USER);
+    struct passwd *pw;
+
+    if (!cfg->user || (!file && !cli_too))
+        return 0;
+    char shown[44];
+    size_t i;
+
+    errno = 0;
+    if ((pw = getpwnam(cfg->user)))
+        return 0;
+    /* As the file's other messages: one printable line, the value cut. */
+    for (i = 0; cfg->user[i] && i < 40; i++)
+        shown[i] = cfg->user[i] >= 0x20 && cfg->user[i] < 0x7f ? cfg->user[i] : '?';
+    strcpy(shown + i, cfg->user[i] ? "..." : "");
+    if (file)
+        snprintf(err, errlen, "%s:%lu: unknown user '%s'%s%s", cf->path,
+                 cf->server_line[SK_USER], shown, errno ? ": " : "",
+                 errno ? strerror(errno) : "");
+    else
+        snprintf(err, errlen, "-u %.40s: %s", cfg->user,
+                 errno ? strerror(errno) : "no such user");
+    return -1;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -549,7 +584,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                               cfg->cli_set, NULL, err, errlen) < 0 ||
             check_side_ports(cfg, NULL, err, errlen) < 0 ||
-            check_port_clash(cfg, NULL, err, errlen) < 0)
+            check_port_clash(cfg, NULL, err, errlen) < 0 ||
+            check_user(cfg, NULL, cfg->check_config, err, errlen) < 0)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
@@ -572,7 +608,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         main_clash(cfg, err, errlen) < 0 || check_side_ports(cfg, cf, err, errlen) < 0 ||
         check_port_clash(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
-                          cfg->cli_set, cf, err, errlen) < 0) {
+                          cfg->cli_set, cf, err, errlen) < 0 ||
+        check_user(cfg, cf, cfg->check_config, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
@@ -629,7 +666,8 @@ static int check_next_start(const Config *cur, const ConfFile *cf, char *err,
         main_clash(&next, err, errlen) < 0 || check_side_ports(&next, cf, err, errlen) < 0 ||
         check_port_clash(&next, cf, err, errlen) < 0 ||
         check_replication(next.binlog_dir, next.replica_of, next.sync_replicas,
-                          next.cli_set, cf, err, errlen) < 0)
+                          next.cli_set, cf, err, errlen) < 0 ||
+        check_user(&next, cf, 0, err, errlen) < 0)
         return -1;
     return 0;
 }

@@ -220,3 +220,29 @@ def test_start_warns_when_the_user_cannot_read_the_file_again(binary):
             eq(warned in p.stderr(), not readable,
                "warning with mode %o: %r" % (mode, p.stderr()))
             p.reload(expect_ok=readable)
+
+
+@no_server
+def test_unknown_user_is_refused_by_check_start_and_reload_alike(binary):
+    """user = NAME for a user the system does not know: --check-config
+    said ok, the start bound its sockets and then failed (status 1), a
+    reload took it with 'takes effect at the next restart'. Now all three
+    refuse it with one message naming FILE:LINE (start: status 2, nothing
+    served). -u NAME on the command line: --check-config refuses it; a
+    start still fails at the privilege drop (status 1, as beanstalkd)."""
+    user = "tubed-no-such-user-%d" % os.getpid()
+    with Policy(binary, "max_items = 1\n") as p:
+        p.rewrite("max_items = 1\nuser = %s\n" % user)
+        want = "%s:2: unknown user '%s'" % (p.path, user)
+        rc, out, err = run_tubed(binary, ["--config", p.path, "--check-config"])
+        eq((rc, err.strip()), (2, want), "--check-config")
+        rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", str(harness._free_port()),
+                                          "--config", p.path])
+        eq((rc, err.strip()), (2, want), "start")
+        line = p.reload(expect_ok=False)
+        check(want in line, "reload: %r" % line)
+    rc, out, err = run_tubed(binary, ["-u", user, "--config", "/dev/null", "--check-config"])
+    eq((rc, err.strip()), (2, "-u %s: no such user" % user), "-u with --check-config")
+    rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", str(harness._free_port()),
+                                      "-u", user])
+    eq(rc, 1, "start with -u %s (%r)" % (user, err))

@@ -585,7 +585,7 @@ static void write_conf(const char *text)
 
 /* Every server key, none at its default. */
 static const char all_keys[] =
-    "listen = 127.0.0.2\nport = 11301\nmax_job_size = 1K\nuser = filer\n"
+    "listen = 127.0.0.2\nport = 11301\nmax_job_size = 1K\nuser = root\n"
     "binlog_dir = /file/binlog\nfsync_ms = 9\nno_fsync = true\nbinlog_file_size = 1M\n"
     "verbose = 3\nmax_connections = 40\nstall_timeout = 2m\njob_memory = 2G\n"
     "recover = true\nmemcache_port = 22133\nmetrics_port = 9100\nallow_shutdown = true\n"
@@ -605,7 +605,7 @@ START_TEST(config_file_values)
     ck_assert_int_eq(r.cfg.port, 11301);
     ck_assert_int_eq(r.cfg.addr_given, 1);
     ck_assert_uint_eq(r.cfg.max_job_size, 1024);
-    ck_assert_str_eq(r.cfg.user, "filer");
+    ck_assert_str_eq(r.cfg.user, "root");
     ck_assert_str_eq(r.cfg.binlog_dir, "/file/binlog");
     ck_assert_uint_eq(r.cfg.fsync_ms, 9);
     ck_assert_int_eq(r.cfg.fsync_never, 1);
@@ -884,7 +884,7 @@ START_TEST(reload)
     /* stall_timeout and job_memory dropped: back to their defaults;
      * max_connections is the command line's; port needs a restart. */
     write_conf("listen = 127.0.0.1\nport = 11302\nmax_connections = 20\nverbose = 2\n"
-               "allow_shutdown = true\nuser = other\n[tube x]\npriority = 3\n");
+               "allow_shutdown = true\nuser = root\n[tube x]\npriority = 3\n");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_nonnull(next);
     opts_reload_apply(&r.cfg, next, note, sizeof note);
