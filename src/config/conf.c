@@ -296,6 +296,24 @@ static void trim(const char **s, size_t *n)
         (*n)--;
 }
 
+/* The file's listen: a host (name, IPv4 or bare IPv6 address) or
+ * unix:PATH. A port in it ("127.0.0.1:11300", "[::1]", "host 11300", the
+ * [listen] sections' form) passed --check-config and then failed the
+ * start's name lookup, so it is refused here, pointing at the port key. */
+static int listen_value_ok(const char *v, size_t n)
+{
+    size_t colons = 0;
+
+    if (n >= 5 && !memcmp(v, "unix:", 5))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (blank(v[i]) || v[i] == '[' || v[i] == ']' || v[i] == '/')
+            return 0;
+        colons += v[i] == ':';
+    }
+    return colons != 1;
+}
+
 /* Store a string or name value. */
 static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, size_t n)
 {
@@ -313,6 +331,10 @@ static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, si
     if (n > MAX_STRING_VALUE)
         return fail(p, "value of %s too long (%zu bytes, at most %d)", k->name, n,
                     MAX_STRING_VALUE);
+    if (k->server && k->id == SK_LISTEN && !listen_value_ok(v, n))
+        return fail(p, "bad value for listen: '%s' (want a host name or address, "
+                    "without a port, or unix:/path; the port is the port key)",
+                    quote(q, sizeof q, v, n));
     if (!(copy = tb_malloc(n + 1)))
         return out_of_memory(p);
     memcpy(copy, v, n);

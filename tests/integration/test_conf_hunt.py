@@ -246,3 +246,30 @@ def test_unknown_user_is_refused_by_check_start_and_reload_alike(binary):
     rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", str(harness._free_port()),
                                       "-u", user])
     eq(rc, 1, "start with -u %s (%r)" % (user, err))
+
+
+@no_server
+def test_listen_with_a_port_is_refused_by_check_and_start(binary):
+    """listen = 127.0.0.1:11300 (the [listen] sections' form) or [::1]:
+    --check-config said ok and the start failed its name lookup (status
+    1). Both now refuse it with FILE:LINE (status 2); bare addresses, IPv6
+    literals and unix:PATH stay accepted."""
+    tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+    try:
+        conf = os.path.join(tmp, "tubed.conf")
+        for value in ("127.0.0.1:11300", "[::1]", "127.0.0.1 11300", "localhost:11300"):
+            with open(conf, "w") as f:
+                f.write("max_items = 1\nlisten = %s\n" % value)
+            want = ("%s:2: bad value for listen: '%s' (want a host name or address, without "
+                    "a port, or unix:/path; the port is the port key)" % (conf, value))
+            rc, out, err = run_tubed(binary, ["--config", conf, "--check-config"])
+            eq((rc, err.strip()), (2, want), "--check-config, listen = %s" % value)
+            rc, out, err = run_tubed(binary, ["-p", str(harness._free_port()), "--config", conf])
+            eq((rc, err.strip()), (2, want), "start, listen = %s" % value)
+        for value in ("127.0.0.1", "::1", "localhost", "unix:%s/s.sock" % tmp):
+            with open(conf, "w") as f:
+                f.write("listen = %s\n" % value)
+            rc, out, err = run_tubed(binary, ["--config", conf, "--check-config"])
+            eq((rc, out.strip()), (0, "%s: ok" % conf), "--check-config, listen = %s" % value)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
