@@ -76,6 +76,24 @@ static int number(const char *flag, const char *val, uint64_t max,
     return 0;
 }
 
+/* -p, -f and -s as beanstalkd takes them (getaddrinfo's port, sscanf's
+ * "%zu"): leading blanks and a '+' before the digits. What beanstalkd
+ * wraps (a negative number, a port above 65535) stays an error here:
+ * it would run with a size or port nobody asked for. */
+static int beanstalkd_number(const char *flag, const char *val, uint64_t max,
+                             uint64_t *out, char *err, size_t errlen)
+{
+    const char *p = val;
+
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+        p++;
+    if (*p == '+' && p[1] >= '0' && p[1] <= '9')
+        p++;
+    if (parse_u64_str(p, out) == 0 && *out <= max)
+        return 0;
+    return number(flag, val, max, out, err, errlen);
+}
+
 /* -z as beanstalkd reads it (sscanf "%zu" and nothing after): leading
  * blanks and a sign are taken, a negative number wraps and one too large
  * saturates, both then capped with beanstalkd's warning; so "-z -1" runs
@@ -175,7 +193,7 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
             return -1;
         cfg->metrics_port = (int)v;
     } else if (!strcmp(flag, "-p")) {
-        if (number(flag, val, 65535, &v, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
         cfg->port = (int)v;
         cfg->addr_given = 1;
@@ -192,11 +210,11 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         }
         cfg->max_job_size = (uint32_t)v;
     } else if (!strcmp(flag, "-s")) {
-        if (number(flag, val, UINT32_MAX, &v, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, UINT32_MAX, &v, err, errlen) < 0)
             return -1;
         cfg->binlog_size = v;
     } else if (!strcmp(flag, "-f")) {
-        if (number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
             return -1;
     } else if (!strcmp(flag, "--stall-timeout")) {
         if (number(flag, val, 86400, &cfg->stall_timeout, err, errlen) < 0)

@@ -273,3 +273,36 @@ def test_listen_with_a_port_is_refused_by_check_and_start(binary):
             eq((rc, out.strip()), (0, "%s: ok" % conf), "--check-config, listen = %s" % value)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+def test_p_f_s_take_a_sign_and_blanks_as_beanstalkd(binary):
+    """beanstalkd takes "-p +PORT", "-p ' PORT'", "-f +5", "-s ' N'" (its
+    port goes through getaddrinfo, -f and -s through sscanf "%zu"); tubed
+    refused them (status 2: "invalid value"). Now taken; what beanstalkd
+    wraps (-p 65536, -s -5, -f -1) stays refused, as documented."""
+    port = harness._free_port()
+    for val in ("+%d" % port, " %d" % port):
+        srv = harness.Server(binary, argv=lambda _p, v=val: harness.VALGRIND + [
+            binary, "-l", harness.HOST, "-p", v], port=port)
+        srv.start()
+        problems = srv.stop()
+        eq(problems, [], "-p %r" % val)
+    tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+    try:
+        for fval, sval in (("+5", " 200000"), (" 7", "+200000")):
+            srv = harness.Server(binary, ["-b", tmp, "-f", fval, "-s", sval])
+            srv.start()
+            try:
+                got = srv.client().stats()["binlog-max-size"]
+            finally:
+                problems = srv.stop()
+            eq(problems, [], "-f %r -s %r" % (fval, sval))
+            eq(got, "200000", "binlog-max-size with -s %r" % sval)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for flag, val in (("-p", "65536"), ("-p", "-1"), ("-p", "+-1"), ("-p", "+ 1"),
+                      ("-s", "-5"), ("-f", "-1"), ("-f", "5 "), ("-s", "1K")):
+        rc, out, err = run_tubed(binary, ["-l", harness.HOST, flag, val])
+        eq(rc, 2, "exit status of %s %r (%r)" % (flag, val, err))
+        check("invalid value for %s: '%s'" % (flag, val) in err, "%s %r: %r" % (flag, val, err))
