@@ -559,6 +559,20 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
     return 0;
 }
 
+/* main_listener = false with no [listen] section (and no memcache or
+ * metrics port) started a server that listened nowhere, silently. Under
+ * socket activation the sockets come from systemd: not checked. */
+static int check_listens_somewhere(const Config *cfg, const ConfFile *cf, char *err,
+                                   size_t errlen)
+{
+    if (!cfg->no_main_listener || !cf || cf->n_listen || cfg->memcache_port ||
+        cfg->metrics_port || socket_activated())
+        return 0;
+    snprintf(err, errlen, "%s:%lu: main_listener = false and no [listen] section: the "
+             "server would listen nowhere", cf->path, cf->server_line[SK_MAIN_LISTENER]);
+    return -1;
+}
+
 /* The user to become must exist. The file's user is checked whenever
  * the file is (start, --check-config, reload: the next start would fail
  * after binding, status 1); -u from the command line only by
@@ -627,7 +641,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         check_port_clash(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                           cfg->cli_set, cf, err, errlen) < 0 ||
-        check_user(cfg, cf, cfg->check_config, err, errlen) < 0) {
+        check_user(cfg, cf, cfg->check_config, err, errlen) < 0 ||
+        check_listens_somewhere(cfg, cf, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
@@ -685,7 +700,8 @@ static int check_next_start(const Config *cur, const ConfFile *cf, char *err,
         check_port_clash(&next, cf, err, errlen) < 0 ||
         check_replication(next.binlog_dir, next.replica_of, next.sync_replicas,
                           next.cli_set, cf, err, errlen) < 0 ||
-        check_user(&next, cf, 0, err, errlen) < 0)
+        check_user(&next, cf, 0, err, errlen) < 0 ||
+        check_listens_somewhere(&next, cf, err, errlen) < 0)
         return -1;
     return 0;
 }

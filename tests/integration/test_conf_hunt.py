@@ -361,3 +361,33 @@ def test_reload_storm_while_clients_work_loses_nothing(binary):
         c.expect("put 0 0 60 1\r\nx", "INSERTED %d" % (n_clients * per + 1))
         c.expect("put 0 0 60 1\r\nx", "OUT_OF_MEMORY")
         check(p.srv.alive(), "server alive after the storm")
+
+
+@no_server
+def test_main_listener_false_without_a_section_is_refused(binary):
+    """main_listener = false and no [listen] section: the server started
+    and listened nowhere, with no word of it. Now --check-config, the
+    start (status 2) and a reload refuse it; with a memcache or metrics
+    port it still starts."""
+    tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+    try:
+        conf = os.path.join(tmp, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("max_items = 1\nmain_listener = false\n")
+        want = ("%s:2: main_listener = false and no [listen] section: the server would "
+                "listen nowhere" % conf)
+        for extra in (["--check-config"], []):
+            rc, out, err = run_tubed(binary, ["--config", conf] + extra)
+            eq((rc, err.strip()), (2, want), "tubed --config %s" % " ".join(extra))
+        with open(conf, "w") as f:
+            f.write("main_listener = false\nmetrics_port = %d\n" % harness._free_port())
+        rc, out, err = run_tubed(binary, ["--config", conf, "--check-config"])
+        eq((rc, out.strip()), (0, "%s: ok" % conf), "with a metrics port")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with Policy(binary, "max_items = 1\n") as p:
+        p.rewrite("main_listener = false\n")
+        line = p.reload(expect_ok=False)
+        check(line.endswith("tubed.conf:1: main_listener = false and no [listen] section: the "
+                            "server would listen nowhere; the old configuration stays in "
+                            "force"), "reload: %r" % line)
