@@ -39,8 +39,9 @@ void opts_usage(FILE *f, const char *prog)
         " -v       show version information and exit (also --version)\n"
         " -h       show this help and exit (also --help)\n"
         " --max-connections N  refuse connections past N open ones\n"
-        " --job-memory BYTES  past this much job memory (bodies and headers)\n"
-        "            put answers OUT_OF_MEMORY; other commands work (default: no limit)\n"
+        " --job-memory BYTES  past this much job memory (bodies and headers;\n"
+        "            bytes, K, M or G) put answers OUT_OF_MEMORY; other\n"
+        "            commands work (default: no limit)\n"
         " --stall-timeout S  close a client that has read none of its queued\n"
         "            replies (256 KiB) for S seconds (default 30)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
@@ -224,8 +225,12 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
             return -1;
         }
     } else if (!strcmp(flag, "--job-memory")) {
-        if (number(flag, val, UINT64_MAX, &cfg->job_memory, err, errlen) < 0)
+        /* A size, as job_memory in the file and --repl-backlog take. */
+        if (parse_size_str(val, &cfg->job_memory) < 0) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want bytes, K, M or G)",
+                     flag, val);
             return -1;
+        }
     } else if (!strcmp(flag, "--max-connections")) {
         if (number(flag, val, UINT32_MAX, &cfg->max_connections, err, errlen) < 0)
             return -1;

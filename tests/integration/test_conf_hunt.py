@@ -391,3 +391,24 @@ def test_main_listener_false_without_a_section_is_refused(binary):
         check(line.endswith("tubed.conf:1: main_listener = false and no [listen] section: the "
                             "server would listen nowhere; the old configuration stays in "
                             "force"), "reload: %r" % line)
+
+
+@no_server
+def test_job_memory_flag_takes_a_size_as_the_file_does(binary):
+    """job_memory = 4G in the file, --job-memory 4G refused (status 2,
+    'want a number') on the command line. The flag now takes the file's
+    size form, as --repl-backlog does."""
+    for val, want in (("4G", str(4 << 30)), ("64K", "65536"), ("1000", "1000")):
+        srv = harness.Server(binary, ["--job-memory", val])
+        srv.start()
+        try:
+            got = srv.client().stats()["job-memory-limit"]
+        finally:
+            problems = srv.stop()
+        eq(problems, [], "--job-memory %s" % val)
+        eq(got, want, "job-memory-limit with --job-memory %s" % val)
+    for val in ("4g", "1KB", "-1", "", "16777216T"):
+        rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", str(harness._free_port()),
+                                          "--job-memory", val])
+        eq(rc, 2, "--job-memory %r (%r)" % (val, err))
+        check("invalid value for --job-memory: '%s'" % val in err, "message %r" % err)
