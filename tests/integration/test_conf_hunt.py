@@ -412,3 +412,26 @@ def test_job_memory_flag_takes_a_size_as_the_file_does(binary):
                                           "--job-memory", val])
         eq(rc, 2, "--job-memory %r (%r)" % (val, err))
         check("invalid value for --job-memory: '%s'" % val in err, "message %r" % err)
+
+
+@no_server
+def test_reload_lowering_stall_timeout_reaches_a_client_already_stalled(binary):
+    """stall_timeout changes at reload: a client that stopped reading
+    under stall_timeout = 1h is closed once a reload sets 1s (its stall
+    started before the reload; under the old value it would wait an
+    hour)."""
+    with Policy(binary, "stall_timeout = 1h\n") as p:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((harness.HOST, p.port))
+        try:
+            s.sendall(b"stats\r\n" * 20000)   # megabytes of replies, never read
+            c = p.srv.client()
+            harness.wait_for(lambda: c.stats()["current-connections"] == "2",
+                             "the stalled client to be counted")
+            p.rewrite("stall_timeout = 1s\n")
+            p.reload()
+            harness.wait_for(lambda: "of replies unread for 1 s; closing" in p.stderr(),
+                             "the stalled client to be closed after the reload", timeout=15)
+        finally:
+            s.close()
