@@ -587,15 +587,13 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
                       size_t errlen)
 {
     int file = from_file(cf, cfg->cli_set, SK_USER);
-    struct passwd *pw;
-
-    if (!cfg->user || (!file && !cli_too))
-        return 0;
     char shown[44];
     size_t i;
 
+    if (!cfg->user || (!file && !cli_too))
+        return 0;
     errno = 0;
-    if ((pw = getpwnam(cfg->user)))
+    if (getpwnam(cfg->user))
         return 0;
     /* As the file's other messages: one printable line, the value cut. */
     for (i = 0; cfg->user[i] && i < 40; i++)
