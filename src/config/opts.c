@@ -43,7 +43,7 @@ void opts_usage(FILE *f, const char *prog)
         "            bytes, K, M or G) put answers OUT_OF_MEMORY; other\n"
         "            commands work (default: no limit)\n"
         " --stall-timeout S  close a client that has read none of its queued\n"
-        "            replies (256 KiB) for S seconds (default 30)\n"
+        "            replies (256 KiB) for S seconds (default 30; or 5m, 1h...)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
         "            record and reporting what was dropped\n"
         " --config FILE  server settings and tube policies from FILE; the\n"
@@ -93,6 +93,28 @@ static int beanstalkd_number(const char *flag, const char *val, uint64_t max,
     if (parse_u64_str(p, out) == 0 && *out <= max)
         return 0;
     return number(flag, val, max, out, err, errlen);
+}
+
+/* Whole seconds with an optional s, m, h or d, as the file's stall_timeout
+ * takes them (its ms form is never whole seconds' business here). */
+static int whole_seconds(const char *val, uint64_t *out)
+{
+    static const struct { char unit; uint64_t mul; } units[] = {
+        {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400},
+    };
+    size_t n = strlen(val);
+    uint64_t mul = 1;
+
+    for (size_t i = 0; n && i < sizeof units / sizeof units[0]; i++)
+        if (val[n - 1] == units[i].unit) {
+            mul = units[i].mul;
+            n--;
+            break;
+        }
+    if (parse_u64(val, n, out) < 0 || *out > UINT64_MAX / mul)
+        return -1;
+    *out *= mul;
+    return 0;
 }
 
 /* -z as beanstalkd reads it (sscanf "%zu" and nothing after): leading
@@ -218,8 +240,11 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         if (beanstalkd_number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
             return -1;
     } else if (!strcmp(flag, "--stall-timeout")) {
-        if (number(flag, val, 86400, &cfg->stall_timeout, err, errlen) < 0)
+        if (whole_seconds(val, &cfg->stall_timeout) < 0 || cfg->stall_timeout > 86400) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want whole seconds up to "
+                     "86400: a number with an optional s, m, h or d)", flag, val);
             return -1;
+        }
         if (!cfg->stall_timeout) {
             snprintf(err, errlen, "--stall-timeout must be at least 1 second");
             return -1;

@@ -151,6 +151,29 @@ START_TEST(port_forms)
 }
 END_TEST
 
+/* --stall-timeout takes the file's whole-second durations. */
+START_TEST(stall_timeout_durations)
+{
+    static const struct { const char *arg; uint64_t s; } ok[] = {
+        {"45", 45}, {"45s", 45}, {"5m", 300}, {"2h", 7200}, {"1d", 86400},
+    };
+    static const char *const bad[] = {"2d", "0", "1500ms", "1S", "", "s", "86401", "-1"};
+    Run r;
+
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        RUN(&r, "--stall-timeout", ok[i].arg);
+        ck_assert_int_eq(r.rc, OPTS_RUN);
+        ck_assert_uint_eq(r.cfg.stall_timeout, ok[i].s);
+        run_free(&r);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        RUN(&r, "--stall-timeout", bad[i]);
+        expect_error(&r, "--stall-timeout");
+        run_free(&r);
+    }
+}
+END_TEST
+
 /* --job-memory takes the file's size form. */
 START_TEST(job_memory_sizes)
 {
@@ -1016,6 +1039,7 @@ static Suite *opts_suite(void)
     tcase_add_test(tc, port_forms);
     tcase_add_test(tc, port_invalid);
     tcase_add_test(tc, job_memory_sizes);
+    tcase_add_test(tc, stall_timeout_durations);
     tcase_add_test(tc, verbosity_and_combined);
     tcase_add_test(tc, string_flags);
     tcase_add_test(tc, binlog_numbers);
