@@ -122,18 +122,21 @@ def test_reload_refuses_side_port_on_a_unix_listen_from_the_file(binary):
 
 @no_server
 def test_reload_under_socket_activation_judges_as_that_start_did(binary):
-    """Under socket activation listen and port are ignored, so a file with
-    listen = unix:PATH and memcache_port starts; the server unsets
-    LISTEN_FDS once it has the sockets, and the reload must still judge
-    the file as the activated start did (it reloads)."""
+    """Under socket activation port is ignored, so a file whose port is
+    its memcache_port starts (the memcache listener takes the port on
+    listen's host). The server unsets LISTEN_FDS once it has the sockets;
+    the reload must still judge the file as the activated start did (it
+    reloads) instead of meeting a clash of port and memcache_port."""
     lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lst.bind((harness.HOST, 0))
     lst.listen(16)
     try:
         mport = harness._free_port()
-        text = "listen = unix:SOCK\nmemcache_port = %d\nmax_items = %%d\n" % mport
+        text = ("listen = %s\nport = %d\nmemcache_port = %d\nmax_items = %%d\n"
+                % (harness.HOST, mport, mport))
         with _FileServer(binary, text % 1, listener=lst) as s:
+            check(harness.listening(s.srv.pid, port=mport), "memcache on port %d" % mport)
             s.reload(text % 2, True)
             c = s.srv.client()
             c.expect("put 0 0 60 1\r\nx", "INSERTED 1")
