@@ -508,23 +508,53 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
     return -1;
 }
 
-/* Did systemd hand us sockets? Asked once, when the command line is
- * read: the server takes them and unsets LISTEN_FDS, and a reload must
- * judge the file as that start did. */
-static int socket_activated(void)
+/* Did systemd hand us sockets, and under which names (LISTEN_FDNAMES,
+ * colon-separated)? Asked once, when the command line is read: the
+ * server takes them and unsets the variables, and a reload must judge
+ * the file as that start did. */
+static int socket_activated_names(const char **names)
 {
     static int cached = -1;
+    static char fdnames[1024];
 
-    if (cached < 0)
+    if (cached < 0) {
+        const char *n = getenv("LISTEN_FDNAMES");
         cached = getenv("LISTEN_FDS") != NULL;
+        snprintf(fdnames, sizeof fdnames, "%s", n ? n : "");
+    }
+    if (names)
+        *names = fdnames;
     return cached;
+}
+
+static int socket_activated(void)
+{
+    return socket_activated_names(NULL);
+}
+
+/* Does the listener called name (memcache, metrics) take an inherited
+ * socket of that name, so that its port is not used? */
+static int inherits(const char *name)
+{
+    const char *names, *p;
+    size_t n = strlen(name);
+
+    if (!socket_activated_names(&names))
+        return 0;
+    for (p = names; *p; p = strchr(p, ':') ? strchr(p, ':') + 1 : p + strlen(p))
+        if (!strncmp(p, name, n) && (p[n] == ':' || !p[n]))
+            return 1;
+    return 0;
 }
 
 /* --memcache-port and --metrics-port listen on -l's host. A Unix socket
  * has no port: binding its path again took the socket file from the
  * beanstalk listener (beanstalk clients then met the HTTP server), so the
  * pair is refused, naming the way to give the listener an address. Under
- * socket activation -l is ignored, and so is this. */
+ * socket activation the beanstalk listener ignores -l, but the memcache
+ * and metrics ones still listen on its host unless systemd hands them a
+ * socket of their name: -l unix:PATH then bound the memcache listener on
+ * PATH (and the metrics one failed at start), so only those are exempt. */
 static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
                             size_t errlen)
 {
@@ -533,12 +563,13 @@ static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
         {SK_METRICS_PORT, "--metrics-port", "http"},
     };
     const int ports[] = {cfg->memcache_port, cfg->metrics_port};
+    static const char *const names[] = {"memcache", "metrics"};
 
-    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5) || socket_activated())
+    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5))
         return 0;
     for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
         int k = side[i].key;
-        if (!ports[i])
+        if (!ports[i] || inherits(names[i]))
             continue;
         if (from_file(cf, cfg->cli_set, k))
             snprintf(err, errlen, "%s:%lu: %s = %d needs a TCP listen address, not "
@@ -566,7 +597,9 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
     };
     const int main_tcp = !cfg->no_main_listener && !socket_activated() &&
                          !(cfg->listen_addr && !strncmp(cfg->listen_addr, "unix:", 5));
-    const int ports[] = {main_tcp ? cfg->port : 0, cfg->memcache_port, cfg->metrics_port};
+    const int ports[] = {main_tcp ? cfg->port : 0,
+                         inherits("memcache") ? 0 : cfg->memcache_port,
+                         inherits("metrics") ? 0 : cfg->metrics_port};
     char name[2][160];
 
     for (size_t i = 0; i < 3; i++) {

@@ -10,6 +10,8 @@ reload waits for the server's log line of the outcome.
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 
 import harness
@@ -438,3 +440,45 @@ def test_reload_lowering_stall_timeout_reaches_a_client_already_stalled(binary):
                              "the stalled client to be closed after the reload", timeout=15)
         finally:
             s.close()
+
+
+@no_server
+def test_side_port_on_a_unix_listen_is_refused_under_socket_activation(binary):
+    """Under socket activation the beanstalk listener ignores listen, but
+    the memcache and metrics listeners still listen on its host: with
+    listen = unix:PATH, memcache_port bound the memcache listener on PATH
+    (a Unix socket, whatever the port said) and metrics_port then failed
+    at start (status 1), the check being skipped under activation. Now
+    refused as without activation (status 2, FILE:LINE), unless systemd
+    hands that listener a socket of its own name (LISTEN_FDNAMES)."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind((harness.HOST, 0))
+    lst.listen(16)
+    tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
+    try:
+        conf = os.path.join(tmp, "tubed.conf")
+        mport = harness._free_port()
+        with open(conf, "w") as f:
+            f.write("listen = unix:%s/side.sock\nmemcache_port = %d\n" % (tmp, mport))
+        want = ("%s:2: memcache_port = %d needs a TCP listen address, not unix:%s/side.sock"
+                % (conf, mport, tmp))
+        env = dict(os.environ, LISTEN_FDS="1", LISTEN_FDNAMES="")
+        p = subprocess.run([sys.executable, "-c", harness._ACTIVATE, str(lst.fileno()),
+                            binary, "--config", conf], pass_fds=(lst.fileno(),), env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=15)
+        err = p.stderr.decode("utf-8", "replace")
+        eq(p.returncode, 2, "exit status under activation (%r)" % err)
+        check(err.startswith(want), "message %r" % err)
+        check(not os.path.exists(os.path.join(tmp, "side.sock")), "no socket file made")
+        # A socket named memcache from systemd: the port is not used.
+        env["LISTEN_FDNAMES"] = "memcache"
+        p = subprocess.run([sys.executable, "-c", harness._ACTIVATE, str(lst.fileno()),
+                            binary, "--config", conf, "--check-config"],
+                           pass_fds=(lst.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=15)
+        eq((p.returncode, p.stdout.decode().strip()), (0, "%s: ok" % conf),
+           "--check-config with an inherited memcache socket (%r)" % p.stderr)
+    finally:
+        lst.close()
+        shutil.rmtree(tmp, ignore_errors=True)
