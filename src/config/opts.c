@@ -436,12 +436,54 @@ static int own_strings(Config *cfg, uint32_t taken)
     return 0;
 }
 
+/* Did systemd hand us sockets, and under which names (LISTEN_FDNAMES,
+ * colon-separated)? Asked once, when the command line is read: the
+ * server takes them and unsets the variables, and a reload must judge
+ * the file as that start did. */
+static int socket_activated_names(const char **names)
+{
+    static int cached = -1;
+    static char fdnames[1024];
+
+    if (cached < 0) {
+        const char *n = getenv("LISTEN_FDNAMES");
+        cached = getenv("LISTEN_FDS") != NULL;
+        snprintf(fdnames, sizeof fdnames, "%s", n ? n : "");
+    }
+    if (names)
+        *names = fdnames;
+    return cached;
+}
+
+static int socket_activated(void)
+{
+    return socket_activated_names(NULL);
+}
+
+/* Does the listener called name (memcache, metrics) take an inherited
+ * socket of that name, so that its port is not used? */
+static int inherits(const char *name)
+{
+    const char *names, *p;
+    size_t n = strlen(name);
+
+    if (!socket_activated_names(&names))
+        return 0;
+    for (p = names; *p; p = strchr(p, ':') ? strchr(p, ':') + 1 : p + strlen(p))
+        if (!strncmp(p, name, n) && (p[n] == ':' || !p[n]))
+            return 1;
+    return 0;
+}
+
 /* A [listen] section on the address of the -l/-p listener, or of the
  * --memcache-port and --metrics-port ones (which share -l's host). */
 static int main_clash(const Config *cfg, char *err, size_t errlen)
 {
-    const int ports[] = {cfg->no_main_listener ? 0 : cfg->port, cfg->memcache_port,
-                         cfg->metrics_port};
+    /* Under socket activation the -l/-p listener binds nothing (it takes
+     * the inherited sockets), nor does a side listener handed its own. */
+    const int ports[] = {cfg->no_main_listener || socket_activated() ? 0 : cfg->port,
+                         inherits("memcache") ? 0 : cfg->memcache_port,
+                         inherits("metrics") ? 0 : cfg->metrics_port};
     static const char *const who[] = {"the -l/-p listener", "the --memcache-port listener",
                                       "the --metrics-port listener"};
     char why[300];
@@ -506,45 +548,6 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
         snprintf(err, errlen, "%s needs a binlog: give -b DIR or binlog_dir",
                  conf_server_key_name(k));
     return -1;
-}
-
-/* Did systemd hand us sockets, and under which names (LISTEN_FDNAMES,
- * colon-separated)? Asked once, when the command line is read: the
- * server takes them and unsets the variables, and a reload must judge
- * the file as that start did. */
-static int socket_activated_names(const char **names)
-{
-    static int cached = -1;
-    static char fdnames[1024];
-
-    if (cached < 0) {
-        const char *n = getenv("LISTEN_FDNAMES");
-        cached = getenv("LISTEN_FDS") != NULL;
-        snprintf(fdnames, sizeof fdnames, "%s", n ? n : "");
-    }
-    if (names)
-        *names = fdnames;
-    return cached;
-}
-
-static int socket_activated(void)
-{
-    return socket_activated_names(NULL);
-}
-
-/* Does the listener called name (memcache, metrics) take an inherited
- * socket of that name, so that its port is not used? */
-static int inherits(const char *name)
-{
-    const char *names, *p;
-    size_t n = strlen(name);
-
-    if (!socket_activated_names(&names))
-        return 0;
-    for (p = names; *p; p = strchr(p, ':') ? strchr(p, ':') + 1 : p + strlen(p))
-        if (!strncmp(p, name, n) && (p[n] == ':' || !p[n]))
-            return 1;
-    return 0;
 }
 
 /* --memcache-port and --metrics-port listen on -l's host. A Unix socket

@@ -482,3 +482,32 @@ def test_side_port_on_a_unix_listen_is_refused_under_socket_activation(binary):
     finally:
         lst.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@no_server
+def test_section_on_the_ignored_p_port_starts_under_socket_activation(binary):
+    """Under socket activation -l/-p are ignored (the beanstalk listener
+    takes systemd's socket), yet a [listen] section on -p's port was
+    refused as a clash with the -l/-p listener: with tubed.socket on
+    127.0.0.1:11300, a section on 10.0.0.5:11300 (the default -p) could
+    not start. Now the section starts and listens; systemd's socket
+    serves the admin listener."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind((harness.HOST, 0))
+    lst.listen(16)
+    try:
+        sport = harness._free_port()
+        text = "[listen pub]\naddress = %s:%d\nrole = producer\n" % (harness.HOST, sport)
+        with _FileServer(binary, text, listener=lst, extra=["-p", str(sport)]) as s:
+            check(harness.listening(s.srv.pid, port=sport), "[listen pub] on %d" % sport)
+            pub = harness.Client(harness.HOST, sport)
+            try:
+                pub.expect("put 0 0 60 1\r\nx", "INSERTED 1")
+                pub.expect("reserve-with-timeout 0", "NOT_ALLOWED")
+            finally:
+                pub.close()
+            c = s.srv.client()
+            c.expect("reserve-with-timeout 0", "RESERVED 1 1")
+    finally:
+        lst.close()
