@@ -511,3 +511,49 @@ def test_section_on_the_ignored_p_port_starts_under_socket_activation(binary):
             c.expect("reserve-with-timeout 0", "RESERVED 1 1")
     finally:
         lst.close()
+
+
+@no_server
+def test_check_config_and_reload_give_one_verdict(binary):
+    """For each file, --check-config with the server's command line and a
+    reload of the running server agree: both accept it, or both refuse it
+    with the same message (files that change no [listen] section, which
+    only a reload can compare)."""
+    port = harness._free_port()
+    files = [
+        "max_items = 5\n",
+        "port = 1\n",                        # the command line's -p wins
+        "memcache_port = %d\n" % port,       # takes effect at the restart
+        "listen = ::1\n",
+        "user = root\n",
+        "stall_timeout = 2m\nverbose = 1\n[tube a*]\nmax_age = 1h\n",
+        "max_item = 5\n",
+        "max_items = 5\nmax_items = 6\n",
+        "max_age = 1S\n",
+        "[tube a]\nport = 5\n",
+        "replica_of = nonsense\n",
+        "max_memory_size = 1M\n",
+        "memcache_port = %d\nmetrics_port = %d\n" % (port, port),
+        "main_listener = false\n",
+        "listen = 127.0.0.1:11300\n",
+        "user = tubed-no-such-user-%d\n" % os.getpid(),
+        "sync_replicas = 1\n",
+    ]
+    with Policy(binary, "") as p:
+        for text in files:
+            p.rewrite(text)
+            rc, out, err = _check_config(binary, p)
+            check(rc in (0, 2), "--check-config of %r: status %d" % (text, rc))
+            line = p.reload(expect_ok=rc == 0)
+            if rc:
+                check(err.strip() in line, "file %r: --check-config said %r, the reload %r"
+                      % (text, err.strip(), line))
+        # What only the running server can refuse (documented): a binlog
+        # the next start would have is not one this server has.
+        for text in ("binlog_dir = /nonexistent-tubed-dir\nsync_replicas = 1\n",
+                     "binlog_dir = /nonexistent-tubed-dir\nmax_memory_size = 1M\n"):
+            p.rewrite(text)
+            rc, out, err = _check_config(binary, p)
+            eq(rc, 0, "--check-config of %r (%r)" % (text, err))
+            line = p.reload(expect_ok=False)
+            check("tubed.conf:2: " in line and "needs a binlog" in line, "reload: %r" % line)
