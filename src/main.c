@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bsconn.h"
+#include "conf.h"
 #include "engine.h"
 #include "http.h"
 #include "log.h"
@@ -107,6 +108,11 @@ int main(int argc, char **argv)
         log_err("cannot drop privileges: %s", err);
         return 1;
     }
+    /* Every reload reads the file again as USER: say now, not at the
+     * first SIGHUP, that it cannot. */
+    if (cfg.user && cfg.config_path && conf_readable(cfg.config_path, err, sizeof err) < 0)
+        log_warn("user %s cannot read %s (%s): every reload will fail until it can",
+                 cfg.user, cfg.config_path, err);
     /* After the privilege drop: the binlog belongs to the service user. */
     if (cfg.binlog_dir && engine_open_binlog(&srv.eng, err, sizeof err) < 0) {
         log_err("%s", err);

@@ -1,11 +1,14 @@
 #include "conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "numparse.h"
@@ -293,6 +296,24 @@ static void trim(const char **s, size_t *n)
         (*n)--;
 }
 
+/* The file's listen: a host (name, IPv4 or bare IPv6 address) or
+ * unix:PATH. A port in it ("127.0.0.1:11300", "[::1]", "host 11300", the
+ * [listen] sections' form) passed --check-config and then failed the
+ * start's name lookup, so it is refused here, pointing at the port key. */
+static int listen_value_ok(const char *v, size_t n)
+{
+    size_t colons = 0;
+
+    if (n >= 5 && !memcmp(v, "unix:", 5))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (blank(v[i]) || v[i] == '[' || v[i] == ']' || v[i] == '/')
+            return 0;
+        colons += v[i] == ':';
+    }
+    return colons != 1;
+}
+
 /* Store a string or name value. */
 static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, size_t n)
 {
@@ -310,6 +331,10 @@ static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, si
     if (n > MAX_STRING_VALUE)
         return fail(p, "value of %s too long (%zu bytes, at most %d)", k->name, n,
                     MAX_STRING_VALUE);
+    if (k->server && k->id == SK_LISTEN && !listen_value_ok(v, n))
+        return fail(p, "bad value for listen: '%s' (want a host name or address, "
+                    "without a port, or unix:/path; the port is the port key)",
+                    quote(q, sizeof q, v, n));
     if (!(copy = tb_malloc(n + 1)))
         return out_of_memory(p);
     memcpy(copy, v, n);
@@ -723,16 +748,65 @@ static int read_all(FILE *f, char **buf, size_t *len)
     return 0;
 }
 
+/* Open the file for reading without ever blocking the loop: a FIFO (or a
+ * socket) at the path is refused, at start as at reload. fopen() of a
+ * FIFO waited for a writer (a reload hung the server), and a pipe given
+ * at start (--config <(...)) read empty at every reload, which then put
+ * an empty configuration in force. NULL with errno set, or *what set for
+ * a path that is not a file. */
+static FILE *open_file(const char *path, const char **what)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), fl;
+    FILE *f;
+
+    *what = NULL;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        *what = S_ISFIFO(st.st_mode) ? "a pipe, not a file" : "a socket, not a file";
+        close(fd);
+        return NULL;
+    }
+    if (!(f = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+int conf_readable(const char *path, char *err, size_t errlen)
+{
+    const char *what;
+    FILE *f = open_file(path, &what);
+
+    if (f) {
+        fclose(f);
+        return 0;
+    }
+    snprintf(err, errlen, "%s", what ? what : strerror(errno));
+    return -1;
+}
+
 int conf_load(const char *path, ConfFile **out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    const char *what;
+    FILE *f = open_file(path, &what);
     char *buf = NULL;
     size_t len = 0;
     int r;
 
     *out = NULL;
     if (!f)
-        return message(err, errlen, path, 0, "cannot read: %s", strerror(errno));
+        return message(err, errlen, path, 0, "cannot read: %s", what ? what : strerror(errno));
     errno = EIO;
     r = read_all(f, &buf, &len);
     fclose(f);

@@ -4,7 +4,8 @@
  *
  * Contract: conf_parse() is pure: bytes in, a ConfFile out, or the first
  * error as "FILE:LINE: what is wrong" (one line, printable ASCII) and no
- * ConfFile. conf_load() is the only part that touches the file system.
+ * ConfFile. conf_load() and conf_readable() are the only parts that touch
+ * the file system.
  * conf_validate() adds the checks that need the merged command line (read-
  * behind needs a binlog). conf_policy() resolves a tube's policy key by
  * key: exact section, else the longest matching [tube PREFIX*] that sets
@@ -156,6 +157,11 @@ int conf_parse(const char *path, const char *buf, size_t len, ConfFile **out,
 /* Read the file at path and conf_parse() it. Errors as conf_parse(), or
  * "PATH: cannot read: REASON". Files above 16 MiB are refused. */
 int conf_load(const char *path, ConfFile **out, char *err, size_t errlen);
+
+/* Can this process open the file at path as conf_load() does (a reload
+ * will)? 0, or -1 with REASON ("Permission denied", "a pipe, not a
+ * file") in err. Reads nothing. */
+int conf_readable(const char *path, char *err, size_t errlen);
 
 /* The checks that need the merged configuration: max_memory_size without a
  * binlog directory (binlog_dir NULL), or in a policy whose journal is false

@@ -1,5 +1,7 @@
 #include "opts.h"
 
+#include <errno.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,10 +40,11 @@ void opts_usage(FILE *f, const char *prog)
         " -h       show this help and exit (also --help)\n"
         " --max-connections N  refuse connections past N open ones\n"
         "            (default: no limit)\n"
-        " --job-memory BYTES  past this much job memory (bodies and headers)\n"
-        "            put answers OUT_OF_MEMORY; other commands work (default: no limit)\n"
+        " --job-memory BYTES  past this much job memory (bodies and headers;\n"
+        "            bytes, K, M or G) put answers OUT_OF_MEMORY; other\n"
+        "            commands work (default: no limit)\n"
         " --stall-timeout SECONDS  close a client that has read none of its\n"
-        "            queued replies (256 KiB) for SECONDS (default 30)\n"
+        "            queued replies (256 KiB) for SECONDS (default 30; or 5m, 1h...)\n"
         " --recover  start even if the binlog is damaged, keeping every valid\n"
         "            record and reporting what was dropped\n"
         " --config FILE  server settings and tube policies from FILE; the\n"
@@ -72,6 +75,46 @@ static int number(const char *flag, const char *val, uint64_t max,
                  flag, val, (unsigned long long)max);
         return -1;
     }
+    return 0;
+}
+
+/* -p, -f and -s as beanstalkd takes them (getaddrinfo's port, sscanf's
+ * "%zu"): leading blanks and a '+' before the digits. What beanstalkd
+ * wraps (a negative number, a port above 65535) stays an error here:
+ * it would run with a size or port nobody asked for. */
+static int beanstalkd_number(const char *flag, const char *val, uint64_t max,
+                             uint64_t *out, char *err, size_t errlen)
+{
+    const char *p = val;
+
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+        p++;
+    if (*p == '+' && p[1] >= '0' && p[1] <= '9')
+        p++;
+    if (parse_u64_str(p, out) == 0 && *out <= max)
+        return 0;
+    return number(flag, val, max, out, err, errlen);
+}
+
+/* Whole seconds with an optional s, m, h or d, as the file's stall_timeout
+ * takes them (its ms form is never whole seconds' business here). */
+static int whole_seconds(const char *val, uint64_t *out)
+{
+    static const struct { char unit; uint64_t mul; } units[] = {
+        {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400},
+    };
+    size_t n = strlen(val);
+    uint64_t mul = 1;
+
+    for (size_t i = 0; n && i < sizeof units / sizeof units[0]; i++)
+        if (val[n - 1] == units[i].unit) {
+            mul = units[i].mul;
+            n--;
+            break;
+        }
+    if (parse_u64(val, n, out) < 0 || *out > UINT64_MAX / mul)
+        return -1;
+    *out *= mul;
     return 0;
 }
 
@@ -174,7 +217,7 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
             return -1;
         cfg->metrics_port = (int)v;
     } else if (!strcmp(flag, "-p")) {
-        if (number(flag, val, 65535, &v, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, 65535, &v, err, errlen) < 0)
             return -1;
         cfg->port = (int)v;
         cfg->addr_given = 1;
@@ -191,22 +234,29 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         }
         cfg->max_job_size = (uint32_t)v;
     } else if (!strcmp(flag, "-s")) {
-        if (number(flag, val, UINT32_MAX, &v, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, UINT32_MAX, &v, err, errlen) < 0)
             return -1;
         cfg->binlog_size = v;
     } else if (!strcmp(flag, "-f")) {
-        if (number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
+        if (beanstalkd_number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
             return -1;
     } else if (!strcmp(flag, "--stall-timeout")) {
-        if (number(flag, val, 86400, &cfg->stall_timeout, err, errlen) < 0)
+        if (whole_seconds(val, &cfg->stall_timeout) < 0 || cfg->stall_timeout > 86400) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want whole seconds up to "
+                     "86400: a number with an optional s, m, h or d)", flag, val);
             return -1;
+        }
         if (!cfg->stall_timeout) {
             snprintf(err, errlen, "--stall-timeout must be at least 1 second");
             return -1;
         }
     } else if (!strcmp(flag, "--job-memory")) {
-        if (number(flag, val, UINT64_MAX, &cfg->job_memory, err, errlen) < 0)
+        /* A size, as job_memory in the file and --repl-backlog take. */
+        if (parse_size_str(val, &cfg->job_memory) < 0) {
+            snprintf(err, errlen, "invalid value for %s: '%s' (want bytes, K, M or G)",
+                     flag, val);
             return -1;
+        }
     } else if (!strcmp(flag, "--max-connections")) {
         if (number(flag, val, UINT32_MAX, &cfg->max_connections, err, errlen) < 0)
             return -1;
@@ -387,12 +437,54 @@ static int own_strings(Config *cfg, uint32_t taken)
     return 0;
 }
 
+/* Did systemd hand us sockets, and under which names (LISTEN_FDNAMES,
+ * colon-separated)? Asked once, when the command line is read: the
+ * server takes them and unsets the variables, and a reload must judge
+ * the file as that start did. */
+static int socket_activated_names(const char **names)
+{
+    static int cached = -1;
+    static char fdnames[1024];
+
+    if (cached < 0) {
+        const char *n = getenv("LISTEN_FDNAMES");
+        cached = getenv("LISTEN_FDS") != NULL;
+        snprintf(fdnames, sizeof fdnames, "%s", n ? n : "");
+    }
+    if (names)
+        *names = fdnames;
+    return cached;
+}
+
+static int socket_activated(void)
+{
+    return socket_activated_names(NULL);
+}
+
+/* Does the listener called name (memcache, metrics) take an inherited
+ * socket of that name, so that its port is not used? */
+static int inherits(const char *name)
+{
+    const char *names, *p;
+    size_t n = strlen(name);
+
+    if (!socket_activated_names(&names))
+        return 0;
+    for (p = names; *p; p = strchr(p, ':') ? strchr(p, ':') + 1 : p + strlen(p))
+        if (!strncmp(p, name, n) && (p[n] == ':' || !p[n]))
+            return 1;
+    return 0;
+}
+
 /* A [listen] section on the address of the -l/-p listener, or of the
  * --memcache-port and --metrics-port ones (which share -l's host). */
 static int main_clash(const Config *cfg, char *err, size_t errlen)
 {
-    const int ports[] = {cfg->no_main_listener ? 0 : cfg->port, cfg->memcache_port,
-                         cfg->metrics_port};
+    /* Under socket activation the -l/-p listener binds nothing (it takes
+     * the inherited sockets), nor does a side listener handed its own. */
+    const int ports[] = {cfg->no_main_listener || socket_activated() ? 0 : cfg->port,
+                         inherits("memcache") ? 0 : cfg->memcache_port,
+                         inherits("metrics") ? 0 : cfg->metrics_port};
     static const char *const who[] = {"the -l/-p listener", "the --memcache-port listener",
                                       "the --metrics-port listener"};
     char why[300];
@@ -463,7 +555,10 @@ static int check_replication(const char *binlog_dir, const char *replica_of,
  * has no port: binding its path again took the socket file from the
  * beanstalk listener (beanstalk clients then met the HTTP server), so the
  * pair is refused, naming the way to give the listener an address. Under
- * socket activation -l is ignored, and so is this. */
+ * socket activation the beanstalk listener ignores -l, but the memcache
+ * and metrics ones still listen on its host unless systemd hands them a
+ * socket of their name: -l unix:PATH then bound the memcache listener on
+ * PATH (and the metrics one failed at start), so only those are exempt. */
 static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
                             size_t errlen)
 {
@@ -472,12 +567,13 @@ static int check_side_ports(const Config *cfg, const ConfFile *cf, char *err,
         {SK_METRICS_PORT, "--metrics-port", "http"},
     };
     const int ports[] = {cfg->memcache_port, cfg->metrics_port};
+    static const char *const names[] = {"memcache", "metrics"};
 
-    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5) || getenv("LISTEN_FDS"))
+    if (!cfg->listen_addr || strncmp(cfg->listen_addr, "unix:", 5))
         return 0;
     for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
         int k = side[i].key;
-        if (!ports[i])
+        if (!ports[i] || inherits(names[i]))
             continue;
         if (from_file(cf, cfg->cli_set, k))
             snprintf(err, errlen, "%s:%lu: %s = %d needs a TCP listen address, not "
@@ -503,9 +599,11 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
         {SK_PORT, "-p"}, {SK_MEMCACHE_PORT, "--memcache-port"},
         {SK_METRICS_PORT, "--metrics-port"},
     };
-    const int main_tcp = !cfg->no_main_listener && !getenv("LISTEN_FDS") &&
+    const int main_tcp = !cfg->no_main_listener && !socket_activated() &&
                          !(cfg->listen_addr && !strncmp(cfg->listen_addr, "unix:", 5));
-    const int ports[] = {main_tcp ? cfg->port : 0, cfg->memcache_port, cfg->metrics_port};
+    const int ports[] = {main_tcp ? cfg->port : 0,
+                         inherits("memcache") ? 0 : cfg->memcache_port,
+                         inherits("metrics") ? 0 : cfg->metrics_port};
     char name[2][160];
 
     for (size_t i = 0; i < 3; i++) {
@@ -528,6 +626,51 @@ static int check_port_clash(const Config *cfg, const ConfFile *cf, char *err,
     return 0;
 }
 
+/* main_listener = false with no [listen] section (and no memcache or
+ * metrics port) started a server that listened nowhere, silently. Under
+ * socket activation the sockets come from systemd: not checked. */
+static int check_listens_somewhere(const Config *cfg, const ConfFile *cf, char *err,
+                                   size_t errlen)
+{
+    if (!cfg->no_main_listener || !cf || cf->n_listen || cfg->memcache_port ||
+        cfg->metrics_port || socket_activated())
+        return 0;
+    snprintf(err, errlen, "%s:%lu: main_listener = false and no [listen] section: the "
+             "server would listen nowhere", cf->path, cf->server_line[SK_MAIN_LISTENER]);
+    return -1;
+}
+
+/* The user to become must exist. The file's user is checked whenever
+ * the file is (start, --check-config, reload: the next start would fail
+ * after binding, status 1); -u from the command line only by
+ * --check-config, so that a start with an unknown -u fails as it always
+ * has (at the privilege drop, as beanstalkd does). */
+static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *err,
+                      size_t errlen)
+{
+    int file = from_file(cf, cfg->cli_set, SK_USER);
+    char shown[44];
+    size_t i;
+
+    if (!cfg->user || (!file && !cli_too))
+        return 0;
+    errno = 0;
+    if (getpwnam(cfg->user))
+        return 0;
+    /* As the file's other messages: one printable line, the value cut. */
+    for (i = 0; cfg->user[i] && i < 40; i++)
+        shown[i] = cfg->user[i] >= 0x20 && cfg->user[i] < 0x7f ? cfg->user[i] : '?';
+    strcpy(shown + i, cfg->user[i] ? "..." : "");
+    if (file)
+        snprintf(err, errlen, "%s:%lu: unknown user '%s'%s%s", cf->path,
+                 cf->server_line[SK_USER], shown, errno ? ": " : "",
+                 errno ? strerror(errno) : "");
+    else
+        snprintf(err, errlen, "-u %.40s: %s", cfg->user,
+                 errno ? strerror(errno) : "no such user");
+    return -1;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -538,7 +681,8 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                               cfg->cli_set, NULL, err, errlen) < 0 ||
             check_side_ports(cfg, NULL, err, errlen) < 0 ||
-            check_port_clash(cfg, NULL, err, errlen) < 0)
+            check_port_clash(cfg, NULL, err, errlen) < 0 ||
+            check_user(cfg, NULL, cfg->check_config, err, errlen) < 0)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
@@ -561,7 +705,9 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         main_clash(cfg, err, errlen) < 0 || check_side_ports(cfg, cf, err, errlen) < 0 ||
         check_port_clash(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
-                          cfg->cli_set, cf, err, errlen) < 0) {
+                          cfg->cli_set, cf, err, errlen) < 0 ||
+        check_user(cfg, cf, cfg->check_config, err, errlen) < 0 ||
+        check_listens_somewhere(cfg, cf, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
@@ -580,20 +726,49 @@ void opts_free(Config *cfg)
     cfg->file_strings = NULL;
 }
 
-/* The file's replica_of takes effect at the next restart, but what that
- * restart would refuse (a malformed address; no binlog directory from the
- * command line or the file) is an error of the file now: the reload is
- * refused and says so, rather than the restart failing later. */
-static int check_next_replica_of(const Config *cur, const ConfFile *cf, char *err,
-                                 size_t errlen)
+/* The Config the next start (same command line, this file) would have:
+ * the command line's keys from cur, the rest from cf or their defaults.
+ * Its strings point into cur and cf. */
+static void next_start(const Config *cur, const ConfFile *cf, Config *next)
 {
-    const char *bdir = cur->binlog_dir;
+    Config *src = (Config *)cur; /* cfg_field only reads it here */
 
-    if (!from_file(cf, cur->cli_set, SK_REPLICA_OF))
-        return 0;
-    if (!(cur->cli_set & CONF_BIT(SK_BINLOG_DIR)))
-        bdir = cf->server.set & CONF_BIT(SK_BINLOG_DIR) ? cf->server.binlog_dir : NULL;
-    return check_replication(bdir, cf->server.replica_of, 0, cur->cli_set, cf, err, errlen);
+    opts_defaults(next);
+    next->config_path = cur->config_path;
+    next->cli_set = cur->cli_set;
+    next->addr_given = !!(cur->cli_set & (CONF_BIT(SK_LISTEN) | CONF_BIT(SK_PORT)));
+    next->conf = (ConfFile *)cf;
+    for (int k = 0; k < SK_COUNT; k++) {
+        size_t size = 0;
+        int is_str;
+        if (cur->cli_set & CONF_BIT(k)) {
+            void *to = cfg_field(next, k, &size, &is_str);
+            memcpy(to, cfg_field(src, k, &size, &is_str), size);
+        } else if (cf->server.set & CONF_BIT(k))
+            set_key(next, &cf->server, k);
+    }
+}
+
+/* A reload must not accept a file the next start (or --check-config)
+ * would refuse: the keys that wait for a restart (port, memcache_port,
+ * metrics_port, listen, binlog_dir, replica_of...) are checked as that
+ * start will check them, with the same messages, so the operator hears
+ * of a clash now, not when a restart leaves the server down. */
+static int check_next_start(const Config *cur, const ConfFile *cf, char *err,
+                            size_t errlen)
+{
+    Config next;
+
+    next_start(cur, cf, &next);
+    if (conf_validate(cf, next.binlog_dir, err, errlen) < 0 ||
+        main_clash(&next, err, errlen) < 0 || check_side_ports(&next, cf, err, errlen) < 0 ||
+        check_port_clash(&next, cf, err, errlen) < 0 ||
+        check_replication(next.binlog_dir, next.replica_of, next.sync_replicas,
+                          next.cli_set, cf, err, errlen) < 0 ||
+        check_user(&next, cf, 0, err, errlen) < 0 ||
+        check_listens_somewhere(&next, cf, err, errlen) < 0)
+        return -1;
+    return 0;
 }
 
 int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
@@ -608,7 +783,7 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
                           cur->cli_set & CONF_BIT(SK_SYNC_REPLICAS) ? cur->sync_replicas
                                                                      : (*out)->server.sync_replicas,
                           cur->cli_set, *out, err, errlen) < 0 ||
-        check_next_replica_of(cur, *out, err, errlen) < 0) {
+        check_next_start(cur, *out, err, errlen) < 0) {
         conf_free(*out);
         *out = NULL;
         return -1;
@@ -679,6 +854,7 @@ int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,
 {
     const char *prog = argc > 0 ? argv[0] : "tubed";
 
+    (void)socket_activated(); /* before the server takes the sockets */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r;

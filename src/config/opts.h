@@ -21,7 +21,10 @@
  * opts_free() act on it. On any other result nothing is left to free.
  *
  * Reload (SIGHUP, memcache "reload"): opts_reload() reads the file again
- * and checks it against the running Config; opts_reload_apply() puts it
+ * and checks it against the running Config, and as the next start with
+ * the same command line would (the same checks and messages as
+ * --check-config: a reload that succeeds promises a restart that
+ * starts); opts_reload_apply() puts it
  * in force. Only the run-time server keys (verbose, max_connections,
  * stall_timeout, job_memory, allow_shutdown, sync_replicas,
  * allow_remote_admin) change at reload, and only

@@ -349,6 +349,10 @@ def test_docs_config_examples_and_ranges_pass_check_config(binary):
                 conf = conf.replace(line, "users = root, 0")       # names that exist here
             if k == "groups":
                 conf = conf.replace(line, "groups = root")
+            if k == "user":
+                conf = conf.replace(line, "user = root")           # a user that exists here
+            if k == "main_listener":                              # somewhere to listen
+                conf += "[listen docs]\naddress = 127.0.0.1:1\n"
             ok, out = _check_config(binary, conf, ["-b", "@DIR@/b"])
             if not ok:
                 problems.append("%s: the documented example %r is refused: %s"
@@ -695,6 +699,7 @@ def test_docs_example_configs_pass_check_config(binary):
     problems = []
     for where, text in examples:
         text = re.sub(r"(?m)^(\s*users\s*=\s*)jobrunner\b", r"\1root", text)
+        text = re.sub(r"(?m)^(\s*user\s*=\s*)tubed\b", r"\1root", text)
         ok, out = _check_config(binary, text)
         if not ok:
             problems.append("%s: %s" % (where, out.strip()))
@@ -867,6 +872,7 @@ def test_docs_readme_flag_table_matches_help(binary):
 # Configs that each provoke one message of configuration.md's table.
 _BAD_CONFIGS = [
  ("foo = 1\n",[]),
+ ("main_listener = false\n",[]),
  ("port = x\n",[]),
  ("port =\n",[]),
  ("= 1\n",[]),

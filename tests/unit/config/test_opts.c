@@ -131,6 +131,68 @@ START_TEST(port_forms)
     ck_assert_int_eq(r.rc, OPTS_RUN);
     ck_assert_int_eq(r.cfg.port, 2);
     run_free(&r);
+
+    /* Blanks and a '+', as beanstalkd takes them; -f and -s too. */
+    RUN(&r, "-p", "+11303", "-f", " 7", "-s", "\t+4096");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_int_eq(r.cfg.port, 11303);
+    ck_assert_uint_eq(r.cfg.fsync_ms, 7);
+    ck_assert_uint_eq(r.cfg.binlog_size, 4096);
+    run_free(&r);
+    RUN(&r, "-p", "+-1");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "-p", "+");
+    expect_error(&r, "-p");
+    run_free(&r);
+    RUN(&r, "-f", "5 ");
+    expect_error(&r, "-f");
+    run_free(&r);
+}
+END_TEST
+
+/* --stall-timeout takes the file's whole-second durations. */
+START_TEST(stall_timeout_durations)
+{
+    static const struct { const char *arg; uint64_t s; } ok[] = {
+        {"45", 45}, {"45s", 45}, {"5m", 300}, {"2h", 7200}, {"1d", 86400},
+    };
+    static const char *const bad[] = {"2d", "0", "1500ms", "1S", "", "s", "86401", "-1"};
+    Run r;
+
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        RUN(&r, "--stall-timeout", ok[i].arg);
+        ck_assert_int_eq(r.rc, OPTS_RUN);
+        ck_assert_uint_eq(r.cfg.stall_timeout, ok[i].s);
+        run_free(&r);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        RUN(&r, "--stall-timeout", bad[i]);
+        expect_error(&r, "--stall-timeout");
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* --job-memory takes the file's size form. */
+START_TEST(job_memory_sizes)
+{
+    Run r;
+
+    RUN(&r, "--job-memory", "4G");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.job_memory, 4ULL << 30);
+    run_free(&r);
+    RUN(&r, "--job-memory=64K");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+    ck_assert_uint_eq(r.cfg.job_memory, 65536);
+    run_free(&r);
+    RUN(&r, "--job-memory", "4g");
+    expect_error(&r, "--job-memory");
+    run_free(&r);
+    RUN(&r, "--job-memory", "99999999999G");
+    expect_error(&r, "--job-memory");
+    run_free(&r);
 }
 END_TEST
 
@@ -585,7 +647,7 @@ static void write_conf(const char *text)
 
 /* Every server key, none at its default. */
 static const char all_keys[] =
-    "listen = 127.0.0.2\nport = 11301\nmax_job_size = 1K\nuser = filer\n"
+    "listen = 127.0.0.2\nport = 11301\nmax_job_size = 1K\nuser = root\n"
     "binlog_dir = /file/binlog\nfsync_ms = 9\nno_fsync = true\nbinlog_file_size = 1M\n"
     "verbose = 3\nmax_connections = 40\nstall_timeout = 2m\njob_memory = 2G\n"
     "recover = true\nmemcache_port = 22133\nmetrics_port = 9100\nallow_shutdown = true\n"
@@ -605,7 +667,7 @@ START_TEST(config_file_values)
     ck_assert_int_eq(r.cfg.port, 11301);
     ck_assert_int_eq(r.cfg.addr_given, 1);
     ck_assert_uint_eq(r.cfg.max_job_size, 1024);
-    ck_assert_str_eq(r.cfg.user, "filer");
+    ck_assert_str_eq(r.cfg.user, "root");
     ck_assert_str_eq(r.cfg.binlog_dir, "/file/binlog");
     ck_assert_uint_eq(r.cfg.fsync_ms, 9);
     ck_assert_int_eq(r.cfg.fsync_never, 1);
@@ -868,6 +930,40 @@ START_TEST(usage_lists_new_options)
 }
 END_TEST
 
+/* A reload refuses what the next start (same command line) would. */
+START_TEST(reload_checks_the_next_start)
+{
+    char err[256];
+    ConfFile *next = (ConfFile *)&next;
+    Run r;
+
+    write_conf("max_items = 1\n");
+    RUN(&r, "--config", conf_path, "--memcache-port", "7");
+    ck_assert_int_eq(r.rc, OPTS_RUN);
+
+    write_conf("metrics_port = 7\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), -1);
+    ck_assert_ptr_null(next);
+    ck_assert_msg(strstr(err, "--memcache-port and metrics_port") &&
+                  strstr(err, "both port 7"), "err '%s'", err);
+
+    write_conf("main_listener = false\nmemcache_port = 0\n");
+    /* --memcache-port 7 still listens: not "listen nowhere". */
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
+    conf_free(next);
+
+    write_conf("user = tubed-unit-no-such-user\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, ":1: unknown user 'tubed-unit-no-such-user'"), "err '%s'", err);
+
+    write_conf("max_items = 2\n");
+    ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(next);
+    conf_free(next);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(reload)
 {
     char err[256], note[128], want[256];
@@ -884,7 +980,7 @@ START_TEST(reload)
     /* stall_timeout and job_memory dropped: back to their defaults;
      * max_connections is the command line's; port needs a restart. */
     write_conf("listen = 127.0.0.1\nport = 11302\nmax_connections = 20\nverbose = 2\n"
-               "allow_shutdown = true\nuser = other\n[tube x]\npriority = 3\n");
+               "allow_shutdown = true\nuser = root\n[tube x]\npriority = 3\n");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_nonnull(next);
     opts_reload_apply(&r.cfg, next, note, sizeof note);
@@ -942,6 +1038,8 @@ static Suite *opts_suite(void)
     tcase_add_test(tc, defaults);
     tcase_add_test(tc, port_forms);
     tcase_add_test(tc, port_invalid);
+    tcase_add_test(tc, job_memory_sizes);
+    tcase_add_test(tc, stall_timeout_durations);
     tcase_add_test(tc, verbosity_and_combined);
     tcase_add_test(tc, string_flags);
     tcase_add_test(tc, binlog_numbers);
@@ -967,6 +1065,7 @@ static Suite *opts_suite(void)
     tcase_add_test(tc, c_is_not_config);
     tcase_add_test(tc, usage_lists_new_options);
     tcase_add_test(tc, reload);
+    tcase_add_test(tc, reload_checks_the_next_start);
     suite_add_tcase(s, tc);
     return s;
 }
