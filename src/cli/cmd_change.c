@@ -7,6 +7,7 @@
 
 #include "jsonout.h"
 #include "numparse.h"
+#include "table.h"
 
 /* Print "{"<key>":n}" or the sentence. */
 static Status report(const Cli *cli, const char *key, unsigned long long n,
@@ -168,10 +169,16 @@ Status cmd_follow(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     if (client_cmd(c, &r, e, "follow %s", args[0]) != ST_OK)
         return e->code;
     if (reply_is(&r, "FOLLOWING")) {
-        if (cli->json)
-            buf_printf(&b, "{\"following\":\"%s\"}\n", args[0]);
-        else
-            buf_printf(&b, "following %s\n", args[0]);
+        if (cli->json) {
+            /* The address is the operator's: a unix: path may hold '"'. */
+            buf_append(&b, "{\"following\":", 13);
+            json_cstr(&b, args[0]);
+            buf_append(&b, "}\n", 2);
+        } else {
+            buf_append(&b, "following ", 10);
+            buf_append_safe(&b, args[0]);
+            buf_append(&b, "\n", 1);
+        }
         st = out_flush(&b, e);
         buf_free(&b);
     } else if (reply_is(&r, "BAD_FORMAT")) {

@@ -21,23 +21,32 @@ static int is_state(const char *s, const char *const *states)
 }
 
 /* The body for a person on a terminal: text as is, any other byte as
- * \xHH, so a job cannot drive the terminal with escape sequences. */
+ * \xHH, so a job cannot drive the terminal with escape sequences. Well-
+ * formed UTF-8 is text, but for U+0080-U+009F: the C1 controls, which
+ * some terminals obey (U+009B is CSI), as text_safe() knows too. */
 static void body_for_terminal(Buf *b, const char *s, size_t n, int color)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         unsigned char u = (unsigned char)s[i];
-        size_t k = 1;
-        while (i + k < n && k < 4 && ((unsigned char)s[i + k] & 0xc0) == 0x80)
-            k++;
-        if (u >= 0x80 && utf8_valid(s + i, k)) {
+        size_t k = u < 0x80 ? 1 : utf8_seq(s + i, n - i);
+        int c1 = k == 2 && u == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
+
+        if (k > 1 && !c1) {
             buf_append(b, s + i, k);
-            i += k - 1;
-        } else if ((u >= 0x20 && u < 0x7f) || u == '\n' || u == '\t') {
-            buf_append(b, s + i, 1);
-        } else {
-            buf_printf(b, "%s\\x%02x%s", color ? style_sgr(STY_DIM) : "", u,
-                       color ? "\x1b[0m" : "");
+            i += k;
+            continue;
         }
+        if (k == 0)
+            k = 1;
+        for (size_t j = i; j < i + k; j++) {
+            unsigned char v = (unsigned char)s[j];
+            if ((v >= 0x20 && v < 0x7f) || v == '\n' || v == '\t')
+                buf_append(b, s + j, 1);
+            else
+                buf_printf(b, "%s\\x%02x%s", color ? style_sgr(STY_DIM) : "", v,
+                           color ? "\x1b[0m" : "");
+        }
+        i += k;
     }
 }
 

@@ -3,13 +3,32 @@
  * beanstalkd. Parse the command line, connect, run one command, and turn
  * its Status into the exit status (cli.h, man/tubed-cli.1).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "args.h"
 #include "cli.h"
 #include "client.h"
 #include "commands.h"
+
+/* A standard descriptor the caller closed (`<&-`, `>&-`) would be the
+ * next one opened, the server's socket: put would read its body from the
+ * server, output would go to the server as commands. Hold each closed one
+ * with /dev/null opened the wrong way round, so that it stays unusable:
+ * reading stdin or writing stdout fails with EBADF as it would closed. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int got = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+        if (got >= 0 && got != fd)
+            close(got); /* cannot happen: open takes the lowest free fd */
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -20,6 +39,7 @@ int main(int argc, char **argv)
     int npos, r;
     const Command *cmd;
 
+    hold_std_fds();
     r = args_parse(&cli, argc, argv, &pos, &npos, &e);
     if (r < 0) {
         tb_free(pos);
