@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -13,6 +14,7 @@
 #include "cli.h"
 #include "client.h"
 #include "commands.h"
+#include "table.h"
 
 /* A standard descriptor the caller closed (`<&-`, `>&-`) would be the
  * next one opened, the server's socket: put would read its body from the
@@ -28,6 +30,17 @@ static void hold_std_fds(void)
         if (got >= 0 && got != fd)
             close(got); /* cannot happen: open takes the lowest free fd */
     }
+}
+
+/* The error on stderr, one line, safe for a terminal: a message quotes the
+ * operator's arguments and the server's replies (a YAML line it could not
+ * read), either of which may hold newlines or escape sequences. */
+static void report(Err *e, int r)
+{
+    text_safe(e->msg, strlen(e->msg));
+    cli_warn("%s", e->msg);
+    if (r == ST_USAGE)
+        fprintf(stderr, "Try 'tubed-cli --help'.\n");
 }
 
 int main(int argc, char **argv)
@@ -46,9 +59,7 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? ST_OK : ST_LOCAL;
     }
     if (r != ST_OK) {
-        cli_warn("%s", e.msg);
-        if (r == ST_USAGE)
-            fprintf(stderr, "Try 'tubed-cli --help'.\n");
+        report(&e, r);
         tb_free(pos);
         return r;
     }
@@ -60,10 +71,7 @@ int main(int argc, char **argv)
     tb_free(pos);
     if (fflush(stdout) != 0 && r == ST_OK)
         r = err_set(&e, ST_LOCAL, "cannot write to standard output");
-    if (r != ST_OK) {
-        cli_warn("%s", e.msg);
-        if (r == ST_USAGE)
-            fprintf(stderr, "Try 'tubed-cli --help'.\n");
-    }
+    if (r != ST_OK)
+        report(&e, r);
     return r;
 }

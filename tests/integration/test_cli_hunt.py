@@ -310,3 +310,23 @@ def test_cli_hunt_env_colour(srv):
             plain = out
         eq(out, plain, "same text with %r %r" % (env, extra))
     check(plain.endswith(b"\xc3\xa9\n"), "UTF-8 body kept: %r" % plain)
+
+
+@no_server
+def test_cli_hunt_error_line_terminal_safe(binary):
+    """Old code: error messages went to stderr as they were, and they quote
+    the server's YAML (a line it could not read) and the operator's
+    arguments: escape sequences and C1 controls reached the terminal, and a
+    newline broke the one-line-per-error rule."""
+    body = b"---\n\x1b]0;pwned\x07 \xc2\x9b2J \xff\n"
+    with FakeServer(replies={"stats": b"OK %d\r\n%s\r\n" % (len(body), body)}) as fake:
+        r = run_cli(binary, fake.port, "stats").fails(4, "cannot read the reply")
+        check("\x1b" not in r.err and "\x07" not in r.err and "\x9b" not in r.err
+              and "\ufffd" not in r.err, "stderr kept control bytes: %r" % r.err)
+        eq(r.err.count("\n"), 1, "one line: %r" % r)
+        check("'?]0;pwned? ??2J ?'" in r.err, "controls shown as '?': %r" % r.err)
+        for args in (["peek", "a\x1b[31mb\nc"], ["list", "t", "x\ny"],
+                     ["kick", "t", "1\x1b"], ["no\x1bsuch"]):
+            r = run_cli(binary, fake.port, *args).fails(2)
+            eq(r.err.count("\n"), 2, "the error and the --help hint: %r" % r)
+            check("\x1b" not in r.err, "no escape: %r" % r)
