@@ -330,3 +330,28 @@ def test_cli_hunt_error_line_terminal_safe(binary):
             r = run_cli(binary, fake.port, *args).fails(2)
             eq(r.err.count("\n"), 2, "the error and the --help hint: %r" % r)
             check("\x1b" not in r.err, "no escape: %r" % r)
+
+
+@no_server
+def test_cli_hunt_list_fails_part_way(binary):
+    """list prints page by page (memory stays small): a failure on page 2
+    leaves page 1 on stdout, the --json array open (unparsable), and the
+    exit status and one stderr line say what failed; the man page says so.
+    (Probed; the man page used to promise an empty stdout on every error.)"""
+    with FakeServer() as fake:
+        ids = fake.add_jobs("l", "ready", 1500)
+        orig = fake._list_jobs
+        fake._list_jobs = lambda a: (b"INTERNAL_ERROR\r\n" if int(a[2]) > 0
+                                     else orig(a))
+        r = run_cli(binary, fake.port, "list", "l", "ready")
+        eq(r.rc, 4, "exit status: %r" % r)
+        eq([int(x) for x in r.text.split()], ids[:1000], "the first page")
+        eq(r.err, "tubed-cli: list-jobs: the server reports an internal error "
+           "(INTERNAL_ERROR)\n", "stderr")
+        r = run_cli(binary, fake.port, "list", "l", "ready", "--json")
+        eq(r.rc, 4, "exit status: %r" % r)
+        eq(r.out, ("[" + ",".join(str(i) for i in ids[:1000])).encode(),
+           "an array left open")
+    man = open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "..", "man", "tubed-cli.1")).read()
+    check("which prints page by page" in man, "the man page says so")
