@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jsonout.h"
@@ -246,29 +248,46 @@ Status cmd_list(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 
 /* ----------------------------------------------------------------- put */
 
+/* No server takes a larger body (tubed's and beanstalkd's -z ceiling):
+ * reading on would only fill memory, as `put t /dev/zero` would. */
+#define MAX_PUT_BODY ((size_t)1 << 30)
+
+static Status too_big(const char *path, Err *e)
+{
+    return err_set(e, ST_LOCAL, "%s: the body is larger than 1 GiB, more than "
+                   "any server takes", path ? path : "stdin");
+}
+
 static Status read_body(const char *path, Buf *body, Err *e)
 {
     FILE *f = stdin;
     char chunk[65536];
+    struct stat sb;
     size_t n;
+    Status st = ST_OK;
 
-    if (path && strcmp(path, "-") != 0 && !(f = fopen(path, "rb")))
+    if (path && strcmp(path, "-") == 0)
+        path = NULL;
+    if (path && !(f = fopen(path, "rb")))
         return err_set(e, ST_LOCAL, "cannot open %s: %s", path, strerror(errno));
     if (f == stdin && isatty(STDIN_FILENO))
         fprintf(stderr, "tubed-cli: reading the job body from the terminal; "
                 "end it with Ctrl-D\n");
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        buf_append(body, chunk, n);
-    if (ferror(f) || body->oom) {
-        err_set(e, ST_LOCAL, "cannot read %s: %s", f == stdin ? "stdin" : path,
-                body->oom ? "out of memory" : strerror(errno));
-        if (f != stdin)
-            fclose(f);
-        return ST_LOCAL;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
+        (uintmax_t)sb.st_size > MAX_PUT_BODY)
+        st = too_big(path, e);
+    while (st == ST_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (body->len + n > MAX_PUT_BODY)
+            st = too_big(path, e);
+        else
+            buf_append(body, chunk, n);
     }
+    if (st == ST_OK && (ferror(f) || body->oom))
+        st = err_set(e, ST_LOCAL, "cannot read %s: %s", path ? path : "stdin",
+                     body->oom ? "out of memory" : strerror(errno));
     if (f != stdin)
         fclose(f);
-    return ST_OK;
+    return st;
 }
 
 static Status put_reply(const Cli *cli, const Reply *r, const char *tube, Err *e)

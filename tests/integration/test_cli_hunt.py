@@ -8,6 +8,7 @@ found right."""
 import json
 import os
 import subprocess
+import tempfile
 
 from cli_fake import FakeServer
 from cli_util import (cli_env, cli_path, need_beanstalkd, run_cli, run_in_pty)
@@ -355,3 +356,27 @@ def test_cli_hunt_list_fails_part_way(binary):
     man = open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "..", "..", "man", "tubed-cli.1")).read()
     check("which prints page by page" in man, "the man page says so")
+
+
+def test_cli_hunt_put_body_past_any_server(srv):
+    """Old code: put read the whole body into memory whatever its size: a
+    3 GiB file was read and sent for the server to refuse (JOB_TOO_BIG,
+    exit 4), and `put t /dev/zero` grew until memory ran out. No server
+    takes more than 1 GiB (tubed's and beanstalkd's -z ceiling): now a
+    larger regular file is refused at once and a stream once it passes
+    1 GiB, exit 6, nothing sent."""
+    with tempfile.TemporaryDirectory() as d:
+        sparse = os.path.join(d, "sparse")
+        with open(sparse, "wb") as f:
+            f.truncate(3 << 30)      # no disk blocks
+        run_cli(srv.binary, srv.port, "put", "big", sparse, timeout=20).fails(
+            6, "%s: the body is larger than 1 GiB, more than any server takes"
+            % sparse)
+        with open(sparse, "r+b") as f:
+            f.truncate((1 << 30) + 1)
+        run_cli(srv.binary, srv.port, "put", "big", sparse, timeout=20).fails(
+            6, "larger than 1 GiB")
+    # A stream: stops reading at 1 GiB + 1 byte.
+    run_cli(srv.binary, srv.port, "put", "big", "/dev/zero", timeout=60).fails(
+        6, "/dev/zero: the body is larger than 1 GiB")
+    eq(srv.client().cmd("stats-tube big"), b"NOT_FOUND", "nothing was sent")
