@@ -54,9 +54,13 @@ int main(int argc, char **argv)
 
     hold_std_fds();
     r = args_parse(&cli, argc, argv, &pos, &npos, &e);
-    if (r < 0) {
+    if (r < 0) { /* --help, --version: answered on stdout */
         tb_free(pos);
-        return fflush(stdout) == 0 ? ST_OK : ST_LOCAL;
+        if (fflush(stdout) == 0)
+            return ST_OK;
+        err_set(&e, ST_LOCAL, "cannot write to standard output");
+        report(&e, ST_LOCAL);
+        return ST_LOCAL;
     }
     if (r != ST_OK) {
         report(&e, r);

@@ -380,3 +380,18 @@ def test_cli_hunt_put_body_past_any_server(srv):
     run_cli(srv.binary, srv.port, "put", "big", "/dev/zero", timeout=60).fails(
         6, "/dev/zero: the body is larger than 1 GiB")
     eq(srv.client().cmd("stats-tube big"), b"NOT_FOUND", "nothing was sent")
+
+
+def test_cli_hunt_stdout_full(srv):
+    """Standard output that cannot be written (/dev/full): exit 6 and the
+    reason on stderr for every command. Old code: --help and --version
+    exited 6 silently."""
+    srv.client().put(b"j")
+    for args in (["--help"], ["--version"], ["stats"], ["--json", "tubes"],
+                 ["list", "default", "all"]):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([cli_path(srv.binary), "-p", str(srv.port)] + args,
+                               stdin=subprocess.DEVNULL, stdout=full,
+                               stderr=subprocess.PIPE, env=cli_env(), timeout=30)
+        eq((p.returncode, p.stderr.decode()),
+           (6, "tubed-cli: cannot write to standard output\n"), "%r" % args)
