@@ -395,3 +395,44 @@ def test_cli_hunt_stdout_full(srv):
                                stderr=subprocess.PIPE, env=cli_env(), timeout=30)
         eq((p.returncode, p.stderr.decode()),
            (6, "tubed-cli: cannot write to standard output\n"), "%r" % args)
+
+
+@no_server
+def test_cli_hunt_slow_server_byte_by_byte(binary):
+    """A server that sends every reply one byte at a time (each in its own
+    segment, 1 ms apart) gives the same output as a fast one: the framing
+    survives any split (line, count, data, CRLF)."""
+    cases = (["stats", "--json"], ["list", "l", "all", "--json"], ["tubes"],
+             ["peek", "l", "buried", "--raw"], ["peek", "l", "--json"],
+             ["move", "1", "x"], ["flush", "x"])
+
+    def outputs(slow):
+        with FakeServer() as fake:
+            fake.add_jobs("l", "ready", 30, body="é€".encode() * 3)
+            fake.add_jobs("l", "buried", 2, body=b"\x00\r\n\xff")
+            if slow:
+                _dribble(fake)
+            return [run_cli(binary, fake.port, "--timeout", "5", *a).ok().out
+                    for a in cases]
+
+    eq(outputs(True), outputs(False), "slow and fast server, same output")
+
+
+def _dribble(fake):
+    import time
+    orig = fake._serve
+
+    def serve(c):
+        class Slow:
+            def __init__(self, sock):
+                self.sock = sock
+
+            def sendall(self, data):
+                for i in range(len(data)):
+                    self.sock.sendall(data[i:i + 1])
+                    time.sleep(0.001)
+
+            def __getattr__(self, name):
+                return getattr(self.sock, name)
+        return orig(Slow(c))
+    fake._serve = serve
