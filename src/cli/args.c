@@ -32,7 +32,8 @@ void args_usage(FILE *out)
             "\n"
             "options:\n"
             "  -h, --host HOST   server name or address, or unix:/path "
-            "(default 127.0.0.1)\n"
+            "(default 127.0.0.1);\n"
+            "                    HOST:PORT and [V6]:PORT name the port too\n"
             "  -p, --port PORT   TCP port (default 11300)\n"
             "  -j, --json        one JSON document on stdout, for scripts\n"
             "  --no-color        no colour even on a terminal (so does NO_COLOR)\n"
@@ -52,7 +53,7 @@ void args_usage(FILE *out)
 
 /* What one parse has seen, beyond the Cli fields. */
 typedef struct Seen {
-    int put_opts, raw, no_color;
+    int put_opts, raw, no_color, port;
 } Seen;
 
 static Status number(const char *opt, const char *v, uint64_t min, uint64_t max,
@@ -124,7 +125,8 @@ static int flag_opt(Cli *cli, Seen *s, const char *a)
 }
 
 /* -h, -p, --timeout: 1 if `a` is one of them, with *st the outcome. */
-static int conn_opt(Cli *cli, int argc, char **argv, int *i, Status *st, Err *e)
+static int conn_opt(Cli *cli, Seen *s, int argc, char **argv, int *i, Status *st,
+                    Err *e)
 {
     const char *a = argv[*i], *v, *att;
     unsigned long n = 0;
@@ -137,7 +139,7 @@ static int conn_opt(Cli *cli, int argc, char **argv, int *i, Status *st, Err *e)
             cli->host = v, *st = ST_OK;
     } else if (is_opt(a, "--port", 'p', &att)) {
         if ((v = value(argc, argv, i, att, e)) && !number("port", v, 1, 65535, &n, e))
-            cli->port = v, *st = ST_OK;
+            cli->port = v, s->port = 1, *st = ST_OK;
     } else if (is_opt(a, "--timeout", 0, &att)) {
         if ((v = value(argc, argv, i, att, e)) &&
             !number("--timeout", v, 1, 86400, &n, e))
@@ -180,9 +182,47 @@ static int one_opt(Cli *cli, Seen *s, int argc, char **argv, int *i, Err *e)
         return -1;
     if (r > 0)
         return ST_OK;
-    if (conn_opt(cli, argc, argv, i, &st, e) || put_opt(cli, s, argc, argv, i, &st, e))
+    if (conn_opt(cli, s, argc, argv, i, &st, e) || put_opt(cli, s, argc, argv, i, &st, e))
         return st;
     return err_set(e, ST_USAGE, "unknown option '%s'", argv[*i]);
+}
+
+/* -h HOST:PORT or [V6]:PORT, as `replication` shows the primary and
+ * `follow` takes it: split into host and port (-p then says it twice).
+ * A bare IPv6 address has two colons or more and stays whole. */
+static Status split_host_port(Cli *cli, const Seen *s, Err *e)
+{
+    static char host[256];
+    const char *h = cli->host, *colon = strrchr(h, ':'), *port;
+    size_t hl;
+    unsigned long n;
+
+    if (strncmp(h, "unix:", 5) == 0 || !colon)
+        return ST_OK;
+    if (h[0] == '[') {
+        if (colon == h || colon[-1] != ']')
+            return ST_OK;               /* "[::1]": no port */
+        h++;
+        hl = (size_t)(colon - 1 - h);
+    } else if (strchr(h, ':') != colon) {
+        return ST_OK;                   /* "::1" */
+    } else {
+        hl = (size_t)(colon - h);
+    }
+    port = colon + 1;
+    if (hl == 0 || hl >= sizeof host)
+        return err_set(e, ST_USAGE, "-h: '%s' is not HOST, HOST:PORT or [V6]:PORT",
+                       cli->host);
+    if (s->port)
+        return err_set(e, ST_USAGE, "-h %s names a port already: leave out -p",
+                       cli->host);
+    if (number("port", port, 1, 65535, &n, e) != ST_OK)
+        return ST_USAGE;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    cli->host = host;
+    cli->port = port;
+    return ST_OK;
 }
 
 static Status check_command(const Cli *cli, const Seen *s, char **pos, int npos,
@@ -231,6 +271,8 @@ int args_parse(Cli *cli, int argc, char **argv, char ***pos, int *npos, Err *e)
             return r;
         }
     }
+    if (split_host_port(cli, &s, e) != ST_OK)
+        return ST_USAGE;
     cli->color = !s.no_color && term_color(STDOUT_FILENO);
     cli->width = term_width(STDOUT_FILENO);
     return check_command(cli, &s, *pos, *npos, e);

@@ -436,3 +436,25 @@ def _dribble(fake):
                 return getattr(self.sock, name)
         return orig(Slow(c))
     fake._serve = serve
+
+
+def test_cli_hunt_host_with_port(srv):
+    """Old code: -h 127.0.0.1:PORT (an address as `replication` shows the
+    primary and `follow` takes it) was looked up as one name: 'cannot
+    resolve [127.0.0.1:PORT]:11300', exit 3. Now HOST:PORT and [V6]:PORT
+    name the port; with -p as well it is a usage error; a bare IPv6
+    address (two colons or more) stays whole."""
+    b, p = srv.binary, srv.port
+    for host in ("127.0.0.1:%d" % p, "localhost:%d" % p, "[127.0.0.1]:%d" % p):
+        j = run_cli(b, None, "-h", host, "--json", "stats").ok().json()
+        check(isinstance(j["pid"], int), "stats through -h %s" % host)
+        run_cli(b, None, "--host=" + host, "tubes").ok()
+    run_cli(b, p, "-h", "127.0.0.1:%d" % p, "stats").fails(
+        2, "-h 127.0.0.1:%d names a port already: leave out -p" % p)
+    for host, msg in ((":%d" % p, "is not HOST, HOST:PORT or [V6]:PORT"),
+                      ("[]:%d" % p, "is not HOST, HOST:PORT or [V6]:PORT"),
+                      ("127.0.0.1:0", "port: '0'"), ("127.0.0.1:", "port: ''"),
+                      ("127.0.0.1:x", "port: 'x'")):
+        run_cli(b, None, "-h", host, "stats").fails(2, msg)
+    for host in ("::1", "[::1]"):
+        run_cli(b, p, "-h", host, "stats").fails(3, "[::1]:%d" % p)
