@@ -458,3 +458,46 @@ def test_cli_hunt_host_with_port(srv):
         run_cli(b, None, "-h", host, "stats").fails(2, msg)
     for host in ("::1", "[::1]"):
         run_cli(b, p, "-h", host, "stats").fails(3, "[::1]:%d" % p)
+
+
+def test_cli_hunt_sigint_leaves_server_consistent(srv):
+    """SIGINT at any moment of kick/flush on 20,000 jobs: each is one
+    request the server does whole or not at all, so the tube holds all of
+    them buried, all ready, or none; the client dies of SIGINT or has
+    finished (exit 0). Whatever the moment, the next run is normal."""
+    import signal as sig
+    n = 20000
+    c = srv.client()
+    c.use("big")
+    c.watch("big")
+    c.ignore("default")
+    for _ in range(n // 1000):
+        c.send(b"put 0 0 60 1\r\nx\r\n" * 1000)
+        for _ in range(1000):
+            c.read_line()
+    for _ in range(n // 1000):
+        c.send(b"reserve-with-timeout 0\r\n" * 1000)
+        ids = []
+        for _ in range(1000):
+            line = c.read_line()
+            ids.append(int(line.split()[1]))
+            c.read_exact(3)
+        c.send(b"".join(b"bury %d 1\r\n" % i for i in ids))
+        for _ in range(1000):
+            eq(c.read_line(), b"BURIED", "bury")
+    cli = cli_path(srv.binary)
+    for args in (["kick", "big", "all"], ["flush", "big"]):
+        p = subprocess.Popen([cli, "-p", str(srv.port)] + args,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=cli_env())
+        p.send_signal(sig.SIGINT)
+        out, err = p.communicate(timeout=20)
+        check(p.returncode in (0, -sig.SIGINT), "exit %d: %r %r"
+              % (p.returncode, out, err))
+        st = c.stats_tube("big")
+        counts = (int(st["current-jobs-ready"]), int(st["current-jobs-buried"]))
+        check(counts in ((0, n), (n, 0), (0, 0)), "%r after SIGINT: %r"
+              % (args, counts))
+        r = run_cli(srv.binary, srv.port, "--json", *args).ok().json()
+        check(list(r.values())[0] in (0, n), "%r after: %r" % (args, r))
+    eq(c.stats_tube("big")["current-jobs-ready"], "0", "all flushed in the end")
