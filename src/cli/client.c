@@ -351,6 +351,13 @@ static const char *explain(const char *line)
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(line, known[i].word) == 0)
             return known[i].text;
+    /* The wrong port at 3 a.m.: tubed's metrics or memcache listener. */
+    if (strncmp(line, "HTTP/", 5) == 0)
+        return "an HTTP server answered, not beanstalk: is this the metrics port?";
+    if (strncmp(line, "STAT ", 5) == 0 || strncmp(line, "CLIENT_ERROR", 12) == 0 ||
+        strncmp(line, "SERVER_ERROR", 12) == 0 || strcmp(line, "ERROR") == 0)
+        return "a memcache server answered, not beanstalk: is this the memcache "
+               "port?";
     return "unexpected reply";
 }
 

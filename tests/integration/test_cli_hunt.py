@@ -501,3 +501,25 @@ def test_cli_hunt_sigint_leaves_server_consistent(srv):
         r = run_cli(srv.binary, srv.port, "--json", *args).ok().json()
         check(list(r.values())[0] in (0, n), "%r after: %r" % (args, r))
     eq(c.stats_tube("big")["current-jobs-ready"], "0", "all flushed in the end")
+
+
+@no_server
+def test_cli_hunt_wrong_port_named(binary):
+    """-p given tubed's metrics or memcache port by mistake: exit 4 and a
+    message that says what answered. Old code: 'stats: unexpected reply
+    (HTTP/1.1 400 Bad Request)', 'use: unexpected reply (CLIENT_ERROR
+    unknown command)'."""
+    from harness import _free_port
+    mc, http = _free_port(), _free_port()
+    with start_server(binary, ["--memcache-port", str(mc),
+                               "--metrics-port", str(http)]) as s:
+        run_cli(binary, s.port, "stats").ok()
+        for port, what in ((http, "an HTTP server answered, not beanstalk: "
+                                  "is this the metrics port?"),
+                           (mc, "a memcache server answered, not beanstalk: "
+                                "is this the memcache port?")):
+            for args in (["stats"], ["tubes"], ["put", "t"], ["peek", "t"],
+                         ["list", "t", "all"], ["--json", "kick", "t"]):
+                r = run_cli(binary, port, "--timeout", "5", *args, timeout=20)
+                r.fails(4, what)
+                eq(r.err.count("\n"), 1, "one line: %r" % r)
