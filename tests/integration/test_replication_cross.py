@@ -219,8 +219,10 @@ def test_replica_config_differs(binary):
     """Config files are per node: R runs no policy of its own while a
     replica (not a smaller max_items, not a max_age P lacks); promoted,
     its own config governs (a max_age P lacked applies from the jobs'
-    replicated entry times; one only P had no longer does)."""
-    pc = "[tube e]\nmax_age = 1h\n[tube full]\nmax_items = 10\n"
+    replicated entry times; one only P had no longer does; nor a fanout
+    only P had)."""
+    pc = ("[tube e]\nmax_age = 1h\n[tube full]\nmax_items = 10\n"
+          "[tube fan]\nfanout = true\n")
     rc = ("[tube n]\nmax_age = 1s\n[tube full]\nmax_items = 2\n"
           "discard_old_when_full = true\n")
     with Cluster(binary) as cl:
@@ -233,7 +235,11 @@ def test_replica_config_differs(binary):
         put_many(c, [b"x%d" % i for i in range(6)])
         c.use("e")
         put_many(c, [b"e1"])
-        _agree(p, r, "after the puts")
+        c.use("fan+a")
+        c.use("fan")
+        put_many(c, [b"f1"])
+        a = _agree(p, r, "after the puts")
+        eq(_tubes_of(a)["fan+a"], [b"f1"], "P's fanout copy on R")
         # n1 is past R's max_age: R, a replica, keeps it.
         time.sleep(2.2)
         _agree(p, r, "past R's own max_age")
@@ -249,6 +255,11 @@ def test_replica_config_differs(binary):
         put_many(w, [b"y1"])
         eq(_tubes_of(snapshot(r.admin()))["full"], [b"x5", b"y1"],
            "a put on the promoted R applies its own max_items")
+        w.use("fan")
+        put_many(w, [b"f2"])
+        t = _tubes_of(snapshot(r.admin()))
+        eq((t["fan"], t["fan+a"]), ([b"f1", b"f2"], [b"f1"]),
+           "no fanout on the promoted R, whose config has none")
 
 
 # ---------------------------------------------------------------- memcache
