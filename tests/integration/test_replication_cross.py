@@ -21,8 +21,10 @@ of P and promotion of R, and the old P following.
 - read-behind on R only: R keeps no more bodies in memory than its
   budget while applying P's stream, resumes after kill -9, and a promoted
   R hands out every body byte for byte.
-- Access listeners on R: a role's refusal (NOT_ALLOWED) comes first, an
-  allowed change answers DRAINING.
+- Access listeners on R: a role's refusal (NOT_ALLOWED, memcache
+  CLIENT_ERROR not allowed, counted in refused-commands) comes first, an
+  allowed change answers DRAINING (SERVER_ERROR replica). memcache used to
+  answer SERVER_ERROR replica first, uncounted.
 - bury, release with delay, touch, kick, move-job, flush-tube compare
   after each step and across a kill -9 of R; pause-tube is not journaled
   and not replicated (documented).
@@ -365,15 +367,20 @@ def test_readbehind_budget_on_replica_only(binary):
 @no_server
 @tubed_only(EXT)
 def test_access_listeners_on_replica(binary):
-    ports = [harness._free_port() for _ in range(3)]
+    ports = [harness._free_port() for _ in range(5)]
     conf = ("[listen w]\naddress = 127.0.0.1:%d\nrole = worker\n"
             "[listen pr]\naddress = 127.0.0.1:%d\nrole = producer\n"
-            "[listen rd]\naddress = 127.0.0.1:%d\nrole = read\n" % tuple(ports))
+            "[listen rd]\naddress = 127.0.0.1:%d\nrole = read\n"
+            "[listen mw]\naddress = 127.0.0.1:%d\nrole = worker\n"
+            "protocol = memcache\n"
+            "[listen mr]\naddress = 127.0.0.1:%d\nrole = read\n"
+            "protocol = memcache\n" % tuple(ports))
     with Cluster(binary) as cl:
         p = cl.node("p", "-f", "0")
         r = cl.node("r", "-f", "0", conf=conf, replica_of=p)
         c = p.bs()
         jid = put_many(c, [b"x"])[0]
+        p.mc().store("q", b"item")
         _agree(p, r, "after the put")
         w = harness.Client(harness.HOST, ports[0])
         for cmd in ("reserve-with-timeout 0", "reserve-job %d" % jid,
@@ -392,13 +399,33 @@ def test_access_listeners_on_replica(binary):
         eq(rd.read_line(), b"NOT_ALLOWED", "put on R's read listener")
         line, body = rd.cmd_body("peek %d" % jid)
         eq((line, body), (b"FOUND %d 1" % jid, b"x"), "peek on R's read listener")
+        # memcache: the listener's refusal first too (it was SERVER_ERROR
+        # replica for every change, whatever the role, and uncounted).
+        from mcproto import Mc
+        import socket
+        mw = Mc(None, None, sock=socket.create_connection((harness.HOST, ports[3])))
+        mr = Mc(None, None, sock=socket.create_connection((harness.HOST, ports[4])))
+        for cmd in ("get q", "get q/open", "get q/close", "get q/abort"):
+            eq(mw.cmd(cmd), b"SERVER_ERROR replica", "%s on R's memcache "
+               "worker listener" % cmd)
+        for cmd in ("delete q", "flush q", "flush_all"):
+            eq(mw.cmd(cmd), b"CLIENT_ERROR not allowed", "%s on R's memcache "
+               "worker listener" % cmd)
+        mw.send(b"set q 0 0 1\r\nx\r\n")
+        eq(mw.read_line(), b"CLIENT_ERROR not allowed", "set on R's memcache "
+           "worker listener")
+        eq(mr.cmd("get q"), b"CLIENT_ERROR not allowed", "get q on R's "
+           "memcache read listener")
+        mr.send(b"get q/peek\r\n")
+        eq(mr.read_value(), b"item", "get q/peek on R's memcache read listener")
         from access_util import listeners
         lst = listeners(r.admin())
-        check(all(n in lst for n in ("w", "pr", "rd")), "R's listeners: %s"
-              % sorted(lst))
-        refused = {n: int(lst[n]["refused-commands"]) for n in ("w", "pr", "rd")}
-        eq(refused, {"w": 3, "pr": 1, "rd": 1},
-           "refused-commands (DRAINING is no refusal)")
+        names = ("w", "pr", "rd", "mw", "mr")
+        check(all(n in lst for n in names), "R's listeners: %s" % sorted(lst))
+        refused = {n: int(lst[n]["refused-commands"]) for n in names}
+        eq(refused, {"w": 3, "pr": 1, "rd": 1, "mw": 4, "mr": 1},
+           "refused-commands (DRAINING and SERVER_ERROR replica are no "
+           "refusal)")
         _agree(p, r, "after the refused commands")
 
 
