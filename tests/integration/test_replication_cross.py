@@ -86,12 +86,19 @@ def test_unjournaled_put_waits_for_no_replica(binary):
         m.send(b"set mem 0 0 3\r\nm-2\r\n")
         eq(m.read_line(), b"STORED", "memcache set into a journal = false queue")
         eq(unq(p.repl()["waiting-replies"]), "0", "waiting-replies")
+        # Its flush writes a record the replicas need (documented): it waits.
+        f = p.bs()
+        f.send(b"flush-tube mem\r\n")
+        wait_for(lambda: p.repl()["waiting-replies"] == "1",
+                 "waiting-replies 1 for the flush of the journal = false tube")
+        check(not f.has_data(0.3), "flush-tube of a journal = false tube "
+              "answered with no replica")
         # A journaled put still waits for the replica.
         j = p.bs()
         j.use("dur")
         j.send(b"put 0 0 60 3\r\nd-1\r\n")
-        wait_for(lambda: p.repl()["waiting-replies"] == "1",
-                 "waiting-replies 1 for the journaled put")
+        wait_for(lambda: p.repl()["waiting-replies"] == "2",
+                 "waiting-replies 2 with the journaled put")
         check(not j.has_data(0.3), "a journaled put answered with no replica")
         # The same connection: a memory put queued behind the held one
         # stays behind it (replies keep their order).
@@ -101,10 +108,11 @@ def test_unjournaled_put_waits_for_no_replica(binary):
               "the replica came")
         eq(j.read_line(), b"USING mem", "use after it")
         check(j.read_line().startswith(b"INSERTED "), "the memory put after it")
+        eq(f.read_line(), b"FLUSHED 2", "the flush once the replica has it")
         wait_caught_up(p, r)
         a, b = snapshot(p.admin()), snapshot(r.admin())
         eq(_tubes_of(b), {"dur": [b"d-1"]}, "the replica's jobs")
-        eq(_tubes_of(a), {"dur": [b"d-1"], "mem": [b"m-1", b"m-2", b"m-3"]},
+        eq(_tubes_of(a), {"dur": [b"d-1"], "mem": [b"m-3"]},
            "the primary's jobs")
 
 
