@@ -25,6 +25,8 @@ of P and promotion of R, and the old P following.
   CLIENT_ERROR not allowed, counted in refused-commands) comes first, an
   allowed change answers DRAINING (SERVER_ERROR replica). memcache used to
   answer SERVER_ERROR replica first, uncounted.
+- read-behind on both nodes, with moves, expiry moves, bury, kick and a
+  flush of spilled jobs; a promoted R hands out every body.
 - bury, release with delay, touch, kick, move-job, flush-tube compare
   after each step and across a kill -9 of R; pause-tube is not journaled
   and not replicated (documented).
@@ -503,3 +505,60 @@ def test_job_commands_compare_across_replica_kill(binary):
         eq(sorted(got), ready, "the ready jobs of a on the promoted R")
         p.start(replica_of=r)
         _agree(r, p, "the old primary following")
+
+
+@no_server
+@tubed_only(EXT)
+def test_readbehind_on_both_with_moves_expiry_flush(binary):
+    """Budgets on both nodes; P moves, expires (move_expired_to), buries,
+    kicks and flushes spilled jobs; R agrees, resumes after kill -9, and
+    promoted hands out every body byte for byte."""
+    from readbehind_util import make_bodies, spilled
+    conf = ("[tube rb*]\nmax_memory_size = 16K\n[tube rbx]\nmax_age = 1s\n"
+            "move_expired_to = rbdead\n")
+    with Cluster(binary, conf=conf) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("rb")
+        ids = put_many(c, make_bodies("rb", 300, 1024, 7))
+        c.use("rbx")
+        put_many(c, make_bodies("rbx", 100, 1024, 8))
+        c.use("default")
+        for j in ids[:100]:
+            c.expect("move-job %d rb2" % j, "MOVED")
+        w = p.bs()
+        w.watch("rb")
+        for j in ids[150:170]:
+            reserve_job(w, j)
+            w.expect("bury %d 1" % j, "BURIED")
+        c.use("rb")
+        c.expect("kick 10", "KICKED 10")
+        c.expect("flush-tube rb2", "FLUSHED 100")
+        c.use("default")
+        wait_for(lambda: not _has_tube(p, "rbx"), "rbx's jobs to move on P")
+        a = _agree(p, r, "after the changes")
+        check(spilled(r.admin())[0] > 0, "R spilled nothing")
+        r.kill9()
+        r.start()
+        a = _agree(p, r, "R resumed after kill -9")
+        p.kill9()
+        _promote(r)
+        rw = r.bs()
+        for t in ("rb", "rbdead"):
+            rw.watch(t)
+        rw.ignore("default")
+        rc = r.bs()
+        for j in a.values():
+            if j.state == "buried":
+                rc.expect("kick-job %d" % j.id, "KICKED")
+        n = 0
+        while True:
+            line, got = rw.cmd_body("reserve-with-timeout 0")
+            if line == b"TIMED_OUT":
+                break
+            jid = int(line.split()[1])
+            eq(got, a[jid].body, "body of job %d on the promoted R" % jid)
+            rw.expect("delete %d" % jid, "DELETED")
+            n += 1
+        eq(n, len(a), "jobs handed out by the promoted R")
