@@ -27,6 +27,8 @@ of P and promotion of R, and the old P following.
   answer SERVER_ERROR replica first, uncounted.
 - read-behind on both nodes, with moves, expiry moves, bury, kick and a
   flush of spilled jobs; a promoted R hands out every body.
+- A replica whose config does not journal a tube the primary journals
+  logs a warning once per tube (it was silent).
 - bury, release with delay, touch, kick, move-job, flush-tube compare
   after each step and across a kill -9 of R; pause-tube is not journaled
   and not replicated (documented).
@@ -562,3 +564,32 @@ def test_readbehind_on_both_with_moves_expiry_flush(binary):
             rw.expect("delete %d" % jid, "DELETED")
             n += 1
         eq(n, len(a), "jobs handed out by the promoted R")
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_that_does_not_journal_a_tube_says_so(binary):
+    """A replica whose own config has journal = false for a tube the
+    primary journals keeps its jobs in memory only (doc/replication.md,
+    "Limits"): it logs a warning once per tube, from the snapshot and the
+    live stream alike (it was silent)."""
+    warn = "tube %s has journal = false in this server's config"
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        c = p.bs()
+        c.use("s")
+        put_many(c, [b"s1", b"s2"])            # reaches R in the snapshot
+        r = cl.node("r", "-f", "0", conf="[tube s]\njournal = false\n"
+                    "[tube t]\njournal = false\n", replica_of=p)
+        c.use("t")
+        wait_caught_up(p, r)
+        put_many(c, [b"t1", b"t2", b"t3"])     # live records
+        _agree(p, r, "in memory on R")
+        err = r.stderr()
+        eq((err.count(warn % "s"), err.count(warn % "t")), (1, 1),
+           "warnings on R, once per tube: %s" % err[-600:])
+        eq(p.stderr().count("journal = false"), 0, "warnings on P")
+        r.kill9()
+        r.start()
+        wait_caught_up(p, r)
+        eq(snapshot(r.admin()), {}, "R after a restart (the documented limit)")
