@@ -474,6 +474,11 @@ uint64_t engine_ticket(Engine *e)
     return binlog_ticket(e);
 }
 
+uint64_t engine_repl_ticket(Engine *e)
+{
+    return binlog_repl_ticket(e);
+}
+
 /* ---- jobs ------------------------------------------------------------- */
 
 Job *engine_find(Engine *e, uint64_t id)

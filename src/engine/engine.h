@@ -62,6 +62,9 @@ void engine_commit(Engine *e);
 void engine_settle(Engine *e);
 /* The ticket of the records queued so far; 0 when nothing needs waiting. */
 uint64_t engine_ticket(Engine *e);
+/* The part of it that replicas must have too (<= engine_ticket; 0: none):
+ * a put into a journal = false tube waits for its own disk, not for them. */
+uint64_t engine_repl_ticket(Engine *e);
 
 /* ---- jobs ---------------------------------------------------------------- */
 

@@ -79,6 +79,20 @@ static void sweep_mark(Engine *e, uint64_t id);
 /* A J or K record: the job, new or replacing the one of that id. fresh:
  * its id is above every id seen, so no job has it (no lookup: on a
  * stream of puts the lookup's misses were a sixth of a replica's time). */
+/* The primary journaled this job; this server's own config does not
+ * journal its tube, so it is gone after a restart here while the position
+ * says it was received (doc/replication.md, "Limits"). Said once a tube. */
+static void warn_unjournaled(Engine *e, Tube *t)
+{
+    if (t->pol.journal || t->repl_warned || !e->binlog.enabled)
+        return;
+    t->repl_warned = 1;
+    log_warn("replication: tube %.*s has journal = false in this server's config: "
+             "the primary's jobs in it are not kept over a restart here (keep the "
+             "config files alike)",
+             (int)t->name_len, t->name);
+}
+
 static int apply_job(Engine *e, const BlRecord *r, int fresh)
 {
     Job *old = fresh ? NULL : job_table_find(&e->jobs, r->id), *j;
@@ -126,6 +140,7 @@ static int apply_job(Engine *e, const BlRecord *r, int fresh)
     }
     t->total_jobs++;
     e->total_jobs++;
+    warn_unjournaled(e, t);
     binlog_put(e, j);
     sweep_mark(e, r->id);
     return 0;

@@ -72,6 +72,8 @@ struct Tube {
     uint32_t child_file; /* the binlog file of its registration record
                             (store/blfile.h); 0: none */
     uint8_t posted;      /* on Engine.posted_tubes (a reference is held) */
+    uint8_t repl_warned; /* a replica logged that its config does not
+                            journal the primary's jobs of this tube */
     uint8_t unlinked;    /* out of the set: only flushed jobs still hold it */
     uint64_t grave_refs; /* references held by flushed jobs (engine.c) */
     uint64_t bury_seq;   /* buries so far (JobExt.bury_seq) */

@@ -240,6 +240,11 @@ size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t
 
 void conn_hold(Conn *c, uint64_t ticket)
 {
+    conn_hold_split(c, ticket, ticket);
+}
+
+void conn_hold_split(Conn *c, uint64_t ticket, uint64_t repl)
+{
     int same, last;
 
     if (!ticket || (c->flags & CONN_DEAD))
@@ -248,14 +253,17 @@ void conn_hold(Conn *c, uint64_t ticket)
     same = c->nholds && c->hold_at == c->out.len;
     last = c->nholds - 1;
     c->hold_at = c->out.len;
-    if (c->nholds && c->hold_lsn[last] >= ticket) {
+    if (c->nholds && c->hold_lsn[last] >= ticket && c->hold_repl[last] >= repl) {
         c->hold_n[last] += !same; /* an earlier hold already keeps it back */
         return;
     }
     if (c->nholds == 2) {
-        /* Two holds at most: the later one waits for the newer ticket
+        /* Two holds at most: the later one waits for the newer tickets
          * too. Tickets only grow, so nothing is released early. */
-        c->hold_lsn[1] = ticket;
+        if (ticket > c->hold_lsn[1])
+            c->hold_lsn[1] = ticket;
+        if (repl > c->hold_repl[1])
+            c->hold_repl[1] = repl;
         c->hold_n[1] += !same;
         return;
     }
@@ -263,6 +271,7 @@ void conn_hold(Conn *c, uint64_t ticket)
         c->hold_n[last]--; /* it waits for the new hold's ticket now */
     c->hold_off[c->nholds] = c->out.len;
     c->hold_lsn[c->nholds] = ticket;
+    c->hold_repl[c->nholds] = repl;
     c->hold_n[c->nholds] = 1;
     c->nholds++;
     if (!list_linked(&c->held_link))
@@ -271,6 +280,11 @@ void conn_hold(Conn *c, uint64_t ticket)
 
 void conn_durable(Server *s, uint64_t upto)
 {
+    conn_durable_split(s, upto, upto);
+}
+
+void conn_durable_split(Server *s, uint64_t repl, uint64_t local)
+{
     List *n = s->held.next;
 
     while (n != &s->held) {
@@ -278,9 +292,10 @@ void conn_durable(Server *s, uint64_t upto)
         int released = 0;
 
         n = n->next;
-        while (c->nholds && c->hold_lsn[0] <= upto) {
+        while (c->nholds && c->hold_lsn[0] <= local && c->hold_repl[0] <= repl) {
             c->hold_off[0] = c->hold_off[1];
             c->hold_lsn[0] = c->hold_lsn[1];
+            c->hold_repl[0] = c->hold_repl[1];
             c->hold_n[0] = c->hold_n[1];
             c->hold_n[1] = 0;
             c->nholds--;
@@ -298,7 +313,7 @@ uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto)
     uint64_t n = 0;
 
     for (int i = 0; i < c->nholds; i++)
-        if (c->hold_lsn[i] > after && c->hold_lsn[i] <= upto)
+        if (c->hold_repl[i] > after && c->hold_repl[i] <= upto && c->hold_lsn[i] <= upto)
             n += c->hold_n[i];
     return n;
 }

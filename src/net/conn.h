@@ -25,6 +25,9 @@
  * ticket durable; if the ticket is lost the replies from the hold on are
  * withdrawn and the connection closed (the protocol's last resort: no
  * client may hold an acknowledgement whose record did not reach the disk).
+ * A hold names two tickets: the one its own disk must make durable, and
+ * the (lower or equal) one replicas must confirm too (sync_replicas): a
+ * change they never see (a journal = false tube's) waits for no replica.
  */
 #ifndef TUBED_CONN_H
 #define TUBED_CONN_H
@@ -103,6 +106,7 @@ struct Conn {
     int64_t stalled_since;
     size_t hold_off[2];     /* write nothing past hold_off[0] */
     uint64_t hold_lsn[2];   /* the ticket each hold waits for */
+    uint64_t hold_repl[2];  /* ... and the part replicas must confirm */
     uint32_t hold_n[2];     /* the acknowledgements each hold keeps back */
     size_t hold_at;         /* out.len at the last conn_hold (a reply held
                                twice, a tube's record then its change's,
@@ -136,10 +140,16 @@ size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t
  * Each call is one acknowledgement (counted in hold_n, for
  * conn_held_replies), except a second call with no reply queued since. */
 void conn_hold(Conn *c, uint64_t ticket);
-/* How many acknowledgements of c wait for tickets in (after, upto]. */
+/* The same, where replicas must confirm only repl (<= ticket; 0: none). */
+void conn_hold_split(Conn *c, uint64_t ticket, uint64_t repl);
+/* How many acknowledgements of c wait for replicas: durable here (ticket
+ * <= upto) and a replica ticket in (after, upto]. */
 uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto);
 /* The engine's reports: tickets up to upto are durable; from on, lost. */
 void conn_durable(Server *s, uint64_t upto);
+/* The same with replicas: durable here up to local, confirmed by the
+ * replicas sync_replicas asks for up to repl (<= local). */
+void conn_durable_split(Server *s, uint64_t repl, uint64_t local);
 void conn_lost(Server *s, uint64_t from);
 
 /* Bytes queued and not yet written. */

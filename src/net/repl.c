@@ -140,9 +140,13 @@ static void release(Server *s)
         r->map_len = 0;
         r->repl_lsn = engine_lsn(&s->eng);
     }
-    if (upto > r->released) {
-        r->released = upto;
-        conn_durable(s, upto);
+    /* A hold that replicas need not confirm (a journal = false put's)
+     * goes as soon as it is durable here. */
+    if (upto > r->released || r->local_durable > r->released_local) {
+        if (upto > r->released)
+            r->released = upto;
+        r->released_local = r->local_durable;
+        conn_durable_split(s, r->released, r->local_durable);
     }
 }
 
@@ -699,7 +703,7 @@ void repl_start(Server *s)
         return;
     if (store_subscribe(&s->eng, &(StoreSub){on_write, on_reset, s}) < 0)
         log_err("replication: the binlog's record stream has no room for it");
-    r->local_durable = r->released = engine_durable_lsn(&s->eng);
+    r->local_durable = r->released = r->released_local = engine_durable_lsn(&s->eng);
     r->repl_lsn = engine_lsn(&s->eng);
     if (r->role == ROLE_REPLICA) {
         r->sid = replid_load(s->cfg.binlog_dir); /* the history its position is on */

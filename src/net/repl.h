@@ -67,6 +67,7 @@ typedef struct Repl {
     ReplAck *map;          /* lsn -> position of each write, oldest first */
     size_t map_head, map_len, map_cap;
     uint64_t local_durable, repl_lsn, released;
+    uint64_t released_local; /* holds replicas need not confirm: up to here */
     int wait_logged;
     int64_t beat_at;       /* next heartbeat to the replicas (monotonic ns) */
     Backlog bk;            /* the stream past the snapshot (both roles) */

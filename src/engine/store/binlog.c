@@ -396,6 +396,7 @@ static int append(Engine *e, const BlRecord *r)
     /* A record that cannot be placed still takes its number, so that the
      * acknowledgement waiting for it is withdrawn at the commit. */
     b->lsn++;
+    b->repl_lsn = b->lsn;
     if (b->cur_used + size > b->file_size && roll_over(e) < 0) {
         set_unhealthy(e, "cannot start a new file");
         return append_failed(b);
@@ -507,7 +508,11 @@ void binlog_put(Engine *e, Job *j)
     if (!bl(e)->enabled)
         return;
     if (!j->tube->pol.journal) {
+        /* The mark keeps ids unique over a restart of this server; no
+         * replica ever sees the job, so its put waits for no replica. */
+        uint64_t keep = bl(e)->repl_lsn;
         mark_id(e, j->id);
+        bl(e)->repl_lsn = keep;
         return;
     }
     /* A spilled job logged again (moved) needs its body: callers load it;
@@ -770,6 +775,15 @@ uint64_t binlog_ticket(const Engine *e)
     if (!b->enabled || b->lsn <= b->durable_lsn)
         return 0;
     return b->lsn;
+}
+
+uint64_t binlog_repl_ticket(const Engine *e)
+{
+    const Binlog *b = &e->binlog;
+
+    if (!binlog_ticket(e) || b->repl_lsn <= b->durable_lsn)
+        return 0;
+    return b->repl_lsn;
 }
 
 static void start_sync(Engine *e)

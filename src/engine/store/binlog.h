@@ -104,6 +104,10 @@ int binlog_encode_job(Engine *e, Job *j, Buf *out);
 /* The sequence number of the last record placed, or 0 when every record
  * is already durable: what an acknowledgement must wait for. */
 uint64_t binlog_ticket(const Engine *e);
+/* The part of that ticket replicas must confirm (<= binlog_ticket): the
+ * last record placed but the id marks of journal = false puts, whose
+ * jobs no replica ever holds; 0 when there is none. */
+uint64_t binlog_repl_ticket(const Engine *e);
 
 /* Write this iteration's records, then report through the engine's hooks:
  * without -f 0 they are durable once written; with -f 0 the syncer thread

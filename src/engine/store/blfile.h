@@ -63,6 +63,9 @@ typedef struct Binlog {
     Syncer syncer;         /* fsync off the loop */
     EvSource sync_ev;      /* its eventfd */
     uint64_t lsn;          /* sequence number of the last record placed */
+    uint64_t repl_lsn;     /* ... of the last one a replica must hold for an
+                              acknowledgement (all but the id marks of
+                              journal = false puts) */
     uint64_t written_lsn;  /* every record up to it is written */
     uint64_t durable_lsn;  /* ... and durable under the -f mode in force */
     uint64_t sync_target;  /* what the running sync makes durable */

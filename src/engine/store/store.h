@@ -14,7 +14,8 @@
  *   (a fanout child registered or let go). Each record placed takes the
  *   next sequence number.
  * - Durability tickets. binlog_ticket() is the sequence number a reply
- *   must wait for; binlog_commit() (once per loop iteration) writes the
+ *   must wait for (binlog_repl_ticket() the part replicas must confirm:
+ *   not a journal = false put's id mark); binlog_commit() (once per loop iteration) writes the
  *   iteration's records and reports through the engine's hooks: durable up
  *   to N, lost from N. The loop never blocks on the disk (syncer.h).
  * - Replay. binlog_open() locks the directory, replays every file into

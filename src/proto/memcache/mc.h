@@ -106,7 +106,9 @@ static inline void mc_reply(McConn *m, const char *p, size_t n)
  * until the change is durable. */
 static inline void mc_hold(McConn *m)
 {
-    conn_hold(&m->conn, engine_ticket(mc_engine(&m->conn)));
+    Engine *e = mc_engine(&m->conn);
+
+    conn_hold_split(&m->conn, engine_ticket(e), engine_repl_ticket(e));
 }
 
 /* An error of mcparse.h's table, and the close it calls for. */

@@ -481,22 +481,22 @@ void mc_line(McConn *m, const char *line, size_t len)
     if (log_verbosity >= 2)
         log_msg(LOG_CMD, "fd %d: memcache <%.*s>", m->conn.ev.fd,
                 (int)(len > 80 ? 80 : len), line);
-    if (cmd.err == MC_OK && repl_is_replica(m->conn.srv) && replica_refuses(m, &cmd))
-        return;
-    if (cmd.has_body) {
-        /* Read first, whatever the answer (mcparse.h). */
-        if (cmd.err == MC_OK && allowed(m, &cmd))
-            do_set(m, &cmd);
-        else if (cmd.err == MC_OK)
-            ; /* refused: its body is being read and dropped */
-        else
-            start_body(m, cmd.bytes, cmd.err, 0);
-        return;
-    }
     if (cmd.err != MC_OK) {
-        mc_reply_err(m, cmd.err);
+        if (cmd.has_body)
+            start_body(m, cmd.bytes, cmd.err, 0); /* read first (mcparse.h) */
+        else
+            mc_reply_err(m, cmd.err);
         return;
     }
-    if (allowed(m, &cmd))
+    /* The listener's refusal first, as on the beanstalk port: it holds
+     * whatever the role of the server, a replica's only until promotion.
+     * A refused set's body is being read and dropped. */
+    if (!allowed(m, &cmd))
+        return;
+    if (repl_is_replica(m->conn.srv) && replica_refuses(m, &cmd))
+        return;
+    if (cmd.has_body)
+        do_set(m, &cmd);
+    else
         handlers[cmd.type](m, &cmd);
 }

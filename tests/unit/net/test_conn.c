@@ -151,6 +151,35 @@ START_TEST(holds_count_replies)
 }
 END_TEST
 
+/* A hold replicas need not confirm (a journal = false put's id mark)
+ * goes once durable here; one behind a hold that waits for replicas stays
+ * behind it (replies keep their order). */
+START_TEST(split_holds_wait_for_their_own_tickets)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+    Conn *d = r->c[1];
+
+    conn_hold_split(c, 4, 0);          /* a memory-only put */
+    conn_reply(c, "M\r\n", 3);
+    conn_hold_split(d, 5, 5);          /* a journaled put */
+    conn_reply(d, "J\r\n", 3);
+    conn_hold_split(d, 6, 5);          /* then a memory-only one behind it */
+    conn_reply(d, "K\r\n", 3);
+    ck_assert_uint_eq(conn_held_replies(c, 0, 10), 0); /* none waits for replicas */
+    ck_assert_uint_eq(conn_held_replies(d, 0, 10), 2);
+    conn_durable_split(&r->s, 0, 6);   /* durable here, no replica yet */
+    ck_assert_int_eq(c->nholds, 0);
+    ck_assert_int_eq(d->nholds, 2);
+    conn_durable_split(&r->s, 5, 6);   /* the replica confirms 5 */
+    ck_assert_int_eq(d->nholds, 0);
+    conn_flush_all(&r->s);
+    heard(r, 0, "M\r\n");
+    heard(r, 1, "J\r\nK\r\n");
+    rig_free(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("conn");
@@ -158,6 +187,7 @@ static Suite *suite(void)
 
     signal(SIGPIPE, SIG_IGN);
     tcase_add_test(t, mark_first_goes_ahead);
+    tcase_add_test(t, split_holds_wait_for_their_own_tickets);
     tcase_add_test(t, holds_count_replies);
     suite_add_tcase(s, t);
     return s;
