@@ -362,17 +362,23 @@ def test_readbehind_budget_on_replica_only(binary):
         rw = r.bs()
         rw.watch("rb")
         rw.ignore("default")
-        n = 0
-        while True:
-            line, got = rw.cmd_body("reserve-with-timeout 0")
-            if line == b"TIMED_OUT":
-                break
-            jid = int(line.split()[1])
-            eq(got, a[jid].body, "body of job %d on the promoted R" % jid)
-            rw.expect("delete %d" % jid, "DELETED")
-            n += 1
-        eq(n, len(a), "jobs handed out by the promoted R")
+        _drain_all(rw, a)
 
+
+
+def _drain_all(rw, a):
+    """Reserve and delete everything rw watches: each body is a's, and as
+    many jobs as a holds (a promoted R hands out every spilled body)."""
+    n = 0
+    while True:
+        line, got = rw.cmd_body("reserve-with-timeout 0")
+        if line == b"TIMED_OUT":
+            break
+        jid = int(line.split()[1])
+        eq(got, a[jid].body, "body of job %d on the promoted R" % jid)
+        rw.expect("delete %d" % jid, "DELETED")
+        n += 1
+    eq(n, len(a), "jobs handed out by the promoted R")
 
 # ------------------------------------------------------------------ access
 
@@ -554,16 +560,7 @@ def test_readbehind_on_both_with_moves_expiry_flush(binary):
         for j in a.values():
             if j.state == "buried":
                 rc.expect("kick-job %d" % j.id, "KICKED")
-        n = 0
-        while True:
-            line, got = rw.cmd_body("reserve-with-timeout 0")
-            if line == b"TIMED_OUT":
-                break
-            jid = int(line.split()[1])
-            eq(got, a[jid].body, "body of job %d on the promoted R" % jid)
-            rw.expect("delete %d" % jid, "DELETED")
-            n += 1
-        eq(n, len(a), "jobs handed out by the promoted R")
+        _drain_all(rw, a)
 
 
 @no_server
