@@ -671,6 +671,26 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
     return -1;
 }
 
+/* Every check a start makes of its merged configuration, in one order,
+ * so that a start, --check-config and a reload (of the next start's
+ * configuration) refuse the same files with the same message. cf: the
+ * file, NULL without one; user_cli: check -u from the command line too. */
+static int check_start(const Config *cfg, const ConfFile *cf, int user_cli, char *err,
+                       size_t errlen)
+{
+    if (cf && (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
+               main_clash(cfg, err, errlen) < 0))
+        return -1;
+    if (check_side_ports(cfg, cf, err, errlen) < 0 ||
+        check_port_clash(cfg, cf, err, errlen) < 0 ||
+        check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
+                          cfg->cli_set, cf, err, errlen) < 0 ||
+        check_user(cfg, cf, user_cli, err, errlen) < 0 ||
+        check_listens_somewhere(cfg, cf, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
 /* Load --config, merge it under the command line, validate the result. */
 static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
 {
@@ -678,11 +698,7 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
     ConfFile *cf;
 
     if (!cfg->config_path) {
-        if (check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
-                              cfg->cli_set, NULL, err, errlen) < 0 ||
-            check_side_ports(cfg, NULL, err, errlen) < 0 ||
-            check_port_clash(cfg, NULL, err, errlen) < 0 ||
-            check_user(cfg, NULL, cfg->check_config, err, errlen) < 0)
+        if (check_start(cfg, NULL, cfg->check_config, err, errlen) < 0)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
@@ -701,13 +717,7 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
-    if (conf_validate(cf, cfg->binlog_dir, err, errlen) < 0 ||
-        main_clash(cfg, err, errlen) < 0 || check_side_ports(cfg, cf, err, errlen) < 0 ||
-        check_port_clash(cfg, cf, err, errlen) < 0 ||
-        check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
-                          cfg->cli_set, cf, err, errlen) < 0 ||
-        check_user(cfg, cf, cfg->check_config, err, errlen) < 0 ||
-        check_listens_somewhere(cfg, cf, err, errlen) < 0) {
+    if (check_start(cfg, cf, cfg->check_config, err, errlen) < 0) {
         opts_free(cfg);
         return OPTS_CONFIG_ERROR;
     }
@@ -760,15 +770,7 @@ static int check_next_start(const Config *cur, const ConfFile *cf, char *err,
     Config next;
 
     next_start(cur, cf, &next);
-    if (conf_validate(cf, next.binlog_dir, err, errlen) < 0 ||
-        main_clash(&next, err, errlen) < 0 || check_side_ports(&next, cf, err, errlen) < 0 ||
-        check_port_clash(&next, cf, err, errlen) < 0 ||
-        check_replication(next.binlog_dir, next.replica_of, next.sync_replicas,
-                          next.cli_set, cf, err, errlen) < 0 ||
-        check_user(&next, cf, 0, err, errlen) < 0 ||
-        check_listens_somewhere(&next, cf, err, errlen) < 0)
-        return -1;
-    return 0;
+    return check_start(&next, cf, 0, err, errlen);
 }
 
 int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen)
