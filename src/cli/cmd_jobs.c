@@ -31,9 +31,7 @@ static void body_for_terminal(Buf *b, const char *s, size_t n, int color)
     for (size_t i = 0; i < n;) {
         unsigned char u = (unsigned char)s[i];
         size_t k = u < 0x80 ? 1 : utf8_seq(s + i, n - i);
-        int c1 = k == 2 && u == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
-
-        if (k > 1 && !c1) {
+        if (k > 1 && !utf8_c1(s + i, k)) {
             buf_append(b, s + i, k);
             i += k;
             continue;

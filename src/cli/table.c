@@ -77,8 +77,8 @@ void text_safe(char *s, size_t n)
         k = u[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
         if (k == 0)
             k = 1, s[i] = '?'; /* not UTF-8: a lone 0x9b is CSI to some terminals */
-        else if (k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0)
-            s[i] = s[i + 1] = '?'; /* U+0080-U+009F, the C1 controls */
+        else if (utf8_c1(s + i, k))
+            s[i] = s[i + 1] = '?';
         else if (k == 1 && (u[i] < 0x20 || u[i] == 0x7f))
             s[i] = '?';
     }
