@@ -3,37 +3,9 @@
 
 #include <string.h>
 
-void json_str(Buf *b, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t k;
-
-    buf_append(b, "\"", 1);
-    for (size_t i = 0; i < n; i += k) {
-        k = utf8_seq(s + i, n - i);
-        if (k == 0) {
-            buf_append(b, "\\ufffd", 6);
-            k = 1;
-        } else if (u[i] == '"' || u[i] == '\\') {
-            buf_printf(b, "\\%c", u[i]);
-        } else if (u[i] == '\n') {
-            buf_append(b, "\\n", 2);
-        } else if (u[i] == '\t') {
-            buf_append(b, "\\t", 2);
-        } else if (u[i] == '\r') {
-            buf_append(b, "\\r", 2);
-        } else if (u[i] < 0x20 || u[i] == 0x7f) {
-            buf_printf(b, "\\u%04x", u[i]);
-        } else {
-            buf_append(b, s + i, k);
-        }
-    }
-    buf_append(b, "\"", 1);
-}
-
 void json_cstr(Buf *b, const char *s)
 {
-    json_str(b, s, strlen(s));
+    json_string(b, s, strlen(s));
 }
 
 /* JSON's number grammar, restricted to what stats print: 0 or digits
@@ -116,7 +88,7 @@ void json_bytes_member(Buf *b, const char *key, const char *s, size_t n)
     if (utf8_valid(s, n)) {
         json_cstr(b, key);
         buf_append(b, ":", 1);
-        json_str(b, s, n);
+        json_string(b, s, n);
         return;
     }
     buf_printf(b, "\"%s-base64\":\"", key);

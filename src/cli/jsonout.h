@@ -2,8 +2,9 @@
  * jsonout.h — JSON for scripts: strings, typed scalars, whole documents.
  *
  * Contract: everything written is valid JSON (RFC 8259). Strings are
- * escaped; bytes that are not valid UTF-8 become U+FFFD, so output is
- * always valid UTF-8. A YAML value becomes a number when it is bare and
+ * escaped by json_string() (jsonstr.h, the server's writer too): bytes
+ * that are not valid UTF-8 become U+FFFD, so output is always valid
+ * UTF-8. A YAML value becomes a number when it is bare and
  * reads as a decimal number (digits, optionally a fraction), a boolean
  * when bare true/false, and a string otherwise, and always a string when
  * it was quoted or its key is in `string_keys` (a NULL-terminated list:
@@ -16,10 +17,10 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "jsonstr.h" /* json_string() */
 #include "utf8.h" /* utf8_valid(), which cmd_jobs.c uses too */
 #include "yamlish.h"
 
-void json_str(Buf *b, const char *s, size_t n);
 void json_cstr(Buf *b, const char *s);
 /* One YAML value with the typing rule above. */
 void json_scalar(Buf *b, const Pair *p, const char *const *string_keys);

@@ -18,18 +18,12 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "jsonstr.h" /* json_string(), the members' escaping */
 #include "server.h"
 #include "srvstats.h"
 
 /* l: only the tubes listener l may touch (NULL: every tube); src: the
  * front-end whose counters `stats` shows (the beanstalk one). */
 void tubes_json(Server *s, const StatsSource *src, const Listener *l, Buf *b);
-
-/* s (n bytes, any bytes) as a JSON string with its quotes: '"' and '\'
- * escaped, control bytes as \b \f \n \r \t or \u00XX, DEL as \u007f; UTF-8
- * passes as it is, and each byte that is not part of a well-formed UTF-8
- * sequence (utf8.h) becomes \ufffd: the document is valid UTF-8 whatever
- * the bytes (paths and addresses come from the command line). */
-void json_string(Buf *b, const char *s, size_t n);
 
 #endif
