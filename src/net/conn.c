@@ -238,12 +238,7 @@ size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t
 
 /* ---- durability holds ------------------------------------------------- */
 
-void conn_hold(Conn *c, uint64_t ticket)
-{
-    conn_hold_split(c, ticket, ticket);
-}
-
-void conn_hold_split(Conn *c, uint64_t ticket, uint64_t repl)
+void conn_hold(Conn *c, uint64_t ticket, uint64_t repl)
 {
     int same, last;
 

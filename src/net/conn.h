@@ -20,7 +20,7 @@
  * sent run and answered (a wait among them ends at once, as its protocol
  * says), then the connection closes.
  *
- * Durability: conn_hold(c, ticket) before queuing an acknowledgement
+ * Durability: conn_hold(c, ticket, repl) before queuing an acknowledgement
  * keeps it (and what follows) unwritten until the engine reports the
  * ticket durable; if the ticket is lost the replies from the hold on are
  * withdrawn and the connection closed (the protocol's last resort: no
@@ -136,12 +136,11 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
  * without printf; returns its length. */
 size_t conn_format_head(char *head, const char *word, uint64_t a, const uint64_t *b);
 
-/* The replies queued from now on wait until ticket is durable (0: no wait).
- * Each call is one acknowledgement (counted in hold_n, for
- * conn_held_replies), except a second call with no reply queued since. */
-void conn_hold(Conn *c, uint64_t ticket);
-/* The same, where replicas must confirm only repl (<= ticket; 0: none). */
-void conn_hold_split(Conn *c, uint64_t ticket, uint64_t repl);
+/* The replies queued from now on wait until ticket is durable (0: no wait)
+ * and replicas confirmed repl (<= ticket; 0: none to confirm). Each call
+ * is one acknowledgement (counted in hold_n, for conn_held_replies),
+ * except a second call with no reply queued since. */
+void conn_hold(Conn *c, uint64_t ticket, uint64_t repl);
 /* How many acknowledgements of c wait for replicas: durable here (ticket
  * <= upto) and a replica ticket in (after, upto]. */
 uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto);

@@ -35,7 +35,7 @@ static void set_flag(BsConn *b, uint8_t flag, uint64_t *counter)
 /* The reply about to be queued reports a change the binlog holds. */
 static void hold(BsConn *b)
 {
-    conn_hold_split(conn(b), engine_ticket(eng(b)), engine_repl_ticket(eng(b)));
+    conn_hold(conn(b), engine_ticket(eng(b)), engine_repl_ticket(eng(b)));
 }
 
 static void reply_job(BsConn *b, const char *word, Job *j)

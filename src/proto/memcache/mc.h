@@ -108,7 +108,7 @@ static inline void mc_hold(McConn *m)
 {
     Engine *e = mc_engine(&m->conn);
 
-    conn_hold_split(&m->conn, engine_ticket(e), engine_repl_ticket(e));
+    conn_hold(&m->conn, engine_ticket(e), engine_repl_ticket(e));
 }
 
 /* An error of mcparse.h's table, and the close it calls for. */

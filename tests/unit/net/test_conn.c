@@ -124,20 +124,20 @@ START_TEST(holds_count_replies)
     Rig *r = rig_new();
     Conn *c = r->c[0];
 
-    conn_hold(c, 5);                   /* INSERTED, ticket 5 */
+    conn_hold(c, 5, 5);                   /* INSERTED, ticket 5 */
     conn_reply(c, "I1\r\n", 4);
-    conn_hold(c, 5);                   /* pipelined: the same ticket */
+    conn_hold(c, 5, 5);                   /* pipelined: the same ticket */
     conn_reply(c, "I2\r\n", 4);
     conn_reply(c, "R\r\n", 3);        /* a read behind them: no hold */
     ck_assert_uint_eq(conn_held_replies(c, 0, 100), 2);
-    conn_hold(c, 7);                   /* a tube's record ... */
-    conn_hold(c, 8);                   /* ... then the change's: one reply */
+    conn_hold(c, 7, 7);                   /* a tube's record ... */
+    conn_hold(c, 8, 8);                   /* ... then the change's: one reply */
     conn_reply(c, "S\r\n", 3);
     ck_assert_int_eq(c->nholds, 2);
     ck_assert_uint_eq(conn_held_replies(c, 0, 100), 3);
     ck_assert_uint_eq(conn_held_replies(c, 0, 5), 2);   /* ticket 5's */
     ck_assert_uint_eq(conn_held_replies(c, 5, 100), 1); /* after 5 */
-    conn_hold(c, 9);                   /* a third hold joins the second */
+    conn_hold(c, 9, 9);                   /* a third hold joins the second */
     conn_reply(c, "T\r\n", 3);
     ck_assert_uint_eq(conn_held_replies(c, 5, 100), 2);
     conn_durable(&r->s, 5);
@@ -160,11 +160,11 @@ START_TEST(split_holds_wait_for_their_own_tickets)
     Conn *c = r->c[0];
     Conn *d = r->c[1];
 
-    conn_hold_split(c, 4, 0);          /* a memory-only put */
+    conn_hold(c, 4, 0);          /* a memory-only put */
     conn_reply(c, "M\r\n", 3);
-    conn_hold_split(d, 5, 5);          /* a journaled put */
+    conn_hold(d, 5, 5);          /* a journaled put */
     conn_reply(d, "J\r\n", 3);
-    conn_hold_split(d, 6, 5);          /* then a memory-only one behind it */
+    conn_hold(d, 6, 5);          /* then a memory-only one behind it */
     conn_reply(d, "K\r\n", 3);
     ck_assert_uint_eq(conn_held_replies(c, 0, 10), 0); /* none waits for replicas */
     ck_assert_uint_eq(conn_held_replies(d, 0, 10), 2);
