@@ -50,8 +50,9 @@ void opts_usage(FILE *f, const char *prog)
         " --config FILE  server settings and tube policies from FILE; the\n"
         "            command line wins over it, key by key (no short form: -c\n"
         "            keeps its beanstalkd meaning)\n"
-        " --check-config  check the flags and the --config file, print\n"
-        "            'FILE: ok' and exit (status 2 and the error if not)\n"
+        " --check-config  check the flags and the --config file (if any),\n"
+        "            print 'FILE: ok' (or 'command line: ok') and exit\n"
+        "            (status 2 and the error if not)\n"
         " --memcache-port PORT  also serve kestrel's memcache protocol on PORT\n"
         "            (default: off)\n"
         " --metrics-port PORT  serve Prometheus metrics over HTTP on PORT\n"
@@ -702,8 +703,10 @@ static int load_config(Config *cfg, FILE *out, char *err, size_t errlen)
             return OPTS_CONFIG_ERROR;
         if (!cfg->check_config)
             return OPTS_RUN;
-        snprintf(err, errlen, "--check-config needs --config FILE");
-        return OPTS_ERROR;
+        /* No file: the flags alone, so the unit's ExecReload can run the
+         * same check whether or not TUBED_OPTS names a file. */
+        fprintf(out, "command line: ok\n");
+        return OPTS_EXIT_OK;
     }
     if (conf_load(cfg->config_path, &cf, err, errlen) < 0)
         return OPTS_CONFIG_ERROR;

@@ -13,7 +13,8 @@
  * in, key by key. A bad file, or a merged configuration conf_validate()
  * refuses, returns OPTS_CONFIG_ERROR with "FILE:LINE: what" in err (the
  * caller prints it without the usage text and exits 2). --check-config
- * does all that, prints "FILE: ok" to out and returns OPTS_EXIT_OK.
+ * does all that, prints "FILE: ok" to out and returns OPTS_EXIT_OK;
+ * without --config it checks the flags alone ("command line: ok").
  *
  * Ownership: after OPTS_RUN the Config owns cfg->conf and copies of the
  * file's strings; opts_free() releases them. server_init() copies the

@@ -227,7 +227,7 @@ def test_systemd_memcache_socket_unit(binary):
         with open(os.path.join(root, "pkg", "systemd", "tubed.service")) as f:
             svc = f.read()
         with open(os.path.join(d, "tubed.service"), "w") as f:
-            f.write(svc.replace("ExecStart=/usr/bin/tubed ", "ExecStart=%s " % binary))
+            f.write(svc.replace("=/usr/bin/tubed ", "=%s " % binary))
         for u in ("tubed.socket", "tubed-memcache.socket"):
             shutil.copy(os.path.join(root, "pkg", "systemd", u), d)
         env = dict(os.environ, MANPATH=os.path.join(d, "man"), SYSTEMD_LOG_LEVEL="warning")

@@ -1162,6 +1162,66 @@ def test_systemd_units_content(binary):
               "the default TUBED_OPTS do not keep a binlog in /var/lib/tubed")
 
 
+def _run_execs(unit, key, binary, env, mainpid):
+    """Run a unit's Exec lines of one key in order, as systemd does: $VAR as
+    a word of its own split at whitespace, /usr/bin/tubed the binary under
+    test, the first failure ending the job. Returns the CompletedProcess of
+    each line run."""
+    done = []
+    for line in _vals(unit, "Service", key):
+        argv = []
+        for w in shlex.split(line):
+            if w == "$MAINPID":
+                argv.append(str(mainpid))
+            elif w.startswith("$"):
+                argv += env.get(w[1:], "").split()
+            else:
+                argv.append(binary if w == "/usr/bin/tubed" else w)
+        done.append(run(argv, timeout=30, env=dict(os.environ, **env)))
+        if done[-1].returncode != 0:
+            break
+    return done
+
+
+@ONLY
+@no_server
+def test_systemd_reload_fails_on_a_bad_file(binary):
+    """`systemctl reload tubed` runs the unit's ExecReload lines: the check
+    first, then SIGHUP. A file the server would refuse fails the reload
+    (the old unit reported success and the server kept its old config,
+    saying so only in the log); a good one reaches the server; TUBED_OPTS
+    without --config reloads too."""
+    svc = _unit(os.path.join(REPO, "pkg/systemd/tubed.service"))
+    with TempDir() as d:
+        conf = os.path.join(d, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("[tube x]\nmax_items = 5\n")
+        env = {"TUBED_OPTS": "-b %s --config %s" % (os.path.join(d, "state"), conf)}
+        srv = Server(binary, env["TUBED_OPTS"].split()).start()
+        try:
+            def reloads():
+                return re.findall(r"^tubed: \w+: reload(?:ed|:) .*$", srv.stderr_text(), re.M)
+            done = _run_execs(svc, "ExecReload", binary, env, srv.pid)
+            eq([r.returncode for r in done], [0, 0], "ExecReload of a good file")
+            wait_until(lambda: len(reloads()) == 1, what="the server to log its reload")
+            check(reloads()[0].startswith("tubed: info: reloaded"), "reload: %r" % reloads())
+
+            with open(conf, "w") as f:
+                f.write("[tube x]\nmax_itemz = 5\n")
+            done = _run_execs(svc, "ExecReload", binary, env, srv.pid)
+            eq([r.returncode for r in done], [2], "ExecReload of a bad file stops at the check")
+            err = done[0].stderr.decode("utf-8", "replace")
+            check("unknown key 'max_itemz'" in err, "the check's error: %r" % err)
+            eq(len(reloads()), 1, "a bad file must not reach the server")
+
+            env = {"TUBED_OPTS": "-b %s" % os.path.join(d, "state2")}
+            done = _run_execs(svc, "ExecReload", binary, env, srv.pid)
+            eq([r.returncode for r in done], [0, 0], "ExecReload without --config")
+            eq(done[0].stdout, b"command line: ok\n", "the check without a file")
+        finally:
+            stop_checked(srv)
+
+
 @ONLY
 @no_server
 def test_systemd_analyze_verify(binary):
@@ -1178,7 +1238,7 @@ def test_systemd_analyze_verify(binary):
             text = f.read()
         check("ExecStart=/usr/bin/tubed " in text, "ExecStart=/usr/bin/tubed not found")
         with open(os.path.join(d, "tubed.service"), "w") as f:
-            f.write(text.replace("ExecStart=/usr/bin/tubed ", "ExecStart=%s " % binary))
+            f.write(text.replace("=/usr/bin/tubed ", "=%s " % binary))
         shutil.copy(os.path.join(REPO, "pkg/systemd/tubed.socket"), d)
         env = dict(os.environ)
         env["MANPATH"] = os.path.join(d, "man")

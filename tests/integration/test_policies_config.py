@@ -88,11 +88,14 @@ def test_check_config_good_file(binary):
         eq((rc, out, err), (0, "%s: ok\n" % path, ""),
            "--check-config of a good file (status, stdout, stderr)")
         check(not port_listening(port), "--check-config left a listener")
-        # The flags are checked with the file: --check-config alone is an error.
+        # Without a file it checks the flags alone (the unit's ExecReload
+        # runs it whether or not TUBED_OPTS names a file).
         rc, out, err = run_tubed(binary, ["--check-config"])
-        eq(rc, 2, "--check-config without --config: exit status")
-        check("needs --config" in err, "--check-config without --config: "
-              "stderr %r" % err[:200])
+        eq((rc, out, err), (0, "command line: ok\n", ""),
+           "--check-config without --config (status, stdout, stderr)")
+        rc, out, err = run_tubed(binary, ["-p", "abc", "--check-config"])
+        eq(rc, 2, "--check-config of a bad flag without --config: exit status")
+        check("-p" in err, "--check-config -p abc: stderr %r" % err[:200])
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -855,7 +855,11 @@ START_TEST(check_config)
     run_free(&r);
 
     RUN(&r, "--check-config");
-    expect_error(&r, "--check-config needs --config FILE");
+    ck_assert_int_eq(r.rc, OPTS_EXIT_OK);
+    ck_assert_str_eq(r.out, "command line: ok\n");
+    run_free(&r);
+    RUN(&r, "--check-config", "-p", "abc");
+    expect_error(&r, "-p");
     run_free(&r);
     RUN(&r, "--check-config=1");
     expect_error(&r, "--check-config");
