@@ -1,6 +1,7 @@
 /* cmd_info.c — the read-only documents: stats, tubes, binlog. */
 #include "commands.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "jsonout.h"
@@ -113,4 +114,51 @@ Status cmd_tubes(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     buf_free(&b);
     tubeset_free(&set);
     return st;
+}
+
+/* stats-job and stats-tube: one document, NOT_FOUND as `what`. */
+static Status print_stats_of(const Cli *cli, Client *c, const char *req,
+                             const char *what, const char *const *strings,
+                             Err *e)
+{
+    Reply r;
+    Dict d = {0};
+    Status st;
+
+    if (client_cmd(c, &r, e, "%s", req) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "NOT_FOUND"))
+        st = err_set(e, ST_NOT_FOUND, "%s", what);
+    else
+        st = parse_doc(c, req, &r, &d, e);
+    if (st == ST_OK)
+        st = print_dict(cli, &d, strings, e);
+    dict_free(&d);
+    reply_free(&r);
+    return st;
+}
+
+Status cmd_stats_job(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const strings[] = {"tube", "state", NULL};
+    char req[64], what[64];
+    uint64_t id;
+
+    if (parse_id("stats-job", args[0], &id, e) != ST_OK)
+        return ST_USAGE;
+    snprintf(req, sizeof req, "stats-job %llu", (unsigned long long)id);
+    snprintf(what, sizeof what, "no job %llu", (unsigned long long)id);
+    return print_stats_of(cli, c, req, what, strings, e);
+}
+
+Status cmd_stats_tube(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const strings[] = {"name", NULL};
+    char req[300], what[300];
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    snprintf(req, sizeof req, "stats-tube %s", args[0]);
+    snprintf(what, sizeof what, "no tube '%s'", args[0]);
+    return print_stats_of(cli, c, req, what, strings, e);
 }
