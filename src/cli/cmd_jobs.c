@@ -116,6 +116,25 @@ static Status peek_found(const Cli *cli, Client *c, const Reply *found, Err *e)
     return st;
 }
 
+/* Send a peek request and show the job it finds; NOT_FOUND is `none`. */
+static Status peek_show(const Cli *cli, Client *c, const char *req,
+                        const char *none, Err *e)
+{
+    Reply r;
+    Status st;
+
+    if (client_cmd(c, &r, e, "%s", req) != ST_OK)
+        return e->code;
+    if (reply_is(&r, "NOT_FOUND"))
+        st = err_set(e, ST_NOT_FOUND, "%s", none);
+    else if (!reply_is(&r, "FOUND") || !r.body)
+        st = reply_unexpected(&r, "peek", e);
+    else
+        st = peek_found(cli, c, &r, e);
+    reply_free(&r);
+    return st;
+}
+
 /* peek's argument is always a tube (a tube may be named 123): when no
  * tube has that number for a name, say how to peek the job. */
 static Status peek_hint(const char *tube, Status st, Err *e)
@@ -133,7 +152,7 @@ Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 {
     static const char *const states[] = {"ready", "delayed", "buried", NULL};
     const char *state = nargs > 1 ? args[1] : "ready";
-    Reply r;
+    char req[32], none[300];
     Status st;
 
     if (check_tube_name(args[0], e) != ST_OK)
@@ -144,37 +163,22 @@ Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     if ((st = need_tube(c, args[0], e)) != ST_OK ||
         (st = use_tube(c, args[0], e)) != ST_OK)
         return peek_hint(args[0], st, e);
-    if (client_cmd(c, &r, e, "peek-%s", state) != ST_OK)
-        return e->code;
-    if (reply_is(&r, "NOT_FOUND"))
-        st = err_set(e, ST_NOT_FOUND, "no %s job in tube '%s'", state, args[0]);
-    else if (!reply_is(&r, "FOUND") || !r.body)
-        st = reply_unexpected(&r, "peek", e);
-    else
-        st = peek_found(cli, c, &r, e);
-    reply_free(&r);
-    return st;
+    snprintf(req, sizeof req, "peek-%s", state);
+    snprintf(none, sizeof none, "no %s job in tube '%s'", state, args[0]);
+    return peek_show(cli, c, req, none, e);
 }
 
 /* A job by its id (the protocol's peek ID): as peek shows it. */
 Status cmd_job(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 {
+    char req[64], none[64];
     uint64_t id;
-    Reply r;
-    Status st;
 
     if (parse_id("job", args[0], &id, e) != ST_OK)
         return ST_USAGE;
-    if (client_cmd(c, &r, e, "peek %llu", (unsigned long long)id) != ST_OK)
-        return e->code;
-    if (reply_is(&r, "NOT_FOUND"))
-        st = err_set(e, ST_NOT_FOUND, "no job %llu", (unsigned long long)id);
-    else if (!reply_is(&r, "FOUND") || !r.body)
-        st = reply_unexpected(&r, "peek", e);
-    else
-        st = peek_found(cli, c, &r, e);
-    reply_free(&r);
-    return st;
+    snprintf(req, sizeof req, "peek %llu", (unsigned long long)id);
+    snprintf(none, sizeof none, "no job %llu", (unsigned long long)id);
+    return peek_show(cli, c, req, none, e);
 }
 
 /* ---------------------------------------------------------------- list */
