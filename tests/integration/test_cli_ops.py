@@ -13,6 +13,7 @@ from cli_util import cli_path, need_beanstalkd, run_cli, run_in_pty
 from access_util import Access
 from harness import check, eq, no_server, start_server
 from policy_util import Policy
+from repl_util import Cluster, wait_caught_up
 
 
 def _gone(c, jid):
@@ -421,6 +422,25 @@ def test_cli_ops_refused_by_role(binary):
         eq(run_cli(binary, wk, "delete", a, d).ok().text,
            "deleted job %d\ndeleted job %d\n" % (a, d), "worker deletes in app-*")
         check(_gone(admin, a) and _gone(admin, d), "deleted")
+
+
+@no_server
+def test_cli_ops_on_a_replica(binary):
+    """A replica answers every change DRAINING (replication.md section 2):
+    the message says it may be a replica; reading by id works there."""
+    with Cluster(binary) as cl:
+        p = cl.node("p")
+        r = cl.node("r", replica_of=p)
+        c = p.bs()
+        c.use("rt")
+        jid = c.put(b"on both")
+        wait_caught_up(p, r)
+        eq(run_cli(binary, r.port, "job", jid, "--raw").ok().out, b"on both",
+           "job on the replica")
+        for args in (["delete", jid], ["kick-job", jid], ["pause", "rt", 5],
+                     ["move", jid, "else"], ["move", "rt", "all", "else"]):
+            run_cli(binary, r.port, *args).fails(4, "DRAINING", "or a replica")
+        eq(_state(c, jid), ("rt", "ready"), "nothing changed on the primary")
 
 
 # ---------------------------------------------------------------- usage
