@@ -8,6 +8,8 @@ refusal, 5 no extension, 6 local error."""
 
 import base64
 import re
+import socket
+import threading
 
 from cli_util import cli_path, need_beanstalkd, run_cli, run_in_pty
 from access_util import Access
@@ -441,6 +443,74 @@ def test_cli_ops_on_a_replica(binary):
                      ["move", jid, "else"], ["move", "rt", "all", "else"]):
             run_cli(binary, r.port, *args).fails(4, "DRAINING", "or a replica")
         eq(_state(c, jid), ("rt", "ready"), "nothing changed on the primary")
+
+
+class _Scripted:
+    """A one-connection server that answers each request line with the next
+    of `replies` (bytes, CRLF added) and closes once they run out."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.got = []
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(1)
+        self.ls.settimeout(20)
+        self.port = self.ls.getsockname()[1]
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        try:
+            c, _ = self.ls.accept()
+        except OSError:
+            return
+        c.settimeout(20)
+        buf = b""
+        try:
+            while self.replies:
+                while b"\r\n" not in buf:
+                    data = c.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                line, buf = buf.split(b"\r\n", 1)
+                self.got.append(line)
+                c.sendall(self.replies.pop(0) + b"\r\n")
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.ls.close()
+        self.t.join(20)
+
+
+@no_server
+def test_cli_ops_stopped_part_way(binary):
+    """A server that goes away, or answers what the protocol does not, in
+    the middle of a run: what was done is on stdout, the message says how
+    far it got, the exit status is the failure's."""
+    s = _Scripted([b"DELETED", b"NOT_FOUND", b"DELETED"])
+    try:
+        r = run_cli(binary, s.port, "delete", 1, 2, 3, 4, 5)
+    finally:
+        s.close()
+    eq(r.rc, 3, "connection lost: %r" % r)
+    eq(r.text, "deleted job 1\ndeleted job 3\n", "the jobs deleted")
+    check("no job 2 (" in r.err, "the missing one named: %r" % r)
+    check("closed the connection (stopped after 2 jobs deleted)" in r.err, r.err)
+    eq(s.got[:3], [b"delete 1", b"delete 2", b"delete 3"], "requests in order")
+
+    s = _Scripted([b"KICKED", b"KICKED 9", b"KICKED"])
+    try:
+        r = run_cli(binary, s.port, "--json", "kick-job", 7, 8, 9)
+    finally:
+        s.close()
+    eq((r.rc, r.out), (4, b""), "a bad reply: a server error, no document: %r" % r)
+    check("kick-job: unexpected reply (KICKED 9) (stopped after 2 jobs kicked)"
+          in r.err, r.err)
 
 
 # ---------------------------------------------------------------- usage
