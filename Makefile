@@ -61,7 +61,8 @@ GEN_OBJ   := $(BUILD)/obj/gen/status_page.o
 # each (BUILD/unit/LAYER/test_MODULE). unit.h, shared by all, is found by
 # -Itests/unit; a layer's own helpers (engine/eworld.h) sit beside its
 # tests. A test still at the top (tests/unit/test_*.c) builds and runs too.
-UNIT_DIRS := lib config engine net proto
+# tests/unit/cli/ tests tubed-cli's own code (its rule is below).
+UNIT_DIRS := lib config engine net proto cli
 UNIT_SRC  := $(wildcard tests/unit/test_*.c) \
              $(foreach d,$(UNIT_DIRS),$(wildcard tests/unit/$(d)/test_*.c))
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
@@ -120,6 +121,12 @@ $(BUILD)/tubed-cli: $(CLI_OBJ) $(BUILD)/libtubed.a
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libtubed.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(CHECK_CFLAGS) -Itests/unit $(INC) -o $@ $< $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
+
+# tubed-cli's unit tests (tests/unit/cli/) link its objects but main.o.
+CLI_UNIT_OBJ := $(filter-out %/main.o,$(CLI_OBJ))
+$(BUILD)/unit/cli/%: tests/unit/cli/%.c $(CLI_UNIT_OBJ) $(BUILD)/libtubed.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(CHECK_CFLAGS) -Itests/unit $(INC) -Isrc/cli -o $@ $< $(CLI_UNIT_OBJ) $(BUILD)/libtubed.a $(LDFLAGS_ALL) $(CHECK_LIBS)
 
 # The recorded header dependencies (absent on a first build: nothing to
 # rebuild then).

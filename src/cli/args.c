@@ -42,7 +42,7 @@ void args_usage(FILE *out)
             "  --pri N, --delay SECONDS, --ttr SECONDS\n"
             "                    put: priority (default 1024), delay (default 0),\n"
             "                    time to run (default 60)\n"
-            "  --raw             peek: the body only, byte for byte\n"
+            "  --raw             peek, job: the body only, byte for byte\n"
             "  --help, --version\n"
             "\n"
             "exit status: 0 ok, 1 not found, 2 usage, 3 connection, "
@@ -225,6 +225,30 @@ static Status split_host_port(Cli *cli, const Seen *s, Err *e)
     return ST_OK;
 }
 
+/* Does n arguments fit one of the command's forms (its rows, which
+ * stand together in the table)? */
+static int arity_fits(const Command *c, int n)
+{
+    for (const Command *f = c; f->name && strcmp(f->name, c->name) == 0; f++)
+        if (n >= f->min_args && n <= f->max_args)
+            return 1;
+    return 0;
+}
+
+/* "usage: tubed-cli move ID... TUBE | move FROM STATE TUBE". */
+static Status usage_of(const Command *c, Err *e)
+{
+    size_t n = (size_t)snprintf(e->msg, sizeof e->msg, "usage: tubed-cli");
+
+    for (const Command *f = c; f->name && strcmp(f->name, c->name) == 0 &&
+                               n < sizeof e->msg; f++)
+        n += (size_t)snprintf(e->msg + n, sizeof e->msg - n, "%s %s%s%s",
+                              f == c ? "" : " |", f->name,
+                              *f->args ? " " : " (no arguments)", f->args);
+    e->code = ST_USAGE;
+    return ST_USAGE;
+}
+
 static Status check_command(const Cli *cli, const Seen *s, char **pos, int npos,
                             Err *e)
 {
@@ -234,13 +258,12 @@ static Status check_command(const Cli *cli, const Seen *s, char **pos, int npos,
         return err_set(e, ST_USAGE, "no command given");
     if (!(c = command_find(pos[0])))
         return err_set(e, ST_USAGE, "unknown command '%s'", pos[0]);
-    if (npos - 1 < c->min_args || npos - 1 > c->max_args)
-        return err_set(e, ST_USAGE, "usage: tubed-cli %s%s%s", c->name,
-                       *c->args ? " " : " (no arguments)", c->args);
+    if (!arity_fits(c, npos - 1))
+        return usage_of(c, e);
     if (s->put_opts && strcmp(c->name, "put") != 0)
         return err_set(e, ST_USAGE, "--pri, --delay and --ttr are for put");
-    if (s->raw && strcmp(c->name, "peek") != 0)
-        return err_set(e, ST_USAGE, "--raw is for peek");
+    if (s->raw && strcmp(c->name, "peek") != 0 && strcmp(c->name, "job") != 0)
+        return err_set(e, ST_USAGE, "--raw is for peek and job");
     if (s->raw && cli->json)
         return err_set(e, ST_USAGE, "--raw and --json do not go together");
     return ST_OK;

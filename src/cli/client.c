@@ -342,7 +342,9 @@ static const char *explain(const char *line)
         {"INTERNAL_ERROR", "the server reports an internal error"},
         {"BAD_FORMAT", "the server did not understand the request"},
         {"UNKNOWN_COMMAND", "the server does not know this command"},
-        {"DRAINING", "the server is draining and takes no new jobs"},
+        /* A draining server refuses put; a replica every change. */
+        {"DRAINING", "the server takes no changes now: it is draining, or a "
+                     "replica (change its primary)"},
         {"JOB_TOO_BIG", "the body is larger than the server's max-job-size"},
         {"EXPECTED_CRLF", "the server expected CRLF after the body"},
         {"NOT_ALLOWED", "refused: this listener's role or tubes do not allow it"},

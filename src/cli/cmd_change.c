@@ -1,5 +1,5 @@
-/* cmd_change.c — commands that change jobs in bulk or move them: kick,
- * flush, move. */
+/* cmd_change.c — commands that change a tube or the server: kick, flush,
+ * pause, promote, follow. (delete, kick-job and move, by job: cmd_ids.c) */
 #include "commands.h"
 
 #include <stdio.h>
@@ -93,34 +93,37 @@ Status cmd_flush(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     return st;
 }
 
-Status cmd_move(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+Status cmd_pause(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 {
-    char line[300];
-    uint64_t id;
+    Buf b = {0};
+    uint32_t secs;
     Reply r;
     Status st;
 
-    if (parse_u64_str(args[0], &id) < 0)
-        return err_set(e, ST_USAGE, "move: '%s' is not a job id", args[0]);
-    if (check_tube_name(args[1], e) != ST_OK)
+    if (check_tube_name(args[0], e) != ST_OK)
         return ST_USAGE;
-    if (client_cmd(c, &r, e, "move-job %llu %s", (unsigned long long)id,
-                   args[1]) != ST_OK)
+    if (parse_u32(args[1], strlen(args[1]), &secs) < 0)
+        return err_set(e, ST_USAGE, "pause: SECONDS must be a number below 2^32 "
+                       "(0 resumes), not '%.40s'", args[1]);
+    if (client_cmd(c, &r, e, "pause-tube %s %lu", args[0], (unsigned long)secs) != ST_OK)
         return e->code;
-    if (reply_is(&r, "MOVED") && strcmp(r.line, "MOVED") == 0) {
-        snprintf(line, sizeof line, "moved job %llu to tube '%s'",
-                 (unsigned long long)id, args[1]);
-        st = report(cli, "moved", id, line, e);
-    } else if (reply_is(&r, "UNKNOWN_COMMAND")) {
-        st = no_ext(e, "move", "move-job");
+    if (reply_is(&r, "PAUSED") && strcmp(r.line, "PAUSED") == 0) {
+        if (cli->json) {
+            buf_printf(&b, "{\"tube\":");
+            json_cstr(&b, args[0]);
+            buf_printf(&b, ",\"paused\":%lu}\n", (unsigned long)secs);
+        } else if (secs) {
+            buf_printf(&b, "paused tube '%s' for %lu %s\n", args[0],
+                       (unsigned long)secs, plural(secs, "second", "seconds"));
+        } else {
+            buf_printf(&b, "resumed tube '%s'\n", args[0]);
+        }
+        st = out_flush(&b, e);
+        buf_free(&b);
     } else if (reply_is(&r, "NOT_FOUND")) {
-        st = err_set(e, ST_NOT_FOUND, "no job %llu that can move (it does not "
-                     "exist, or a worker has it reserved)", (unsigned long long)id);
-    } else if (reply_is(&r, "OUT_OF_MEMORY")) {
-        st = err_set(e, ST_SERVER, "cannot move job %llu: tube '%s' is full",
-                     (unsigned long long)id, args[1]);
+        st = err_set(e, ST_NOT_FOUND, "no tube '%s'", args[0]);
     } else {
-        st = reply_unexpected(&r, "move-job", e);
+        st = reply_unexpected(&r, "pause-tube", e);
     }
     reply_free(&r);
     return st;

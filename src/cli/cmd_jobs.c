@@ -14,14 +14,6 @@
 
 /* ---------------------------------------------------------------- peek */
 
-static int is_state(const char *s, const char *const *states)
-{
-    for (; *states; states++)
-        if (strcmp(s, *states) == 0)
-            return 1;
-    return 0;
-}
-
 /* The body for a person on a terminal: text as is, any other byte as
  * \xHH, so a job cannot drive the terminal with escape sequences. Well-
  * formed UTF-8 is text, but for U+0080-U+009F: the C1 controls, which
@@ -124,25 +116,17 @@ static Status peek_found(const Cli *cli, Client *c, const Reply *found, Err *e)
     return st;
 }
 
-Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+/* Send a peek request and show the job it finds; NOT_FOUND is `none`. */
+static Status peek_show(const Cli *cli, Client *c, const char *req,
+                        const char *none, Err *e)
 {
-    static const char *const states[] = {"ready", "delayed", "buried", NULL};
-    const char *state = nargs > 1 ? args[1] : "ready";
     Reply r;
     Status st;
 
-    if (check_tube_name(args[0], e) != ST_OK)
-        return ST_USAGE;
-    if (!is_state(state, states))
-        return err_set(e, ST_USAGE, "peek: state must be ready, delayed or "
-                       "buried, not '%s'", state);
-    if ((st = need_tube(c, args[0], e)) != ST_OK ||
-        (st = use_tube(c, args[0], e)) != ST_OK)
-        return st;
-    if (client_cmd(c, &r, e, "peek-%s", state) != ST_OK)
+    if (client_cmd(c, &r, e, "%s", req) != ST_OK)
         return e->code;
     if (reply_is(&r, "NOT_FOUND"))
-        st = err_set(e, ST_NOT_FOUND, "no %s job in tube '%s'", state, args[0]);
+        st = err_set(e, ST_NOT_FOUND, "%s", none);
     else if (!reply_is(&r, "FOUND") || !r.body)
         st = reply_unexpected(&r, "peek", e);
     else
@@ -151,60 +135,117 @@ Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
     return st;
 }
 
+/* peek's argument is always a tube (a tube may be named 123): when no
+ * tube has that number for a name, say how to peek the job. */
+static Status peek_hint(const char *tube, Status st, Err *e)
+{
+    uint64_t id;
+    size_t n = strlen(e->msg);
+
+    if (st == ST_NOT_FOUND && parse_u64_str(tube, &id) == 0)
+        snprintf(e->msg + n, sizeof e->msg - n, " (job %llu: tubed-cli job %llu)",
+                 (unsigned long long)id, (unsigned long long)id);
+    return st;
+}
+
+Status cmd_peek(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    static const char *const states[] = {"ready", "delayed", "buried", NULL};
+    const char *state = nargs > 1 ? args[1] : "ready";
+    char req[32], none[300];
+    Status st;
+
+    if (check_tube_name(args[0], e) != ST_OK)
+        return ST_USAGE;
+    if (!is_word(state, states))
+        return err_set(e, ST_USAGE, "peek: state must be ready, delayed or "
+                       "buried, not '%s'", state);
+    if ((st = need_tube(c, args[0], e)) != ST_OK ||
+        (st = use_tube(c, args[0], e)) != ST_OK)
+        return peek_hint(args[0], st, e);
+    snprintf(req, sizeof req, "peek-%s", state);
+    snprintf(none, sizeof none, "no %s job in tube '%s'", state, args[0]);
+    return peek_show(cli, c, req, none, e);
+}
+
+/* A job by its id (the protocol's peek ID): as peek shows it. */
+Status cmd_job(const Cli *cli, Client *c, char **args, int nargs, Err *e)
+{
+    char req[64], none[64];
+    uint64_t id;
+
+    if (parse_id("job", args[0], &id, e) != ST_OK)
+        return ST_USAGE;
+    snprintf(req, sizeof req, "peek %llu", (unsigned long long)id);
+    snprintf(none, sizeof none, "no job %llu", (unsigned long long)id);
+    return peek_show(cli, c, req, none, e);
+}
+
 /* ---------------------------------------------------------------- list */
 
 /* The most ids list-jobs gives in one page. */
 #define PAGE 1000
 
-/* Print one page's ids; *last is the highest, *n how many. Ids must grow:
- * a server that repeats itself would otherwise make us page forever. */
-static Status list_page(const Cli *cli, const StrList *ids, uint64_t from,
-                        uint64_t *last, int first, Err *e)
+/* A page's ids as numbers, each above the one before and not below
+ * `from`: a server that repeats itself would otherwise make us page
+ * forever. */
+static Status page_ids(const StrList *words, uint64_t from, IdList *ids, Err *e)
 {
-    Buf b = {0};
-    uint64_t id, prev = 0;
-    Status st;
+    uint64_t id;
 
-    for (size_t i = 0; i < ids->n; i++) {
-        if (parse_u64_str(ids->items[i], &id) < 0 || id < from ||
-            (i && id <= prev)) {
-            buf_free(&b);
+    for (size_t i = 0; i < words->n; i++) {
+        if (parse_u64_str(words->items[i], &id) < 0 || id < from ||
+            (ids->n && id <= ids->ids[ids->n - 1]))
             return err_set(e, ST_SERVER, "list-jobs: bad or unordered job id "
-                           "'%s' in the reply", ids->items[i]);
-        }
-        if (cli->json)
-            buf_printf(&b, "%s%llu", first && i == 0 ? "" : ",",
-                       (unsigned long long)id);
-        else
-            buf_printf(&b, "%llu\n", (unsigned long long)id);
-        prev = id;
+                           "'%.40s' in the reply", words->items[i]);
+        if (idlist_push(ids, id, e) != ST_OK)
+            return ST_LOCAL;
     }
-    *last = prev;
-    st = out_flush(&b, e);
-    buf_free(&b);
-    return st;
+    return ST_OK;
 }
 
-/* One list-jobs request: ST_OK with the ids, or why not. */
-static Status list_request(Client *c, char **args, uint64_t from, StrList *ids,
-                           Err *e)
+Status list_jobs_page(Client *c, const char *cmd, const char *tube,
+                      const char *state, uint64_t from, IdList *ids, Err *e)
 {
     Reply r;
+    StrList words = {0};
     char why[160];
     Status st = ST_OK;
 
-    if (client_cmd(c, &r, e, "list-jobs %s %s %llu %d", args[0], args[1],
+    ids->n = 0;
+    if (client_cmd(c, &r, e, "list-jobs %s %s %llu %d", tube, state,
                    (unsigned long long)from, PAGE) != ST_OK)
         return e->code;
     if (reply_is(&r, "UNKNOWN_COMMAND"))
-        st = no_ext(e, "list", "list-jobs");
+        st = no_ext(e, cmd, "list-jobs");
     else if (reply_is(&r, "NOT_FOUND"))
-        st = err_set(e, ST_NOT_FOUND, "no tube '%s'", args[0]);
+        st = err_set(e, ST_NOT_FOUND, "no tube '%s'", tube);
     else if (!reply_is(&r, "OK") || !r.body)
         st = reply_unexpected(&r, "list-jobs", e);
-    else if (yaml_list(r.body, r.body_len, ids, why, sizeof why) < 0)
+    else if (yaml_list(r.body, r.body_len, &words, why, sizeof why) < 0)
         st = err_set(e, ST_SERVER, "list-jobs: cannot read the reply: %s", why);
+    else
+        st = page_ids(&words, from, ids, e);
+    strlist_free(&words);
     reply_free(&r);
+    return st;
+}
+
+/* Print one page's ids. */
+static Status list_page(const Cli *cli, const IdList *ids, int first, Err *e)
+{
+    Buf b = {0};
+    Status st;
+
+    for (size_t i = 0; i < ids->n; i++) {
+        unsigned long long id = (unsigned long long)ids->ids[i];
+        if (cli->json)
+            buf_printf(&b, "%s%llu", first && i == 0 ? "" : ",", id);
+        else
+            buf_printf(&b, "%llu\n", id);
+    }
+    st = out_flush(&b, e);
+    buf_free(&b);
     return st;
 }
 
@@ -212,36 +253,37 @@ Status cmd_list(const Cli *cli, Client *c, char **args, int nargs, Err *e)
 {
     static const char *const states[] = {"ready", "delayed", "reserved",
                                          "buried", "all", NULL};
-    uint64_t from = 0, last = 0;
-    StrList ids;
+    uint64_t from = 0, last;
+    IdList ids = {0};
     Status st;
     int first = 1;
 
     if (check_tube_name(args[0], e) != ST_OK)
         return ST_USAGE;
-    if (!is_state(args[1], states))
+    if (!is_word(args[1], states))
         return err_set(e, ST_USAGE, "list: state must be ready, delayed, "
                        "reserved, buried or all, not '%s'", args[1]);
     /* Page until an empty page: a short page does not promise the end. */
     for (;;) {
-        if ((st = list_request(c, args, from, &ids, e)) != ST_OK)
-            return st;
+        if ((st = list_jobs_page(c, "list", args[0], args[1], from, &ids, e)) != ST_OK)
+            goto out;
         if (cli->json && first)
             fputs("[", stdout); /* only once the server has said yes */
         if (ids.n == 0)
             break;
-        st = list_page(cli, &ids, from, &last, first, e);
-        strlist_free(&ids);
-        if (st != ST_OK)
-            return st;
+        if ((st = list_page(cli, &ids, first, e)) != ST_OK)
+            goto out;
         first = 0;
+        last = ids.ids[ids.n - 1];
         if (last == UINT64_MAX)
             break;
         from = last + 1;
     }
     if (cli->json)
         fputs("]\n", stdout);
-    return ST_OK;
+out:
+    idlist_free(&ids);
+    return st;
 }
 
 /* ----------------------------------------------------------------- put */

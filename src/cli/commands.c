@@ -2,26 +2,39 @@
  * commands.h. */
 #include "commands.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "jsonout.h"
 #include "names.h"
+#include "numparse.h"
 #include "table.h"
 
 const Command commands[] = {
     {"stats", 0, 0, cmd_stats, "", "the server's stats"},
     {"tubes", 0, 0, cmd_tubes, "", "a table of every tube"},
     {"top", 0, 0, cmd_top, "", "the tubes table, live, with rates (q quits)"},
+    {"stats-tube", 1, 1, cmd_stats_tube, "TUBE", "one tube's stats"},
     {"peek", 1, 2, cmd_peek, "TUBE [ready|delayed|buried]",
      "the next job in that state (default ready)"},
+    {"job", 1, 1, cmd_job, "ID", "a job by its id: its stats and body"},
+    {"stats-job", 1, 1, cmd_stats_job, "ID", "a job's stats, without its body"},
     {"kick", 1, 2, cmd_kick, "TUBE [N|all]",
      "kick up to N buried, else delayed, jobs (default 1)"},
+    {"kick-job", 1, INT_MAX, cmd_kick_job, "ID...",
+     "kick these buried or delayed jobs"},
+    {"delete", 1, INT_MAX, cmd_delete, "ID...", "delete these jobs"},
+    {"pause", 2, 2, cmd_pause, "TUBE SECONDS",
+     "hold the tube's jobs from workers (0 resumes)"},
     {"flush", 1, 1, cmd_flush, "TUBE",
      "delete the tube's ready, delayed and buried jobs"},
     {"list", 2, 2, cmd_list, "TUBE STATE",
      "job ids in STATE: ready, delayed, reserved, buried, all"},
-    {"move", 2, 2, cmd_move, "ID TUBE", "move a job to another tube"},
+    {"move", 2, INT_MAX, cmd_move, "ID... TUBE", "move jobs to another tube"},
+    {"move", 3, 3, cmd_move, "FROM STATE TUBE",
+     "move FROM's jobs in STATE: ready, delayed, buried, all"},
     {"put", 1, 2, cmd_put, "TUBE [FILE|-]",
      "put a job (body from FILE or stdin), print its id"},
     {"binlog", 0, 0, cmd_binlog, "", "the binlog's health"},
@@ -133,4 +146,47 @@ Status print_dict(const Cli *cli, const Dict *d, const char *const *string_keys,
 const char *plural(unsigned long long n, const char *one, const char *many)
 {
     return n == 1 ? one : many;
+}
+
+int is_word(const char *s, const char *const *words)
+{
+    for (; *words; words++)
+        if (strcmp(s, *words) == 0)
+            return 1;
+    return 0;
+}
+
+Status parse_id(const char *cmd, const char *s, uint64_t *id, Err *e)
+{
+    if (parse_u64_str(s, id) < 0)
+        return err_set(e, ST_USAGE, "%s: '%.40s' is not a job id", cmd, s);
+    return ST_OK;
+}
+
+Status idlist_push(IdList *l, uint64_t id, Err *e)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint64_t *p = tb_realloc(l->ids, cap * sizeof *p);
+        if (!p)
+            return err_set(e, ST_LOCAL, "out of memory");
+        l->ids = p;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = id;
+    return ST_OK;
+}
+
+void idlist_free(IdList *l)
+{
+    tb_free(l->ids);
+    memset(l, 0, sizeof *l);
+}
+
+void json_ids(Buf *b, const IdList *l)
+{
+    buf_append(b, "[", 1);
+    for (size_t i = 0; i < l->n; i++)
+        buf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)l->ids[i]);
+    buf_append(b, "]", 1);
 }
