@@ -175,6 +175,34 @@ def test_stale_primary_learns_a_higher_epoch(binary):
         r2.sigcont()
 
 
+@no_server
+@tubed_only(EXT)
+def test_replicas_down_within_sync_replicas(binary):
+    """doc/replication.md: "With M replicas in all, M - N of them may be
+    down without replies waiting" (doc/failover.md said replies wait
+    with sync_replicas >= the replicas remaining: 1 of 2 down with
+    sync_replicas 1 would wait; it does not). A stopped replica (it reads
+    nothing, acknowledges nothing) stands for one cut off."""
+    with Cluster(binary, "sync_replicas = 1\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r1 = cl.node("r1", "-f", "0", replica_of=p)
+        r2 = cl.node("r2", "-f", "0", replica_of=p)
+        wait_caught_up(p, r1, r2)
+        r2.sigstop()
+        c = p.bs()
+        ids = put_many(c, [body("one-down", i) for i in range(20)])
+        eq(len(ids), 20, "puts acknowledged with 1 of 2 replicas stopped, N = 1")
+        r1.sigstop()
+        c.send(b"put 0 0 60 4\r\nwait\r\n")
+        wait_for(lambda: rint(p.repl(), "waiting-replies") == 1,
+                 lambda: "the put to wait with both replicas stopped: %r" % p.repl())
+        r1.sigcont()
+        line = c.read_line(timeout=30)
+        check(line.startswith(b"INSERTED "), "the held put once r1 is back: %r" % line)
+        r2.sigcont()
+        wait_caught_up(p, r1, r2)
+
+
 # ------------------------------------------------- network namespaces
 
 PORT = 11300
