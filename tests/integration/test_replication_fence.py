@@ -149,6 +149,26 @@ def test_answered_follow_then_promoted_is_plus_one(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_partial_resync_answer_counts_as_heard(binary):
+    """A former primary without a tail goes on partially (CONTINUING):
+    that answer names the new primary's epoch too; promoted later, + 1,
+    also after a kill -9 and a restart during which r1 does not answer
+    (what it heard is journaled)."""
+    with Cluster(binary) as cl:
+        p, r1 = _trio(cl)
+        _promote(r1, 2, "r1")
+        _follow(p, r1, "p, no tail")
+        wait_caught_up(r1, p)
+        eq(rint(p.repl(), "partial-resyncs"), 1, "p went on partially")
+        r1.sigstop()
+        p.kill9()
+        p.restart(replica_of=r1)
+        _promote(p, 3, "p, having heard r1's epoch 2")
+        r1.sigcont()
+
+
+@no_server
+@tubed_only(EXT)
 def test_stale_primary_learns_a_higher_epoch(binary):
     """A replica at epoch 3 reaching the old primary (epoch 1) is FENCED;
     the old primary shows it is stale, and its own promotion later starts
