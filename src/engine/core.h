@@ -99,6 +99,8 @@ struct Engine {
                                 * (a flag beside it: zeroing the id broke the
                                 * order the binary search needs) */
     size_t sweep_n;
+    uint64_t sweep_replaced; /* jobs of sweep_ids the snapshot replaced by
+                              * another job of the same id */
 };
 
 #endif

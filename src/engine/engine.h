@@ -175,7 +175,10 @@ void engine_set_passive(Engine *e, int on);
 int engine_apply(Engine *e, const BlRecord *r);
 /* A snapshot begins: remember every job here now (-1 out of memory). A
  * job the stream then sends is kept; engine_sweep_end() deletes (and
- * logs) the others and says how many; abort forgets the list. */
+ * logs) the others and says how many, counting too those the stream
+ * replaced by another job of the same id (another body: a history that
+ * gave the id out again, as two primaries promoted in one partition do);
+ * abort forgets the list. */
 int engine_sweep_begin(Engine *e);
 /* A primary that becomes a replica: delete the jobs that have no record
  * (a journal = false tube's, never replicated), which its new primary
@@ -193,6 +196,15 @@ void engine_repl_state(const Engine *e, uint64_t *epoch, uint64_t *pos, uint64_t
 /* Journal a new position/epoch (binlog_set_position); -1 no disk room. */
 int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
                         int follower);
+/* The same, also journaling whether this server was told to follow a
+ * primary whose epoch it has not heard yet (engine_set_position() keeps
+ * that as it is): a promotion then skips the epoch that primary may have
+ * (doc/replication.md, "A network partition"). */
+int engine_set_position_unheard(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
+                                int follower, int unheard);
+/* Told to follow, and the new primary's epoch not heard since (kept over
+ * restarts). */
+int engine_epoch_unheard(const Engine *e);
 /* Ids jump n ahead (a promotion), journaled so that a restart keeps the
  * jump: -1 when it could not be journaled (it holds until a restart). */
 int engine_skip_ids(Engine *e, uint64_t n);

@@ -74,7 +74,17 @@ static int set_state(Engine *e, Job *j, const BlRecord *r)
     return 0;
 }
 
-static void sweep_mark(Engine *e, uint64_t id);
+static int sweep_mark(Engine *e, uint64_t id);
+
+/* old and the record are other jobs under one id: another body (a job of
+ * the same history has the same bytes, whatever its state or tube now).
+ * A body on disk only is compared by its size. */
+static int other_job(const Job *old, const BlRecord *r)
+{
+    const char *b = job_body(old);
+
+    return old->body_size != r->body_size || (b && memcmp(b, r->body, r->body_size) != 0);
+}
 
 /* A J or K record: the job, new or replacing the one of that id. fresh:
  * its id is above every id seen, so no job has it (no lookup: on a
@@ -97,9 +107,11 @@ static int apply_job(Engine *e, const BlRecord *r, int fresh)
 {
     Job *old = fresh ? NULL : job_table_find(&e->jobs, r->id), *j;
     Tube *t;
+    int other;
 
     if (old && job_dead(old))
         return -1; /* flushed and not freed yet: applied on a later try */
+    other = old && e->sweep_n && other_job(old, r);
     if (!(t = engine_tube(e, r->tube, r->tube_len)))
         return -1;
     /* The job's reference, taken first: the job it replaces may be the
@@ -142,7 +154,10 @@ static int apply_job(Engine *e, const BlRecord *r, int fresh)
     e->total_jobs++;
     warn_unjournaled(e, t);
     binlog_put(e, j);
-    sweep_mark(e, r->id);
+    /* (only at the id's first record of the snapshot: a later one replaces
+     * the primary's own job, which a move may have changed) */
+    if (sweep_mark(e, r->id) && other)
+        e->sweep_replaced++;
     return 0;
 }
 
@@ -420,8 +435,9 @@ static void sweep_children(Engine *e)
 
 /* The primary has job id: it stays at the sweep's end. The records come
  * in any order (live ones name jobs ahead of the snapshot's cursor), so
- * the list stays sorted and a flag beside it says "sent". */
-static void sweep_mark(Engine *e, uint64_t id)
+ * the list stays sorted and a flag beside it says "sent". 1 when id was
+ * in the list and not yet sent. */
+static int sweep_mark(Engine *e, uint64_t id)
 {
     size_t lo = 0, hi = e->sweep_n;
 
@@ -432,13 +448,16 @@ static void sweep_mark(Engine *e, uint64_t id)
         else
             hi = mid;
     }
-    if (lo < e->sweep_n && e->sweep_ids[lo] == id)
+    if (lo < e->sweep_n && e->sweep_ids[lo] == id && !e->sweep_sent[lo]) {
         e->sweep_sent[lo] = 1;
+        return 1;
+    }
+    return 0;
 }
 
 uint64_t engine_sweep_end(Engine *e)
 {
-    uint64_t n = 0;
+    uint64_t n = e->sweep_replaced;
 
     for (size_t i = 0; i < e->sweep_n; i++) {
         Job *j;
@@ -461,6 +480,7 @@ void engine_sweep_abort(Engine *e)
     e->sweep_ids = NULL;
     e->sweep_sent = NULL;
     e->sweep_n = 0;
+    e->sweep_replaced = 0;
     for (size_t i = 0; i < e->tubes.len; i++)
         e->tubes.list[i]->child_sweep = 0;
 }
@@ -478,6 +498,17 @@ int engine_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
                         int follower)
 {
     return binlog_set_position(e, epoch, pos, start, follower);
+}
+
+int engine_set_position_unheard(Engine *e, uint64_t epoch, uint64_t pos, uint64_t start,
+                                int follower, int unheard)
+{
+    return binlog_set_position_ex(e, epoch, pos, start, follower, unheard);
+}
+
+int engine_epoch_unheard(const Engine *e)
+{
+    return e->binlog.unheard;
 }
 
 int engine_skip_ids(Engine *e, uint64_t n)

@@ -354,6 +354,14 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
         log_err("replication: %s has epoch %llu, above ours (%llu): this primary is "
                 "stale; refused", who, (unsigned long long)epoch,
                 (unsigned long long)my_epoch);
+        /* Stale, and shown as such: a cluster manager (or operator)
+         * reading stats-replication sees it, and a promotion of this
+         * server later starts above the epoch it now knows of. */
+        snprintf(r->last_error, sizeof r->last_error, "stale: a replica at epoch %llu "
+                 "(above ours, %llu) was refused", (unsigned long long)epoch,
+                 (unsigned long long)my_epoch);
+        if (epoch > r->epoch_seen)
+            r->epoch_seen = epoch;
         snprintf(line, sizeof line, "FENCED %llu\r\n", (unsigned long long)my_epoch);
         conn_reply(c, line, strlen(line));
         return NULL;
@@ -742,15 +750,29 @@ void repl_free(Server *s)
 
 /* ---- roles ------------------------------------------------------------ */
 
+/* The epoch a promotion starts: the previous one + 1. A server told to
+ * follow a primary whose answer never came does not know that primary's
+ * epoch; when that primary was promoted in its place (why one is told to
+ * follow it) it started epoch + 1, so this one starts epoch + 2: two
+ * primaries sharing an epoch could not be told apart by fencing. Above
+ * any epoch a fenced replica named, too. */
+static uint64_t next_epoch(Server *s, uint64_t epoch)
+{
+    uint64_t next = epoch + (engine_epoch_unheard(&s->eng) ? 2 : 1);
+
+    return R(s)->epoch_seen >= next ? R(s)->epoch_seen + 1 : next;
+}
+
 uint64_t repl_promote(Server *s, char *err, size_t errlen)
 {
     Repl *r = R(s);
-    uint64_t epoch, pos, start;
+    uint64_t epoch, pos, start, next;
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (!r || r->role == ROLE_PRIMARY)
         return epoch;
-    if (engine_set_position(&s->eng, epoch + 1, pos, pos, 0) < 0) {
+    next = next_epoch(s, epoch);
+    if (engine_set_position_unheard(&s->eng, next, pos, pos, 0, 0) < 0) {
         snprintf(err, errlen, "cannot journal the new epoch (binlog unhealthy or full)");
         return 0;
     }
@@ -783,8 +805,22 @@ uint64_t repl_promote(Server *s, char *err, size_t errlen)
     r->repl_lsn = engine_lsn(&s->eng);
     engine_set_passive(&s->eng, 0);
     log_info("replication: promoted: epoch %llu, position %llu; serving as the primary",
-             (unsigned long long)(epoch + 1), (unsigned long long)pos);
-    return epoch + 1;
+             (unsigned long long)next, (unsigned long long)pos);
+    return next;
+}
+
+/* Told to follow addr: a replica (its own records no longer count) whose
+ * new primary's epoch is unknown until its answer names it, so that a
+ * promotion meanwhile does not start the epoch that primary may have
+ * (next_epoch()). Journaled: a restart knows no more. */
+static void unheard(Server *s, const char *addr)
+{
+    uint64_t epoch, pos, start;
+
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    if (engine_set_position_unheard(&s->eng, epoch, pos, start, 1, 1) < 0)
+        log_warn("replication: cannot journal the switch to %s (binlog unhealthy or "
+                 "full)", addr);
 }
 
 int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err,
@@ -793,7 +829,6 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
     Repl *r = R(s);
     char a[256], host[256];
     int port;
-    uint64_t epoch, pos, start;
 
     if (!r || !s->eng.binlog.enabled) {
         snprintf(err, errlen, "replication needs a binlog (-b)");
@@ -809,7 +844,6 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
         snprintf(err, errlen, "bad address '%s'", a);
         return -1;
     }
-    engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (r->role == ROLE_PRIMARY) {
         /* From this reply on a replica: replies still waiting for the
          * replicas were never acknowledged; they are taken back. */
@@ -825,7 +859,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
         }
         if (except && except->proto->demote)
             except->proto->demote(except);
-        engine_set_position(&s->eng, epoch, pos, start, 1);
+        unheard(s, a);
         engine_set_passive(&s->eng, 1);
         /* Its unjournaled jobs were never replicated: gone, as a tail is
          * (a partial resync has no snapshot to sweep them). */
@@ -836,6 +870,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
         log_info("replication: no longer a primary: following %s", a);
     } else {
         replica_stop(s);
+        unheard(s, a);
         log_info("replication: following %s (was %s)", a, r->primary);
     }
     snprintf(r->primary, sizeof r->primary, "%s", a);

@@ -61,6 +61,8 @@ typedef struct Repl {
                               not yet complete (records past the common
                               history); the end of a snapshot clears it */
     char last_error[200];
+    uint64_t epoch_seen;   /* the highest epoch a replica's handshake named
+                              (a primary fenced by it learns it is stale) */
     /* primary */
     List links;            /* ReplLink.node */
     size_t nlinks;

@@ -297,6 +297,20 @@ static void continuing(Server *s, uint64_t pe, uint64_t pp, uint64_t ps)
     r->logged_error[0] = '\0';
 }
 
+/* An answer that does not lead on to following (a primary behind our
+ * epoch, FENCED, NOT_PRIMARY, not tubed): the server told to follow is
+ * no primary of an epoch above ours, so a promotion needs no epoch
+ * skipped for it (next_epoch() in repl.c). */
+static void heard_no_higher(Server *s)
+{
+    uint64_t epoch, pos, start;
+
+    if (!engine_epoch_unheard(&s->eng))
+        return;
+    engine_repl_state(&s->eng, &epoch, &pos, &start);
+    engine_set_position_unheard(&s->eng, epoch, pos, start, 1, 0); /* (no room: kept) */
+}
+
 /* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
@@ -318,12 +332,14 @@ static void handshake_answer(Server *s, const char *line, size_t len)
             snprintf(why, sizeof why, "the primary's epoch %llu is lower than ours (%llu): "
                      "not following a stale primary", (unsigned long long)pe,
                      (unsigned long long)epoch);
+            heard_no_higher(s);
             fail(s, why);
             return;
         }
         /* Position 0 until the snapshot is complete: a partial state must
          * never look like the most advanced replica. */
-        if (engine_sweep_begin(&s->eng) < 0 || engine_set_position(&s->eng, pe, 0, ps, 1) < 0) {
+        if (engine_sweep_begin(&s->eng) < 0 ||
+            engine_set_position_unheard(&s->eng, pe, 0, ps, 1, 0) < 0) {
             fail(s, "out of memory or disk room to start following");
             return;
         }
@@ -353,6 +369,7 @@ static void handshake_answer(Server *s, const char *line, size_t len)
     else
         snprintf(why, sizeof why, "it does not replicate: answered '%.*s'",
                  (int)(len > 60 ? 60 : len), line);
+    heard_no_higher(s);
     fail(s, why);
 }
 
@@ -422,7 +439,7 @@ static int take_id(Server *s, uint64_t history, uint64_t stream)
         r->sid = stream; /* on disk before any record of that stream */
         replid_save(s->cfg.binlog_dir, s->cfg.fsync_never, stream);
     }
-    if (engine_set_position(&s->eng, r->ans_epoch, r->claimed, r->ans_start, 1) < 0 ||
+    if (engine_set_position_unheard(&s->eng, r->ans_epoch, r->claimed, r->ans_start, 1, 0) < 0 ||
         ack_later(s, r->claimed) < 0) {
         fail(s, "out of memory or disk room to go on following");
         return -1;

@@ -175,13 +175,15 @@ class Lab:
         out = self.run(i, "ip", "-o", "-4", "addr", "show", "dev", "eth0")
         return (" %s/" % addr) in out
 
-    def connect(self, host, port, timeout=harness.DEFAULT_TIMEOUT):
-        """A harness.Client whose socket lives in the hub namespace."""
+    def connect(self, host, port, timeout=harness.DEFAULT_TIMEOUT, node=None):
+        """A harness.Client whose socket lives in the hub namespace (or in
+        node `node`'s, where 127.0.0.1 is that node's loopback)."""
         box = {}
+        ns = self.hub if node is None else self.nodes[node]
 
         def work():
             try:
-                fd = os.open("/run/netns/" + self.hub, os.O_RDONLY)
+                fd = os.open("/run/netns/" + ns, os.O_RDONLY)
                 try:
                     if _libc.setns(fd, CLONE_NEWNET) != 0:
                         raise OSError(ctypes.get_errno(), "setns")

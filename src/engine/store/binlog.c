@@ -422,13 +422,20 @@ static int append_pos(Engine *e)
     Binlog *b = bl(e);
     BlRecord r = {.type = BL_POS, .id = b->epoch, .pos = b->pos,
                   .epoch_start = b->epoch_start,
-                  .flags = b->follower ? BL_POS_FOLLOWER : 0};
+                  .flags = (uint8_t)((b->follower ? BL_POS_FOLLOWER : 0) |
+                                     (b->unheard ? BL_POS_UNHEARD : 0))};
 
     return append(e, &r);
 }
 
 int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
                         int follower)
+{
+    return binlog_set_position_ex(e, epoch, pos, epoch_start, follower, bl(e)->unheard);
+}
+
+int binlog_set_position_ex(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
+                           int follower, int unheard)
 {
     Binlog *b = bl(e);
 
@@ -440,6 +447,7 @@ int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_
     b->pos = pos;
     b->epoch_start = epoch_start;
     b->follower = follower;
+    b->unheard = unheard;
     b->pos_persist = 1;
     return append_pos(e);
 }
@@ -1280,6 +1288,8 @@ int binlog_open(Engine *e, char *err, size_t errlen)
      * would see a stream that skips, and acknowledge positions it says it
      * never made). */
     b->follower = e->cfg->replica_of ? 1 : 0;
+    if (!b->follower)
+        b->unheard = 0; /* a primary follows nobody */
     if (e->cfg->replica_of || e->cfg->sync_replicas)
         b->pos_persist = 1;
     if (b->pos_persist)

@@ -92,6 +92,11 @@ int binlog_write_now(Engine *e);
  * then do not advance the position): -1 when the disk has no room. */
 int binlog_set_position(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
                         int follower);
+/* The same, also setting whether this server was told to follow a primary
+ * whose epoch it has not heard yet (BL_POS_UNHEARD; binlog_set_position()
+ * keeps it as it is). */
+int binlog_set_position_ex(Engine *e, uint64_t epoch, uint64_t pos, uint64_t epoch_start,
+                           int follower, int unheard);
 /* Ids up to upto are never given again, after a restart too: a delete
  * record of upto, an id no job has (replay takes the next id from the
  * highest id in any record). -1 when the disk has no room. */

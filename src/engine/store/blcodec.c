@@ -169,7 +169,7 @@ static int decode_payload(const char *p, uint32_t len, BlRecord *r)
         r->pos = get64(p);
         r->flags = (uint8_t)p[8];
         r->epoch_start = get64(p + 9);
-        return r->flags <= BL_POS_FOLLOWER ? 0 : -1;
+        return r->flags <= (BL_POS_FOLLOWER | BL_POS_UNHEARD) ? 0 : -1;
     case BL_SNAP_END:
         if (len != BL_SNAP_END_SIZE - BL_REC_HEAD)
             return -1;

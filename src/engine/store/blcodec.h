@@ -32,8 +32,10 @@
  * which stay with their workers). */
 /* BL_POS (replication, doc/replication.md): the epoch (in `id`), the
  * position after the records before it, flags (BL_POS_FOLLOWER: written by
- * a replica, so its own records after it do not count) and the position
- * where the epoch began. BL_SNAP_END is the replication stream's end of a
+ * a replica, so its own records after it do not count; BL_POS_UNHEARD:
+ * told to follow a primary whose epoch it has not heard yet, so a
+ * promotion must not start the epoch that primary may have) and the
+ * position where the epoch began. BL_SNAP_END is the replication stream's end of a
  * snapshot: the next job id (in `id`) and the position; never in a file. */
 /* BL_CHILD: a fanout child registered (flags BL_CHILD_ON) or let go
  * (flags 0); `tube` is the child's name, "PARENT+NAME". `id` is 0. Files
@@ -41,7 +43,7 @@
  * refuses a file that has one, as damage). */
 enum { BL_JOB = 'J', BL_JOBX = 'K', BL_STATE = 'S', BL_DELETE = 'D', BL_FLUSH = 'F',
        BL_POS = 'P', BL_SNAP_END = 'E', BL_CHILD = 'C' };
-enum { BL_POS_FOLLOWER = 1 };
+enum { BL_POS_FOLLOWER = 1, BL_POS_UNHEARD = 2 };
 enum { BL_CHILD_ON = 1 };
 
 /* Sizes of the fixed parts, so space can be reserved ahead. */

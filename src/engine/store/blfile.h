@@ -80,6 +80,8 @@ typedef struct Binlog {
     uint64_t placed_lsn;   /* the last record in wbuf (lsn may be one more:
                               a record mid-placement that rolled the file) */
     int follower;          /* a replica: its own records do not count */
+    int unheard;           /* told to follow, the primary's epoch not yet
+                              heard (BL_POS_UNHEARD) */
     int pos_persist;       /* replication is in use: files carry BL_POS
                               records (else the log is as it always was) */
     /* Every write of records, with the position after them, and a reset

@@ -291,6 +291,7 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
             bl(e)->pos = r->pos;
             bl(e)->epoch_start = r->epoch_start;
             bl(e)->follower = r->flags & BL_POS_FOLLOWER;
+            bl(e)->unheard = (r->flags & BL_POS_UNHEARD) != 0;
             bl(e)->pos_persist = 1;
         }
         return 0;

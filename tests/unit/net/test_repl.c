@@ -152,6 +152,14 @@ START_TEST(pos_and_end_records_round_trip)
     ck_assert_uint_eq(d.flags, BL_POS_FOLLOWER);
     buf[BL_REC_HEAD + 17] = 9; /* flags beyond the known bit: damage */
     ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_CORRUPT);
+    /* "told to follow, the primary's epoch not heard" is known */
+    r.flags = BL_POS_FOLLOWER | BL_POS_UNHEARD;
+    bl_encode(&r, buf);
+    ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_POS_SIZE);
+    ck_assert_uint_eq(d.flags, BL_POS_FOLLOWER | BL_POS_UNHEARD);
+    r.flags = 4;
+    bl_encode(&r, buf);
+    ck_assert_int_eq(bl_decode(buf, sizeof buf, &d), BL_CORRUPT);
 
     r = (BlRecord){.type = BL_SNAP_END, .id = 99, .pos = 5};
     bl_encode(&r, buf);
@@ -205,7 +213,9 @@ START_TEST(replica_applies_a_stream)
     ck_assert_ptr_nonnull(j = engine_find(&s->eng, 2));
     ck_assert_int_eq(j->state, JOB_DELAYED);
     ck_assert_int_eq(memcmp(job_body(j), "two", 3), 0);
-    ck_assert_uint_eq(r->discarded, 1);     /* the stale job */
+    /* the stale job, and its own job 2 that another job (another body)
+     * under the same id replaced */
+    ck_assert_uint_eq(r->discarded, 2);
     ck_assert_uint_ge(s->eng.next_id, 8);
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     ck_assert_uint_eq(epoch, 3);
@@ -257,10 +267,12 @@ START_TEST(sweep_keeps_jobs_sent_out_of_order)
 
     replica_expect_answer(s);
     st.len = 0;
-    add_job(&st, 5, "moved", "five", 0);    /* live: moved ahead of the cursor */
-    add_job(&st, 8, "moved", "eight", 0);
+    /* (the same jobs: the same bodies; another body would be another job,
+     * discarded: sweep_counts_jobs_replaced_by_others) */
+    add_job(&st, 5, "moved", "mine", 0);    /* live: moved ahead of the cursor */
+    add_job(&st, 8, "moved", "mine", 0);
     for (uint64_t id = 1; id <= 9; id++)
-        add_job(&st, id, id == 5 || id == 8 ? "moved" : "default", "theirs", 0);
+        add_job(&st, id, id == 5 || id == 8 ? "moved" : "default", "mine", 0);
     add_simple(&st, BL_SNAP_END, 10, 20);
     feed(s, answer, strlen(answer));
     feed(s, st.data, st.len);
@@ -268,6 +280,37 @@ START_TEST(sweep_keeps_jobs_sent_out_of_order)
     for (uint64_t id = 1; id <= 9; id++)
         ck_assert_msg(engine_find(&s->eng, id) != NULL, "job %llu swept", (unsigned long long)id);
     ck_assert_uint_eq(s->repl->discarded, 0);
+    server_free(&srv);
+}
+END_TEST
+
+/* Two primaries promoted in one partition give out the same ids: the
+ * snapshot of the one followed replaces the other's jobs instead of
+ * sweeping them. Each replaced by another job (another body) is discarded
+ * as surely as a swept one, and counted once, whatever records follow. */
+START_TEST(sweep_counts_jobs_replaced_by_others)
+{
+    Server *s = open_replica();
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 1 20 0\r\n";
+
+    for (uint64_t id = 1; id <= 6; id++)
+        add_job(&st, id, "default", id <= 3 ? "shared" : "own tail", 0);
+    apply_own(s, &st);
+
+    replica_expect_answer(s);
+    st.len = 0;
+    add_job(&st, 5, "moved", "their five", 0); /* live, ahead of the cursor */
+    add_job(&st, 5, "moved2", "their five", 0); /* and moved again */
+    for (uint64_t id = 1; id <= 5; id++)
+        add_job(&st, id, id == 5 ? "moved2" : "default", id <= 3 ? "shared" : "theirs", 0);
+    add_simple(&st, BL_SNAP_END, 10, 20);
+    feed(s, answer, strlen(answer));
+    feed(s, st.data, st.len);
+    ck_assert(!s->repl->snapshot);
+    ck_assert_uint_eq(s->eng.jobs.len, 5);
+    /* 4 and 5 replaced, 6 swept; 1 to 3 the same jobs */
+    ck_assert_uint_eq(s->repl->discarded, 3);
     server_free(&srv);
 }
 END_TEST
@@ -717,6 +760,7 @@ static Suite *repl_suite(void)
     tcase_add_test(tc, pos_and_end_records_round_trip);
     tcase_add_test(tc, replica_applies_a_stream);
     tcase_add_test(tc, sweep_keeps_jobs_sent_out_of_order);
+    tcase_add_test(tc, sweep_counts_jobs_replaced_by_others);
     tcase_add_test(tc, replica_refuses_stale_primary_and_garbage);
     tcase_add_test(tc, alloc_failure_sweep);
     tcase_add_test(tc, backlog_finds_positions);
