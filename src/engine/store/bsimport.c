@@ -256,18 +256,20 @@ static int64_t tube_of(BsiReader *r, const char *p, size_t n)
 /* ---- one file ----------------------------------------------------------- */
 
 /* Damage at offset at: the file ends here for the import, as it ends for
- * beanstalkd's replay, and the job the record names (if it was live) goes
- * with it, as in beanstalkd. Always 0: the import goes on. */
+ * beanstalkd's replay, and the job the record names goes with it, as in
+ * beanstalkd: j if it was live, or the job a full record (full) would
+ * have made. Always 0: the import goes on. */
 static int damage(BsiReader *r, const char *name, size_t at, size_t n, BsiJob *j,
-                  uint64_t id, const char *why)
+                  int full, uint64_t id, const char *why)
 {
     char job[64] = "";
 
-    if (j) {
+    if (j || full) {
         snprintf(job, sizeof job, "; job %" PRIu64 " dropped", id);
-        job_kill(r, j);
         r->dropped++;
     }
+    if (j)
+        job_kill(r, j);
     log_warn("import: %s: damaged at offset %zu (%s)%s; the rest of the file (%zu "
              "bytes) ignored, as beanstalkd's own replay would", name, at, why, job,
              n - at);
@@ -302,13 +304,13 @@ static int64_t full_record(BsiReader *r, const char *name, size_t at, size_t n,
     size_t size = (size_t)rc->body_size;
 
     if (rc->body_size < 2 || rc->body_size > BS_MAX_BODY)
-        return damage(r, name, at, n, j, rc->id, "body size out of range");
+        return damage(r, name, at, n, j, 1, rc->id, "body size out of range");
     if (left < size)
-        return damage(r, name, at, n, j, rc->id, "body cut short");
+        return damage(r, name, at, n, j, 1, rc->id, "body cut short");
     if (!tube_name_valid(tube, tlen))
-        return damage(r, name, at, n, j, rc->id, "not a tube name");
+        return damage(r, name, at, n, j, 1, rc->id, "not a tube name");
     if (body[size - 2] != '\r' || body[size - 1] != '\n')
-        return damage(r, name, at, n, j, rc->id, "body without its \\r\\n");
+        return damage(r, name, at, n, j, 1, rc->id, "body without its \\r\\n");
     if ((t = tube_of(r, tube, tlen)) < 0 || !(copy = tb_malloc(size)))
         return -1;
     if (!j && !(j = job_new(r, rc->id))) {
@@ -340,7 +342,7 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
              * killed in zeros (preallocated): both are a clean end. */
             if (all_zero(p + off, n - off))
                 return 0;
-            return damage(r, name, at, n, NULL, 0, "record cut short");
+            return damage(r, name, at, n, NULL, 0, 0, "record cut short");
         }
         if (v5) {
             uint64_t v = get64(p + off);
@@ -350,15 +352,15 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
             nl = v < 0 || v > MAX_TUBE_NAME ? MAX_TUBE_NAME + 1 : (size_t)v;
         }
         if (nl > MAX_TUBE_NAME)
-            return damage(r, name, at, n, NULL, 0, "tube name length out of range");
+            return damage(r, name, at, n, NULL, 0, 0, "tube name length out of range");
         off += head;
         if (n - off < nl + rlen)
-            return damage(r, name, at, n, NULL, 0, "record cut short");
+            return damage(r, name, at, n, NULL, 0, 0, "record cut short");
         decode(p + off + nl, v5, &rc);
         if (!rc.id) {
             /* beanstalkd's end of records: zeros follow. */
             if (!all_zero(p + at, n - at))
-                return damage(r, name, at, n, NULL, 0, "a record of job 0");
+                return damage(r, name, at, n, NULL, 0, 0, "a record of job 0");
             return 0;
         }
         j = find(r, rc.id);
@@ -373,7 +375,7 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
         }
         if (state != BS_INVALID && state != BSI_READY && state != BSI_BURIED &&
             state != BSI_DELAYED)
-            return damage(r, name, at, n, j, rc.id, "unknown job state");
+            return damage(r, name, at, n, j, nl > 0, rc.id, "unknown job state");
         if (rc.id > r->max_id)
             r->max_id = rc.id;
         off += nl + rlen;
@@ -389,7 +391,7 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
                 return (int)took;
             off += (size_t)took;
         } else if ((uint32_t)rc.body_size != j->body_size) {
-            return damage(r, name, at, n, j, rc.id, "a state record with another body size");
+            return damage(r, name, at, n, j, 0, rc.id, "a state record with another body size");
         } else {
             set_fields(j, &rc, state);
         }
