@@ -403,10 +403,21 @@ def test_bsimport_several_files_compacted(binary):
 
 
 @no_server
-def test_bsimport_truncated_mid_record(binary):
+def test_bsimport_truncated_mid_body(binary):
     """The newest file cut in the middle of its last record (a put's body):
     every earlier job comes over, that one is dropped and the log says so,
     as beanstalkd's own replay of the same files does."""
+    truncated(binary, 4 + 7 + 80 + 20, "body cut short")
+
+
+@no_server
+def test_bsimport_truncated_mid_struct(binary):
+    """Cut inside the last record's fixed part, before its id: the highest
+    id left is a live job's, which a restart of tubed must keep."""
+    truncated(binary, 4 + 7 + 30, "record cut short")
+
+
+def truncated(binary, into, why):
     _need_beanstalkd()
     with TempDir(prefix="tubed-bsimport-") as tmp:
         bsdir = os.path.join(tmp, "beanstalkd")
@@ -425,7 +436,7 @@ def test_bsimport_truncated_mid_record(binary):
         recs = bs_records(path)
         off, end, rid, full = recs[-1]
         eq((rid, full), (last, True), "the last record is the last put's")
-        cut = off + 4 + 7 + 80 + 20  # inside its body
+        cut = off + into
         os.chmod(path, 0o600)
         with open(path, "r+b") as f:
             f.truncate(cut)
@@ -440,7 +451,7 @@ def test_bsimport_truncated_mid_record(binary):
         try:
             t.start()
             log = t.stderr()
-            check("damaged at offset %d" % off in log and "body cut short" in log,
+            check("damaged at offset %d" % off in log and why in log,
                   "the log names the damage and its offset %d: %s" % (off, log[-800:]))
             check("imported 10 jobs (9 ready, 0 delayed, 1 buried)" in log,
                   "10 jobs imported: %s" % log[-800:])
@@ -450,7 +461,15 @@ def test_bsimport_truncated_mid_record(binary):
                 for k in FIELDS + ("body",):
                     eq(imported[jid][k], want_of(ref, k), "job %d: %s" % (jid, k))
             new = t.client().put(b"new")
-            check(new > last, "new id %d above the dropped job's %d" % (new, last))
+            # Above the cut job's id when its fixed part is whole; else
+            # above every job imported, as beanstalkd's own restart.
+            floor = last if into >= 4 + 7 + 80 else max(reference)
+            check(new > floor, "new id %d above %d" % (new, floor))
+            t.sigterm()
+            # Its own replay keeps every imported job (the highest one too).
+            t.start()
+            again = snapshot(t.client(), w.ids + [new])
+            eq(sorted(again), sorted(list(reference) + [new]), "jobs after a restart")
             t.sigterm()
         finally:
             t.stop()

@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "binlog.h"
+#include "blcodec.h"
 #include "blfile.h"
 #include "clock.h"
 #include "core.h"
@@ -363,6 +364,9 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
                 return damage(r, name, at, n, NULL, 0, 0, "a record of job 0");
             return 0;
         }
+        /* tubed's ids end there (blcodec.h); beanstalkd never gets near. */
+        if (rc.id >= BL_ID_LIMIT)
+            return damage(r, name, at, n, NULL, 0, 0, "a job id past 2^62");
         j = find(r, rc.id);
         state = rc.state == BS_RESERVED ? BSI_READY : rc.state;
         if (!j && !nl) {
@@ -685,6 +689,8 @@ static int place(Engine *e, const BsiReader *r, const BsiJob *bj, int64_t wall_n
         return -1;
     }
     binlog_put(e, j);
+    if (bj->id > c->top_id)
+        c->top_id = bj->id;
     c->ready += state == JOB_READY;
     c->delayed += state == JOB_DELAYED;
     c->buried += state == JOB_BURIED;
@@ -791,8 +797,10 @@ int bsimport_run(Engine *e, const char *dir, char *err, size_t errlen)
         rc = place_all(e, &r, &c, err, errlen);
     if (rc == 0 && r.max_id >= e->next_id) {
         e->next_id = r.max_id + 1;
-        /* Ids of jobs deleted before the stop are not given again either. */
-        if (binlog_mark_ids(e, r.max_id) < 0) {
+        /* Ids of jobs deleted before the stop are not given again either:
+         * a mark is a delete record of its id, so only past every live
+         * job (replay takes the next id from the highest in any record). */
+        if (r.max_id > c.top_id && binlog_mark_ids(e, r.max_id) < 0) {
             snprintf(err, errlen, "tubed's binlog has no room: the disk is full");
             rc = -1;
         }
