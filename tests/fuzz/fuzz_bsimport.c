@@ -176,13 +176,23 @@ static int open_server(Server *s, const Config *cfg, char *err, size_t errlen)
     return engine_open_binlog(&s->eng, err, errlen);
 }
 
-/* Every job of s against the reader's. */
-static void compare(const Server *s, const BsiReader *r, const char *when)
+/* Every job of s against the reader's. all_ids: the next id must be above
+ * every id the reader saw, not only the live ones'. That holds after the
+ * import and the first restart; from the second on, tubed keeps ids only
+ * as far as the records still on disk show them (its own rule: an id mark
+ * is not carried past a restart, so a file holding only the mark goes). */
+static void compare(const Server *s, const BsiReader *r, const char *when, int all_ids)
 {
+    uint64_t top = 0;
+
+    for (size_t i = 0; i < r->njobs; i++)
+        if (r->jobs[i].id > top)
+            top = r->jobs[i].id;
     FZ_CHECK(s->eng.jobs.len == r->nlive, "%s: %zu jobs, the reader kept %zu", when,
              s->eng.jobs.len, r->nlive);
-    FZ_CHECK(s->eng.next_id > r->max_id, "%s: next id %llu, max id %llu", when,
-             (unsigned long long)s->eng.next_id, (unsigned long long)r->max_id);
+    FZ_CHECK(s->eng.next_id > (all_ids ? r->max_id : top), "%s: next id %llu, max id %llu",
+             when, (unsigned long long)s->eng.next_id,
+             (unsigned long long)(all_ids ? r->max_id : top));
     for (size_t i = 0; i < r->njobs; i++) {
         const BsiJob *b = &r->jobs[i];
         const Job *j;
@@ -260,7 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(rc < 0, "the import succeeded where the reader refused");
     if (rc == 0) {
         fz_check_server(s);
-        compare(s, &r, "import");
+        compare(s, &r, "import", 1);
     }
     server_free(s);
     crc = files_crc(&f);
@@ -270,13 +280,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (open_server(s, &cfg, err, sizeof err) < 0)
             fz_fail("the restart after an import fails: %s", err);
         fz_check_server(s);
-        compare(s, &r, "restart");
+        compare(s, &r, "restart", 1);
         server_free(s);
         cfg.import_dir = bs_dir;
         if (open_server(s, &cfg, err, sizeof err) < 0)
             fz_fail("the restart with the flag again fails: %s", err);
         fz_check_server(s);
-        compare(s, &r, "restart with the flag");
+        compare(s, &r, "restart with the flag", 0);
         server_free(s);
         FZ_CHECK(files_crc(&f) == crc, "beanstalkd's files changed");
     }
