@@ -555,3 +555,37 @@ def test_bsimport_ignored_when_tubed_has_jobs(binary):
             t.sigterm()
         finally:
             t.stop()
+
+
+@no_server
+def test_bsimport_job_larger_than_tubeds_max(binary):
+    """beanstalkd ran with a larger -z than tubed has: its big jobs still
+    come over whole (tubed's binlog files grow to hold them), and survive
+    tubed's restart."""
+    _need_beanstalkd()
+    with TempDir(prefix="tubed-bsimport-") as tmp:
+        bsdir = os.path.join(tmp, "beanstalkd")
+        os.mkdir(bsdir)
+        bs = start_bs(bsdir, "-z", "400000")
+        c = bs.client()
+        big = bytes((i * 31 + 7) % 256 for i in range(300000))
+        jid = c.put(big, pri=3)
+        small = c.put(b"small", pri=4)
+        stop_bs(bs, "kill")
+        tdir = os.path.join(tmp, "tubed")
+        os.mkdir(tdir)
+        t = Tubed(binary, "-s", "100000", "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
+        try:
+            t.start()
+            c = t.client()
+            eq(c.peek("peek %d" % jid), (jid, big), "the 300000-byte job")
+            eq(c.peek("peek %d" % small), (small, b"small"), "the small one")
+            t.sigterm()
+            t.start()
+            c = t.client()
+            eq(c.peek("peek %d" % jid), (jid, big), "the big job after a restart")
+            got = c.reserve(0)
+            eq(got, (jid, big), "reserved whole")
+            t.sigterm()
+        finally:
+            t.stop()
