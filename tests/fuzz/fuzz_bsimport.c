@@ -269,8 +269,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rrc < 0 || !r.files)
         FZ_CHECK(rc < 0, "the import succeeded where the reader refused");
     if (rc == 0) {
+        char path[400];
         fz_check_server(s);
         compare(s, &r, "import", 1);
+        snprintf(path, sizeof path, "%s/%s", tb_dir, BSI_PENDING);
+        FZ_CHECK(access(path, F_OK) < 0, "%s left after a finished import", BSI_PENDING);
+        snprintf(path, sizeof path, "%s/%s", tb_dir, BSI_MARKER);
+        FZ_CHECK(access(path, F_OK) == 0, "no %s after an import", BSI_MARKER);
     }
     server_free(s);
     crc = files_crc(&f);

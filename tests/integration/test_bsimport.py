@@ -589,3 +589,39 @@ def test_bsimport_job_larger_than_tubeds_max(binary):
             t.sigterm()
         finally:
             t.stop()
+
+
+@no_server
+def test_bsimport_unfinished_import_refused(binary):
+    """An import cut short (a crash, a full disk) leaves
+    beanstalkd-import-unfinished in tubed's binlog directory: every start
+    refuses then, flag or not, rather than serve part of beanstalkd's jobs.
+    A finished import leaves only beanstalkd-imported."""
+    _need_beanstalkd()
+    with TempDir(prefix="tubed-bsimport-") as tmp:
+        bsdir = os.path.join(tmp, "beanstalkd")
+        tdir = os.path.join(tmp, "tubed")
+        os.mkdir(bsdir)
+        os.mkdir(tdir)
+        bs = start_bs(bsdir)
+        bs.client().put(b"one")
+        stop_bs(bs, "kill")
+        t = Tubed(binary, "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
+        try:
+            t.start()
+            t.sigterm()
+        finally:
+            t.stop()
+        names = set(os.listdir(tdir))
+        check("beanstalkd-imported" in names and "beanstalkd-import-unfinished" not in names,
+              "after an import: %s" % sorted(names))
+        # The same directory as a crash mid-import leaves it.
+        os.unlink(os.path.join(tdir, "beanstalkd-imported"))
+        with open(os.path.join(tdir, "beanstalkd-import-unfinished"), "w") as f:
+            f.write("importing beanstalkd's binlog in %s\n" % bsdir)
+        for extra in (["--import-beanstalkd", bsdir], []):
+            rc, out = run_refusing(binary, ["-b", tdir] + extra)
+            eq(rc, 1, "start %s after an unfinished import: exit status (%s)"
+               % (extra, out[-300:]))
+            check("did not finish" in out and "beanstalkd-import-unfinished" in out,
+                  "says why: %s" % out[-500:])

@@ -734,30 +734,78 @@ static int place_all(Engine *e, const BsiReader *r, Counts *c, char *err, size_t
     return rc;
 }
 
-/* The marker, synced: a restart with the flag still set imports nothing.
- * A failure only warns: the jobs are in the binlog, which says as much. */
-static void write_marker(Engine *e, const char *dir, uint64_t n)
+/* A one-line file in tubed's binlog directory, synced with the directory.
+ * 0, or -1 (errno). */
+static int write_note(Engine *e, const char *name, const char *line)
 {
-    char line[4200];
-    int fd = openat(e->binlog.dirfd, BSI_MARKER, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int len = snprintf(line, sizeof line, "imported %" PRIu64 " jobs from beanstalkd's "
-                       "binlog in %s\n", n, dir);
-    size_t off = 0;
+    size_t len = strlen(line), off = 0;
+    int fd = openat(e->binlog.dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -1 : 0;
 
-    if (len < 0 || (size_t)len >= sizeof line)
-        len = (int)strlen(line);
-    while (fd >= 0 && off < (size_t)len) {
-        ssize_t w = write(fd, line + off, (size_t)len - off);
+    while (rc == 0 && off < len) {
+        ssize_t w = write(fd, line + off, len - off);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            rc = -1;
             break;
+        }
         off += (size_t)w;
     }
-    if (fd < 0 || off < (size_t)len || fsync(fd) < 0 || fsync(e->binlog.dirfd) < 0)
-        log_warn("import: cannot write %s/%s: %s", e->binlog.dir, BSI_MARKER, strerror(errno));
-    if (fd >= 0)
+    if (rc == 0 && (fsync(fd) < 0 || fsync(e->binlog.dirfd) < 0))
+        rc = -1;
+    if (fd >= 0) {
+        int saved = errno;
         close(fd);
+        errno = saved;
+    }
+    return rc;
+}
+
+/* The import's two notes: BSI_PENDING while it runs (a start that finds it
+ * refuses: the binlog may hold part of beanstalkd's jobs), then BSI_MARKER
+ * once every record is synced (a restart with the flag imports nothing). */
+static int begin_note(Engine *e, const char *dir, char *err, size_t errlen)
+{
+    char line[4200];
+
+    snprintf(line, sizeof line, "importing beanstalkd's binlog in %s\n", dir);
+    if (write_note(e, BSI_PENDING, line) == 0)
+        return 0;
+    snprintf(err, errlen, "cannot write %s/%s: %s", e->binlog.dir, BSI_PENDING,
+             strerror(errno));
+    return -1;
+}
+
+static int end_note(Engine *e, const char *dir, uint64_t n, char *err, size_t errlen)
+{
+    char line[4200];
+
+    snprintf(line, sizeof line, "imported %" PRIu64 " jobs from beanstalkd's binlog in %s\n",
+             n, dir);
+    if (write_note(e, BSI_MARKER, line) == 0 &&
+        (unlinkat(e->binlog.dirfd, BSI_PENDING, 0) == 0 || errno == ENOENT) &&
+        fsync(e->binlog.dirfd) == 0)
+        return 0;
+    snprintf(err, errlen, "cannot finish the import in %s (%s): %s", e->binlog.dir,
+             BSI_MARKER, strerror(errno));
+    return -1;
+}
+
+int bsimport_unfinished(Engine *e, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (fstatat(e->binlog.dirfd, BSI_PENDING, &st, 0) < 0 ||
+        fstatat(e->binlog.dirfd, BSI_MARKER, &st, 0) == 0)
+        return 0;
+    snprintf(err, errlen, "tubed's binlog in %s holds an import of beanstalkd's binlog "
+             "that did not finish (%s/%s is there): it may hold only part of the jobs. "
+             "Remove its binlog.N files and that file, then start again with "
+             "--import-beanstalkd", e->binlog.dir, e->binlog.dir, BSI_PENDING);
+    return -1;
 }
 
 static int same_dir(const Engine *e, const char *dir)
@@ -794,6 +842,8 @@ int bsimport_run(Engine *e, const char *dir, char *err, size_t errlen)
     bsi_init(&r);
     rc = bsi_read_dir(&r, dir, err, errlen);
     if (rc == 0)
+        rc = begin_note(e, dir, err, errlen);
+    if (rc == 0)
         rc = place_all(e, &r, &c, err, errlen);
     if (rc == 0 && r.max_id >= e->next_id) {
         e->next_id = r.max_id + 1;
@@ -809,8 +859,9 @@ int bsimport_run(Engine *e, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot write and sync tubed's binlog in %s", e->binlog.dir);
         rc = -1;
     }
+    if (rc == 0)
+        rc = end_note(e, dir, c.ready + c.delayed + c.buried, err, errlen);
     if (rc == 0) {
-        write_marker(e, dir, c.ready + c.delayed + c.buried);
         log_info("imported %" PRIu64 " jobs (%" PRIu64 " ready, %" PRIu64 " delayed, %" PRIu64
                  " buried) from beanstalkd's binlog in %s%s", c.ready + c.delayed + c.buried,
                  c.ready, c.delayed, c.buried, dir,

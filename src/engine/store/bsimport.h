@@ -27,7 +27,10 @@
  *   state (a delayed job whose time passed is ready), delay deadline,
  *   body, creation time and counters, is logged as a put would be, the
  *   ids above the highest one seen are the next ones given, the binlog
- *   is written and synced, then the marker is written and synced.
+ *   is written and synced, then the marker is written and synced. While
+ *   it runs BSI_PENDING is there: an import cut short (a crash, a full
+ *   disk) leaves it, and every later start refuses (bsimport_unfinished)
+ *   until the operator empties tubed's binlog directory.
  */
 #ifndef TUBED_BSIMPORT_H
 #define TUBED_BSIMPORT_H
@@ -37,8 +40,10 @@
 
 typedef struct Engine Engine;
 
-/* In tubed's binlog directory: the import is done (one line of text). */
+/* In tubed's binlog directory: the import is done (one line of text), and
+ * an import is under way or was cut short (a crash, a full disk). */
 #define BSI_MARKER "beanstalkd-imported"
+#define BSI_PENDING "beanstalkd-import-unfinished"
 
 enum { BSI_READY = 1, BSI_BURIED = 3, BSI_DELAYED = 4 }; /* beanstalkd's */
 
@@ -89,6 +94,11 @@ long bsi_lock_holder(const char *dir);
 /* Check the lock, then read DIR's binlog.N files into r. 0, or -1 with
  * err. */
 int bsi_read_dir(BsiReader *r, const char *dir, char *err, size_t errlen);
+
+/* At every start with a binlog, flag or not: -1 with err (the server must
+ * not start) when an import began in e's binlog and never finished, so
+ * the binlog may hold part of beanstalkd's jobs; else 0. */
+int bsimport_unfinished(Engine *e, char *err, size_t errlen);
 
 /* The import, at start (see above). 0, or -1 with err: the server must not
  * start. */
