@@ -236,7 +236,7 @@ def compare(imported, before, reference, elapsed, reserved, unlogged):
           "the workload moved every logged counter (moved: %s)" % moved)
 
 
-def import_and_check(binary, bsdir, tmp, ids, before, groups, stopped_at):
+def import_and_check(binary, bsdir, tmp, ids, before, groups, started_before):
     """Start tubed with the import, compare, put, restart with the flag:
     returns nothing; fails on any difference."""
     digest = dir_digest(bsdir)
@@ -247,7 +247,6 @@ def import_and_check(binary, bsdir, tmp, ids, before, groups, stopped_at):
     t = Tubed(binary, "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
     try:
         t.start()
-        elapsed = time.monotonic() - stopped_at
         log = t.stderr()
         counts = {s: sum(1 for j in reference.values() if j["state"] == s)
                   for s in ("ready", "delayed", "buried")}
@@ -257,6 +256,9 @@ def import_and_check(binary, bsdir, tmp, ids, before, groups, stopped_at):
         check(want in log, "tubed's log says %r; it says: %s" % (want, log[-800:]))
         c = t.client()
         imported = snapshot(c, ids)
+        # From before beanstalkd's snapshot began to after tubed's ended:
+        # every age and time left moved by at most that much.
+        elapsed = time.monotonic() - started_before
         compare(imported, before, reference, elapsed + 1, groups["reserved"],
                 groups["unlogged"])
         st = c.stats()
@@ -296,12 +298,12 @@ def run_case(binary, how, bs_args=()):
         w = Work()
         c = bs.client()
         groups = build(c, w)
+        started_before = time.monotonic()
         before = snapshot(bs.client(), w.ids)
         for jid in groups["reserved"]:
             eq(before[jid]["state"], "reserved", "job %d before the stop" % jid)
         stop_bs(bs, how)
-        stopped_at = time.monotonic()
-        import_and_check(binary, bsdir, tmp, w.ids, before, groups, stopped_at)
+        import_and_check(binary, bsdir, tmp, w.ids, before, groups, started_before)
         return bsdir
 
 
@@ -371,7 +373,6 @@ def test_bsimport_several_files_compacted(binary):
             w.put(c, b"late %d" % i)
         before = snapshot(bs.client(), w.ids)
         stop_bs(bs, "term")
-        stopped_at = time.monotonic()
         names = binlog_names(bsdir)
         check(len(names) >= 3, "beanstalkd -s 4096 wrote several files: %s" % names)
         check(names[0] != "binlog.1", "beanstalkd deleted its oldest files: %s" % names)
@@ -385,7 +386,6 @@ def test_bsimport_several_files_compacted(binary):
         t = Tubed(binary, "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
         try:
             t.start()
-            elapsed = time.monotonic() - stopped_at + 1
             c = t.client()
             imported = snapshot(c, w.ids)
             eq(len(imported), len(before), "every live job imported")
