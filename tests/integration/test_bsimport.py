@@ -625,3 +625,72 @@ def test_bsimport_unfinished_import_refused(binary):
                % (extra, out[-300:]))
             check("did not finish" in out and "beanstalkd-import-unfinished" in out,
                   "says why: %s" % out[-500:])
+
+
+def fill_bs(bsdir, n):
+    """beanstalkd -b bsdir with n ready jobs over ten tubes, put pipelined;
+    killed afterwards. Returns nothing."""
+    bs = start_bs(bsdir)
+    c = bs.client(timeout=60)
+    batch = 1000
+    for i in range(0, n, batch):
+        c.send(b"".join(b"use t%d\r\nput %d 0 60 20\r\nbody of job %08d\r\n"
+                        % (j % 10, j % 1000, j) for j in range(i, i + batch)))
+        for _ in range(batch):
+            c.read_line()
+            line = c.read_line()
+            check(line.startswith(b"INSERTED "), "put: %r" % line)
+    stop_bs(bs, "kill")
+
+
+@no_server
+def test_bsimport_killed_mid_import(binary):
+    """tubed killed (-9) at several moments of an import of 30000 jobs:
+    the next start either finds the import whole (every job, once) or
+    refuses, naming the unfinished import; never part of the jobs as if
+    done. Emptying tubed's directory as the message says, the import then
+    runs whole. Whatever the moment, beanstalkd's files stay as they were."""
+    _need_beanstalkd()
+    n = 30000
+    with TempDir(prefix="tubed-bsimport-") as tmp:
+        bsdir = os.path.join(tmp, "beanstalkd")
+        os.mkdir(bsdir)
+        fill_bs(bsdir, n)
+        digest = dir_digest(bsdir)
+        outcomes = set()
+        for k, delay in enumerate((0.0, 0.01, 0.03, 0.06, 0.1, 0.2)):
+            tdir = os.path.join(tmp, "tubed-%d" % k)
+            os.mkdir(tdir)
+            t = Tubed(binary, "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
+            try:
+                t.start(replayed=False)  # it listens, then imports
+                time.sleep(delay)
+                t.kill9()
+            finally:
+                t.stop()
+            names = set(os.listdir(tdir))
+            unfinished = ("beanstalkd-import-unfinished" in names and
+                          "beanstalkd-imported" not in names)
+            if unfinished:
+                outcomes.add("unfinished")
+                rc, out = run_refusing(binary, ["-b", tdir, "--import-beanstalkd", bsdir])
+                eq(rc, 1, "start after a cut import: status (%s)" % out[-300:])
+                check("did not finish" in out, "says why: %s" % out[-300:])
+                for name in os.listdir(tdir):
+                    os.unlink(os.path.join(tdir, name))
+            else:
+                outcomes.add("done" if "beanstalkd-imported" in names else "not begun")
+            t = Tubed(binary, "--import-beanstalkd", bsdir, bdir=tdir, tmp=tmp)
+            try:
+                t.start()
+                st = t.client().stats()
+                eq(int(st["current-jobs-ready"]), n, "jobs after the kill at %.2f s (%s)"
+                   % (delay, sorted(names)))
+                t.sigterm()
+            finally:
+                t.stop()
+            eq(dir_digest(bsdir), digest, "beanstalkd's files")
+        # Which moments were hit varies with the machine (here: "done" and
+        # "unfinished"; under ASan "not begun" and "done"): every one must
+        # hold, none is required.
+        del outcomes
