@@ -293,9 +293,11 @@ static void set_fields(BsiJob *j, const Rec *rc, uint8_t state)
     j->state = state;
 }
 
-/* A full record (tube name, record, body) for job rc->id, j if known.
- * p: the record's start; body: its body; left: bytes from body on.
- * Returns bytes of body taken, 0 on damage (reported), -1 out of memory. */
+/* A full record (tube name, record, body) for job rc->id, j if it is live.
+ * at: the record's offset in the file of n bytes (for messages); tube,
+ * tlen: its tube name; body: where its body starts, left bytes from there
+ * to the file's end. Returns the bytes of body taken, 0 on damage
+ * (reported), -1 out of memory. */
 static int64_t full_record(BsiReader *r, const char *name, size_t at, size_t n,
                            const char *tube, size_t tlen, const unsigned char *body,
                            size_t left, BsiJob *j, const Rec *rc, uint8_t state)
@@ -384,6 +386,8 @@ static int records(BsiReader *r, const char *name, const unsigned char *p, size_
             r->max_id = rc.id;
         off += nl + rlen;
         if (state == BS_INVALID) {
+            /* (A delete is never a full record; if one were, beanstalkd
+             * would not skip a body either.) */
             if (j)
                 job_kill(r, j);
             continue;
@@ -412,10 +416,15 @@ int bsi_read_file(BsiReader *r, const char *name, const unsigned char *p, size_t
                  "--import-beanstalkd beanstalkd's -b directory", name);
         return -2;
     }
-    if (n < V7_HEAD || all_zero(p, n)) {
+    if (all_zero(p, n)) {
         /* beanstalkd made it and stopped before its header was written;
          * its replay skips it too. */
         log_warn("import: %s holds nothing (%s); skipped", name, n ? "only zeros" : "empty");
+        return 0;
+    }
+    if (n < V7_HEAD) {
+        log_warn("import: %s: %zu bytes, shorter than a header; skipped", name, n);
+        r->damaged++;
         return 0;
     }
     memcpy(&ver, p, sizeof ver);

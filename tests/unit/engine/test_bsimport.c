@@ -367,6 +367,12 @@ START_TEST(empty_and_zero_files_skipped)
     ck_assert_int_eq(bsi_read_file(&r, "f", zeros, sizeof zeros, err, sizeof err), 0);
     ck_assert_uint_eq(r.files, 0);
     ck_assert_uint_eq(r.nlive, 0);
+    ck_assert_uint_eq(r.damaged, 0);
+    /* Shorter than the version word, not zeros: damage, skipped. */
+    ck_assert_int_eq(bsi_read_file(&r, "f", (const unsigned char *)"\7\0\0", 3, err,
+                                   sizeof err), 0);
+    ck_assert_uint_eq(r.damaged, 1);
+    ck_assert_uint_eq(r.files, 0);
     bsi_free(&r);
 }
 END_TEST
