@@ -92,15 +92,34 @@ def dir_digest(d):
     return out
 
 
-def restarted_reference(bdir, ids, tmp):
-    """What beanstalkd itself gives when restarted on a copy of bdir."""
+TUBE_COUNTS = ("current-jobs-urgent", "current-jobs-ready", "current-jobs-delayed",
+               "current-jobs-buried")
+
+
+def tube_counts(c):
+    """{tube: (urgent, ready, delayed, buried)} of every tube with a job."""
+    out = {}
+    for t in c.list_tubes():
+        st = c.stats_tube(t)
+        n = tuple(int(st[k]) for k in TUBE_COUNTS)
+        if any(n):
+            out[t] = n
+    return out
+
+
+def restarted_reference(bdir, ids, tmp, counts=None):
+    """What beanstalkd itself gives when restarted on a copy of bdir (and
+    its tubes' counts in counts, a dict, if given)."""
     copy = os.path.join(tmp, "reference-%d" % len(os.listdir(tmp)))
     shutil.copytree(bdir, copy)
     for name in os.listdir(copy):
         os.chmod(os.path.join(copy, name), 0o600)
     bs = start_bs(copy)
     try:
-        return snapshot(bs.client(), ids)
+        c = bs.client()
+        if counts is not None:
+            counts.update(tube_counts(c))
+        return snapshot(c, ids)
     finally:
         stop_bs(bs, "kill")
 
@@ -240,7 +259,8 @@ def import_and_check(binary, bsdir, tmp, ids, before, groups, started_before):
     """Start tubed with the import, compare, put, restart with the flag:
     returns nothing; fails on any difference."""
     digest = dir_digest(bsdir)
-    reference = restarted_reference(bsdir, ids, tmp)
+    ref_tubes = {}
+    reference = restarted_reference(bsdir, ids, tmp, ref_tubes)
     eq(dir_digest(bsdir), digest, "beanstalkd's files after its own restart on a copy")
     tdir = os.path.join(tmp, "tubed")
     os.mkdir(tdir)
@@ -264,6 +284,9 @@ def import_and_check(binary, bsdir, tmp, ids, before, groups, started_before):
         st = c.stats()
         eq(int(st["current-jobs-ready"]) + int(st["current-jobs-delayed"]) +
            int(st["current-jobs-buried"]), len(reference), "stats: imported jobs")
+        eq(sorted(ref_tubes), sorted(TUBES), "the tubes with jobs after beanstalkd's restart")
+        eq(tube_counts(c), ref_tubes, "every tube's %s, tubed's import vs beanstalkd's "
+           "own restart" % ", ".join(TUBE_COUNTS))
         new = c.put(b"after the import")
         check(new > max(ids), "a new job's id %d is above every id beanstalkd gave "
               "(up to %d)" % (new, max(ids)))
