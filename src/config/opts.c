@@ -63,7 +63,10 @@ void opts_usage(FILE *f, const char *prog)
         "            it (default: 0; needs -b)\n"
         " --repl-backlog BYTES  keep this much of the replication stream so a\n"
         "            replica that reconnects gets only what it lacks (default\n"
-        "            16M; 0: every reconnection is a full resync)\n",
+        "            16M; 0: every reconnection is a full resync)\n"
+        " --import-beanstalkd DIR  at start, take over the jobs in beanstalkd's\n"
+        "            binlog directory DIR (read only) when tubed's binlog holds\n"
+        "            none yet; ignored once done (needs -b)\n",
         prog, DEFAULT_FSYNC_MS, DEFAULT_PORT, DEFAULT_MAX_JOB_SIZE,
         MAX_JOB_SIZE_LIMIT, DEFAULT_BINLOG_SIZE);
 }
@@ -202,6 +205,13 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
         if (number(flag, val, 255, &v, err, errlen) < 0)
             return -1;
         cfg->sync_replicas = (uint32_t)v;
+    } else if (!strcmp(flag, "--import-beanstalkd")) {
+        if (!*val) {
+            snprintf(err, errlen, "invalid value for %s: '' (want beanstalkd's binlog "
+                     "directory)", flag);
+            return -1;
+        }
+        cfg->import_dir = val;
     } else if (!strcmp(flag, "--repl-backlog")) {
         if (parse_size_str(val, &v) < 0 || v > (uint64_t)1 << 40) {
             snprintf(err, errlen, "invalid value for %s: '%s' (want bytes, K, M or G, "
@@ -273,7 +283,8 @@ static const char *const long_with_value[] = {"--max-connections", "--stall-time
                                               "--job-memory", "--config",
                                               "--memcache-port", "--metrics-port",
                                               "--replica-of", "--sync-replicas",
-                                              "--repl-backlog", NULL};
+                                              "--repl-backlog", "--import-beanstalkd",
+                                              NULL};
 
 static int parse_long(Config *cfg, int argc, char **argv, int *i, char *err,
                       size_t errlen)
@@ -672,6 +683,24 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
     return -1;
 }
 
+/* --import-beanstalkd writes what it reads into tubed's binlog, on a
+ * primary (a replica's jobs are its primary's). */
+static int check_import(const Config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->import_dir)
+        return 0;
+    if (!cfg->binlog_dir) {
+        snprintf(err, errlen, "--import-beanstalkd needs a binlog: give -b DIR or binlog_dir");
+        return -1;
+    }
+    if (cfg->replica_of) {
+        snprintf(err, errlen, "--import-beanstalkd and replica_of: a replica takes its "
+                 "jobs from its primary; import on the primary");
+        return -1;
+    }
+    return 0;
+}
+
 /* Every check a start makes of its merged configuration, in one order,
  * so that a start, --check-config and a reload (of the next start's
  * configuration) refuse the same files with the same message. cf: the
@@ -686,6 +715,7 @@ static int check_start(const Config *cfg, const ConfFile *cf, int user_cli, char
         check_port_clash(cfg, cf, err, errlen) < 0 ||
         check_replication(cfg->binlog_dir, cfg->replica_of, cfg->sync_replicas,
                           cfg->cli_set, cf, err, errlen) < 0 ||
+        check_import(cfg, err, errlen) < 0 ||
         check_user(cfg, cf, user_cli, err, errlen) < 0 ||
         check_listens_somewhere(cfg, cf, err, errlen) < 0)
         return -1;

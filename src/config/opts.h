@@ -75,6 +75,8 @@ typedef struct Config {
     uint32_t sync_replicas;   /* --sync-replicas N (reloadable) */
     int allow_remote_admin;   /* promote/follow from any address */
     uint64_t repl_backlog;    /* --repl-backlog BYTES: partial resyncs (0: off) */
+    const char *import_dir;   /* --import-beanstalkd DIR: take over beanstalkd's
+                                 binlog at start (bsimport.h); NULL: none */
     uint32_t cli_set;         /* CONF_BIT(SK_x): the command line gave x, so
                                  the file never overrides it (nor a reload) */
     char *file_strings;       /* owned copies of listen/user/binlog_dir/

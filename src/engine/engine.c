@@ -56,9 +56,11 @@ int engine_init(Engine *e, const Config *cfg, EvLoop *loop)
 
 int engine_open_binlog(Engine *e, char *err, size_t errlen)
 {
-    if (binlog_open(e, err, errlen) < 0)
+    if (binlog_open(e, err, errlen) < 0 || policy_children_replayed(e, err, errlen) < 0 ||
+        bsimport_unfinished(e, err, errlen) < 0)
         return -1;
-    return policy_children_replayed(e, err, errlen);
+    /* beanstalkd's jobs, once, into a binlog that has none yet. */
+    return e->cfg->import_dir ? bsimport_run(e, e->cfg->import_dir, err, errlen) : 0;
 }
 
 int engine_reload_prepare(Engine *e, const ConfFile *next)

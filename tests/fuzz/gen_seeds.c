@@ -2,7 +2,8 @@
  * gen_seeds.c — writes the seed corpora: corpus/fuzz_parse (every command
  * line), corpus/fuzz_conn (command sessions in fuzz_conn's step format,
  * split at pseudo-random positions), corpus/fuzz_binlog (binlog files made
- * with bl_encode(), valid and damaged). Deterministic: the same files on
+ * with bl_encode(), valid and damaged), corpus/fuzz_bsimport (beanstalkd's
+ * binlog files, versions 7 and 5, valid and damaged). Deterministic: the same files on
  * every run. Usage: gen_seeds DIR (DIR holds corpus/).
  */
 #include <errno.h>
@@ -532,6 +533,132 @@ static void gen_binlog(void)
     bl_put("readbehind-two-files-damaged-recover", 0x20 | 4 | 1, &f);
 }
 
+/* ---- fuzz_bsimport ---------------------------------------------------- */
+
+/* beanstalkd's binlog, as beanstalkd 1.12 (version 7) and 1.4 (version 5)
+ * write it on x86-64: name length, name, the 80-byte Jobrec (77 bytes in
+ * version 5, times in microseconds), body with its "\r\n". */
+static void bs_rec(File *f, int v5, const char *tube, uint64_t id, uint8_t state,
+                   const char *body, uint32_t ct)
+{
+    unsigned char rec[80] = {0};
+    uint32_t pri = (uint32_t)id * 3;
+    int64_t k = v5 ? 1000 : 1;
+    int64_t ttr = 60000000000LL / k, created = 1700000000000000000LL / k;
+    int64_t delay = state == 4 ? 3600000000000LL / k : 0;
+    int64_t deadline = state == 4 ? 4000000000000000000LL / k : 0;
+    int32_t size = (int32_t)strlen(body) + 2;
+    size_t nl = tube ? strlen(tube) : 0;
+
+    memcpy(rec, &id, 8);
+    memcpy(rec + 8, &pri, 4);
+    memcpy(rec + 16, &delay, 8);
+    memcpy(rec + 24, &ttr, 8);
+    memcpy(rec + 32, &size, 4);
+    memcpy(rec + 40, &created, 8);
+    memcpy(rec + 48, &deadline, 8);
+    for (int i = 0; i < 5; i++)
+        memcpy(rec + 56 + 4 * i, &ct, 4);
+    rec[76] = state;
+    if (v5) {
+        uint64_t n8 = nl;
+        fb(f, &n8, 8);
+    } else {
+        uint32_t n4 = (uint32_t)nl;
+        fb(f, &n4, 4);
+    }
+    fb(f, tube ? tube : "", nl);
+    fb(f, rec, v5 ? 77 : 80);
+    if (tube) {
+        fb(f, body, strlen(body));
+        fb(f, "\r\n", 2);
+    }
+}
+
+static void bs_version(File *f, int v)
+{
+    uint32_t w = (uint32_t)v;
+
+    fb(f, &w, 4);
+}
+
+static void bs_typical(File *f, int v5)
+{
+    f->n = 0;
+    bs_version(f, v5 ? 5 : 7);
+    bs_rec(f, v5, "default", 1, 1, "hello", 0);
+    bs_rec(f, v5, "emails", 2, 1, "send it", 0);
+    bs_rec(f, v5, "emails", 3, 4, "later", 0);
+    bs_rec(f, v5, "a/b+c;d$e_(f).g-1", 4, 1, "", 0);
+    bs_rec(f, v5, NULL, 4, 3, "", 1);       /* buried */
+    bs_rec(f, v5, NULL, 2, 2, "send it", 2); /* reserved */
+    bs_rec(f, v5, NULL, 1, 0, "hello", 0);  /* deleted */
+    bs_rec(f, v5, NULL, 77, 3, "gone", 0);  /* compacted away */
+}
+
+static void bsi_put(const char *name, unsigned flags, const File *f)
+{
+    char buf[sizeof f->b + 1];
+
+    buf[0] = (char)flags;
+    memcpy(buf + 1, f->b, f->n);
+    put_file("fuzz_bsimport", name, buf, f->n + 1);
+}
+
+static void gen_bsimport(void)
+{
+    File f;
+    size_t n;
+
+    f.n = 0;
+    bsi_put("empty", 0, &f);
+    bs_typical(&f, 0);
+    bsi_put("typical", 0, &f);
+    n = f.n;
+    memset(f.b + f.n, 0, 300);
+    f.n += 300;
+    bsi_put("typical-zero-tail", 0, &f);
+    f.n = n - 30;
+    bsi_put("typical-cut", 0, &f);
+    bs_typical(&f, 1);
+    bsi_put("typical-v5", 0, &f);
+    /* the records without the version word: flags bit 2 adds it */
+    bs_typical(&f, 0);
+    memmove(f.b, f.b + 4, f.n - 4);
+    f.n -= 4;
+    bsi_put("typical-noversion", 4, &f);
+    /* several files: moved by compaction, then changed, then deleted */
+    bs_typical(&f, 0);
+    fb(&f, "--FILE--", 8);
+    bs_version(&f, 7);
+    bs_rec(&f, 0, "emails", 3, 4, "later", 1);
+    bs_rec(&f, 0, NULL, 2, 0, "send it", 0);
+    fb(&f, "--FILE--", 8);
+    bs_version(&f, 7);
+    bs_rec(&f, 0, NULL, 3, 1, "later", 2);
+    bs_rec(&f, 0, "late", 9, 1, "nine", 0);
+    bsi_put("three-files", 1, &f);
+    bsi_put("three-files-gap", 1 | 2, &f);
+    /* damage: a bad name length, an unknown state, a short record's size */
+    bs_typical(&f, 0);
+    f.b[4] = 0xff;
+    bsi_put("bad-namelen", 0, &f);
+    bs_typical(&f, 0);
+    bs_rec(&f, 0, NULL, 2, 5, "send it", 0);
+    bs_rec(&f, 0, "x", 10, 1, "after", 0);
+    bsi_put("bad-state", 0, &f);
+    bs_typical(&f, 0);
+    bs_rec(&f, 0, NULL, 3, 3, "later and longer", 0);
+    bsi_put("bad-size", 0, &f);
+    /* tubed's own file, and text */
+    f.n = 0;
+    fb(&f, "TUBEDLOG\x02\0\0\0\0\0\0\0", 16);
+    bsi_put("tubed", 0, &f);
+    f.n = 0;
+    fb(&f, "not a binlog\n", 13);
+    bsi_put("text", 0, &f);
+}
+
 int main(int argc, char **argv)
 {
     char path[1024];
@@ -542,5 +669,6 @@ int main(int argc, char **argv)
     gen_parse();
     gen_conn();
     gen_binlog();
+    gen_bsimport();
     return 0;
 }

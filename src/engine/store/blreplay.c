@@ -444,8 +444,9 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     if (hdr < 0 && st.st_size >= 4 && !memcmp(p, "\x07\0\0\0", 4)) {
         /* beanstalkd's own format (version 7): never "recover" it away */
         snprintf(rp->err, rp->errlen, "%s is a beanstalkd binlog, not tubed's; tubed "
-                 "cannot read it. Drain the jobs from beanstalkd before moving to "
-                 "tubed (doc/operations.md); refusing to start", path);
+                 "cannot replay it. Give -b a new directory and take the jobs over "
+                 "with --import-beanstalkd %s (doc/operations.md); refusing to start",
+                 path, b->dir);
         rc = -1;
     } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
         /* Made, then a crash before its header: it holds nothing. It goes,

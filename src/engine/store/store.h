@@ -30,6 +30,8 @@
  *   subscriber in order, after the file writer; replication subscribes
  *   with store_subscribe().
  *
+ * - Taking over beanstalkd's binlog at start (bsimport.h).
+ *
  * Formats: blcodec.h and doc/binlog.md.
  */
 #ifndef TUBED_STORE_H
@@ -39,6 +41,7 @@
 
 #include "binlog.h"
 #include "blcodec.h"
+#include "bsimport.h"
 #include "spill.h"
 #include "stream.h"
 
