@@ -1,0 +1,505 @@
+"""Soak of resources across the operations operators repeat: file
+descriptors, threads, memory, binlog files and per-tube structures must
+stay flat over many cycles of load, reloads, kill -9, role swaps and
+misbehaving clients.
+
+Three tubed on 127.0.0.1, every one with -b DIR, sync_replicas = 1, a
+small max_memory_size (read-behind) and a small binlog file size:
+A and B are the pair whose roles swap (`promote` + `follow`, there and
+back in every cycle; their processes live through the whole run, as a
+server does for months under systemd); K is a third replica that is
+killed with SIGKILL and restarted in every cycle (and `follow`s each new
+primary).  One cycle, on the primary of the moment:
+
+- beanstalk: jobs put into TUBES tubes named uniquely for the cycle
+  (c<cycle>-<i>), pipelined; some reserved (watch, reserve, delete), the
+  rest deleted by id; read-behind: bodies well past max_memory_size put
+  and reserved back from the binlog;
+- memcache: set + get into their own unique queues, get/open + get/close;
+- SIGHUP reloads of every node with changing policies and budgets
+  (max_memory_size, job_memory, max_items, max_age, tube sections named
+  for the cycle);
+- HTTP scrapes of /metrics and /tubes.json while the tubes exist;
+- clients that send many commands and never read a reply (beanstalk,
+  memcache, HTTP), and fake replicas that send `replicate` and leave;
+- kill -9 of K and restart; promote B + follow B (A and K), then back.
+
+Once every node is empty again, the test records per process:
+/proc/PID/fd count, /proc/PID/task count, VmRSS, binlog files and bytes
+(stats-binlog), current-tubes, current-connections, job-memory,
+spilled-jobs.  After WARMUP cycles it asserts that A's and B's fds,
+threads, tubes, connections and binlog files are exactly what they were
+after the warm-up, and that their RSS has not grown by more than a
+generous fixed margin (mean of the last cycles against the first ones).
+K is a new process every cycle: its fds, threads, tubes and binlog files
+must be the same at every cycle too.  No timing threshold anywhere: every
+wait is a poll with the suite's ceiling.
+
+Default mode (CI): 8 cycles of 1000 tubes, under ~90 s.  Manual mode:
+    SOAK_ROLES_CYCLES=200 SOAK_ROLES_TUBES=5000 SOAK_VERBOSE=1 \\
+        python3 tests/integration/run.py --bin build/tubed -k soak_roles
+(SOAK_ROLES_CYCLES and SOAK_ROLES_TUBES may be set separately; the run's
+--timeout must then be raised too.)  SOAK_VERBOSE=1 prints the table of
+every figure per cycle; TUBED_REPL_REPORT=FILE appends it to FILE.  Under
+ASan (build/asan/tubed) the nodes run with a small quarantine and the RSS
+margin is wider; under TUBED_VALGRIND=1 the tubes per cycle are fewer and
+RSS is not judged (valgrind's own heap is in it).
+"""
+
+import os
+import random
+import socket
+import time
+
+import harness
+from harness import HOST, check, eq, fail, no_server, slow, tubed_only, wait_for
+from http_util import get as http_get
+from repl_util import (EXT, SMALL_QUARANTINE, Cluster, report, rint,
+                       stats_replication, wait_caught_up)
+
+SERVER = "none"
+
+VALGRIND = bool(harness.VALGRIND)
+CYCLES = int(os.environ.get("SOAK_ROLES_CYCLES", "8"))
+TUBES = int(os.environ.get("SOAK_ROLES_TUBES", "150" if VALGRIND else "1000"))
+WARMUP = 2
+VERBOSE = bool(os.environ.get("SOAK_VERBOSE"))
+MIB = 1024 * 1024
+
+# Every node: sync_replicas 1 (a primary acknowledges a change once one
+# replica has it), read-behind past a few KiB, and per cycle a changing
+# set of policies and budgets (reloaded by SIGHUP).
+CONF = """\
+sync_replicas = 1
+max_memory_size = {mem}
+job_memory = {jobmem}
+[tube pol]
+max_items = {items}
+discard_old_when_full = true
+max_age = {age}
+max_timeouts = 3
+[tube rb]
+max_memory_size = {rbmem}
+[tube fan]
+fanout = true
+[tube exp]
+max_age = 300ms
+move_expired_to = dlq
+{sections}"""
+
+BODY = b"x" * 40
+RB_BODY = 900          # read-behind bodies: 40 of them, far past max_memory_size
+RB_JOBS = 40
+
+
+def conf_for(cycle):
+    v = cycle % 3
+    sections = "".join("[tube cfg-%d-%d]\nmax_items = %d\n" % (cycle, k, 10 + k)
+                       for k in range(200))
+    return CONF.format(mem=("4K", "2K", "8K")[v], jobmem=("0", "64M", "32M")[v],
+                       items=(50, 500, 5)[v], age=("1h", "10m", "0")[v],
+                       rbmem=("1K", "3K", "2K")[v], sections=sections)
+
+
+def is_asan(binary):
+    with open(binary, "rb") as f:
+        return b"AddressSanitizer" in f.read()
+
+
+# ------------------------------------------------------------------ figures
+
+def proc_figures(pid):
+    fds = len(os.listdir("/proc/%d/fd" % pid))
+    tasks = len(os.listdir("/proc/%d/task" % pid))
+    rss = None
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+    return fds, tasks, rss
+
+
+def binlog_dir_files(node):
+    return len([n for n in os.listdir(node.bdir) if n.startswith("binlog.")])
+
+
+def figures(node):
+    """Everything measured of one node, once it is empty again."""
+    c = node.admin()
+    s = c.stats()
+    line, body = c.cmd_body("stats-binlog")
+    check(body is not None, "node %s: stats-binlog: %r" % (node.name, line))
+    b = harness.parse_yaml_dict(body)
+    fds, tasks, rss = proc_figures(node.pid)
+    return {
+        "pid": node.pid, "fds": fds, "threads": tasks, "rss": rss,
+        "tubes": int(s["current-tubes"]),
+        "conns": int(s["current-connections"]),
+        "job-memory": int(s["job-memory"]),
+        "binlog-files": int(b["files"]), "dir-files": binlog_dir_files(node),
+        "binlog-bytes": int(b["bytes-on-disk"]),
+        "live-bytes": int(b["live-bytes"]),
+        "spilled": int(b["spilled-jobs"]),
+    }
+
+
+def empty(node):
+    """(True, state) once the node holds no job and only the default tube."""
+    s = node.admin().stats()
+    jobs = sum(int(s["current-jobs-" + k]) for k in
+               ("ready", "reserved", "delayed", "buried"))
+    return jobs == 0 and s["current-tubes"] == "1", (
+        "jobs %d, tubes %s" % (jobs, s["current-tubes"]))
+
+
+def wait_empty(node):
+    last = [""]
+
+    def pred():
+        ok, last[0] = empty(node)
+        return ok
+    wait_for(pred, lambda: "node %s to be empty again: %s" % (node.name, last[0]))
+
+
+def wait_conns(node, want):
+    """current-connections settles to `want` (closes we made are seen by
+    the server a moment later)."""
+    last = [None]
+
+    def pred():
+        last[0] = int(node.admin().stats()["current-connections"])
+        return last[0] == want
+    wait_for(pred, lambda: "node %s: current-connections %s, want %d"
+             % (node.name, last[0], want))
+
+
+# ------------------------------------------------------------------ load
+
+def read_lines(c, n):
+    return [c.read_line() for _ in range(n)]
+
+
+def beanstalk_load(p, cycle, tubes, rnd):
+    """Jobs into `tubes` unique tubes; a tenth reserved by watching, the
+    rest deleted by id.  Every tube ends empty and unused."""
+    c = p.bs(timeout=30)
+    names = ["c%d-%d" % (cycle, i) for i in range(tubes)]
+    ids = {}
+    for k in range(0, tubes, 200):
+        chunk = names[k:k + 200]
+        c.send(b"".join(b"use %s\r\nput %d 0 60 %d\r\n%s\r\n"
+                        % (n.encode(), rnd.randint(0, 2000), len(BODY), BODY)
+                        for n in chunk))
+        for n in chunk:
+            eq(c.read_line(), b"USING " + n.encode(), "use %s" % n)
+            line = c.read_line()
+            check(line.startswith(b"INSERTED "), "put into %s: %r" % (n, line))
+            ids[n] = int(line.split()[1])
+    # Reserve some of them through watch, one tube at a time.
+    w = p.bs(timeout=30)
+    w.watch(names[0])
+    w.ignore("default")
+    by_id = {i: n for n, i in ids.items()}
+    for i, n in enumerate(names[: max(1, tubes // 10)]):
+        if i:
+            w.watch(n)
+            w.ignore(names[i - 1])
+        jid, body = w.reserve(timeout=5)
+        eq(by_id.get(jid), n, "job reserved from %s" % n)
+        eq(body, BODY, "body reserved from %s" % n)
+        eq(w.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+        del ids[n]
+    w.close()
+    rest = list(ids.values())
+    for k in range(0, len(rest), 200):
+        chunk = rest[k:k + 200]
+        c.send(b"".join(b"delete %d\r\n" % j for j in chunk))
+        for j, line in zip(chunk, read_lines(c, len(chunk))):
+            eq(line, b"DELETED", "delete %d" % j)
+    c.send(b"use default\r\n")
+    eq(c.read_line(), b"USING default", "use default")
+    return c
+
+
+def readbehind_load(p, cycle):
+    """Bodies past max_memory_size live in the binlog only; reserving
+    reads them back."""
+    c = p.bs(timeout=30)
+    c.use("rb")
+    bodies = [(b"<rb-%d-%d>" % (cycle, i)).ljust(RB_BODY, b".") for i in range(RB_JOBS)]
+    c.send(b"".join(b"put 10 0 60 %d\r\n%s\r\n" % (len(b), b) for b in bodies))
+    for line in read_lines(c, RB_JOBS):
+        check(line.startswith(b"INSERTED "), "put into rb: %r" % line)
+    c.watch("rb")
+    c.ignore("default")
+    got = []
+    for _ in range(RB_JOBS):
+        jid, body = c.reserve(timeout=10)
+        got.append(body)
+        eq(c.cmd("delete %d" % jid), b"DELETED", "delete rb job %d" % jid)
+    eq(sorted(got), sorted(bodies), "read-behind bodies reserved back")
+    c.close()
+
+
+def memcache_load(p, cycle, queues):
+    m = p.mc(timeout=30)
+    names = ["m%d-%d" % (cycle, i) for i in range(queues)]
+    m.send(b"".join(b"set %s 0 0 %d\r\n%s\r\n" % (n.encode(), len(BODY), BODY)
+                    for n in names))
+    for n, line in zip(names, read_lines(m, len(names))):
+        eq(line, b"STORED", "set %s" % n)
+    for n in names[: queues // 2]:
+        eq(m.get(n), BODY, "get %s" % n)
+    for n in names[queues // 2:]:
+        eq(m.get(n + "/open"), BODY, "get %s/open" % n)
+        eq(m.get(n + "/close"), None, "get %s/close" % n)
+    # A queue only looked at (get of nothing) is not kept either.
+    eq(m.get("m%d-empty" % cycle), None, "get of an empty queue")
+    m.close()
+
+
+def waiters(p, cycle):
+    """Workers that wait and leave: a blocking reserve on unique tubes, a
+    wide watch (past 1024 tubes: the engine-wide wait), a memcache get
+    waiting with a timeout; each connection closes while it waits."""
+    socks = []
+    b = p.bs(timeout=30)
+    b.send(b"".join(b"watch w%d-%d\r\n" % (cycle, i) for i in range(5)) + b"reserve\r\n")
+    read_lines(b, 5)
+    wide = p.bs(timeout=30)
+    n = 1100
+    wide.send(b"".join(b"watch ww%d-%d\r\n" % (cycle, i) for i in range(n)))
+    read_lines(wide, n)
+    wide.send(b"reserve-with-timeout 0\r\n")
+    eq(wide.read_line(), b"TIMED_OUT", "wide reserve-with-timeout 0")
+    wide.send(b"reserve-with-timeout 30\r\n")
+    m = p.mc(timeout=30)
+    m.send(b"get mw%d/t=30000\r\nget mw%d-open/open/t=30000\r\n" % (cycle, cycle))
+    socks += [b, wide, m]
+    # Every wait has begun once this round trip is answered.
+    eq(p.admin().stats()["current-waiting"] != "0", True, "someone waits")
+    for c in socks:
+        c.close()
+
+
+def extensions_load(p, cycle):
+    """pause-tube, flush-tube, move-job, list-jobs, stats-tubes, delayed,
+    buried and kicked jobs, fanout children, max_age expiry into a dead
+    letter tube, on tubes named for the cycle."""
+    c = p.bs(timeout=30)
+    x = "x%d" % cycle
+    c.use(x)
+    ids = [c.put(BODY, delay=(i % 3 == 0) * 100) for i in range(30)]
+    eq(c.cmd("pause-tube %s 1" % x), b"PAUSED", "pause-tube")
+    lines, body = c.cmd_body("list-jobs %s all 0 10" % x)
+    check(body is not None, "list-jobs: %r" % lines)
+    c.cmd_body("stats-tubes")
+    c.watch(x)
+    for j in ids[1:4]:
+        c.cmd("bury %d" % j)            # NOT_FOUND: not reserved; harmless
+    for i, j in enumerate(ids[10:20]):
+        eq(c.cmd("move-job %d %s-m%d" % (j, x, i)), b"MOVED", "move-job %d" % j)
+        eq(c.cmd("delete %d" % j), b"DELETED", "delete moved %d" % j)
+    line = c.cmd("flush-tube %s" % x)
+    check(line.startswith(b"FLUSHED "), "flush-tube: %r" % line)
+    c.ignore(x)
+    # Buried and kicked, on a tube of its own.
+    c.use(x + "-k")
+    j = c.put(BODY)
+    c.watch(x + "-k")
+    c.ignore("default")
+    jid, _ = c.reserve(timeout=5)
+    eq(c.cmd("bury %d 1" % jid), b"BURIED", "bury")
+    eq(c.cmd("kick 1"), b"KICKED 1", "kick")
+    jid, _ = c.reserve(timeout=5)
+    eq(c.cmd("release %d 1 0" % jid), b"RELEASED", "release")
+    eq(c.cmd("delete %d" % j), b"DELETED", "delete kicked")
+    # Fanout: a child made for the cycle, fed, emptied, deleted.
+    child = "fan+c%d" % cycle
+    c.watch(child)
+    c.use("fan")
+    j = c.put(BODY)
+    c.ignore(x + "-k")
+    c.watch("fan")
+    got = sorted(c.reserve(timeout=5)[0] for _ in range(2))
+    for g in got:
+        eq(c.cmd("delete %d" % g), b"DELETED", "delete fanout job %d" % g)
+    check(j in got, "the parent's job among %r" % got)
+    c.ignore(child)
+    m = p.mc(timeout=10)
+    eq(m.cmd("delete %s" % child), b"DELETED", "memcache delete of %s" % child)
+    m.close()
+    # max_age: the job expires into dlq.
+    c.use("exp")
+    c.put(BODY)
+    c.watch("dlq")
+    c.ignore("fan")
+    jid, _ = c.reserve(timeout=10)
+    eq(c.cmd("delete %d" % jid), b"DELETED", "delete expired job")
+    c.close()
+
+
+def scrapes(node):
+    for path in ("/metrics", "/tubes.json"):
+        r = http_get(node, path)
+        eq(r.status, 200, "node %s: GET %s" % (node.name, path))
+
+
+def deaf_clients(node):
+    """Clients that send and never read: beanstalk (list-tubes while the
+    cycle's tubes exist: far past the back-pressure mark), memcache
+    (stats), HTTP (pipelined GETs); each closes with replies unread."""
+    socks = []
+    for port, req, n in ((node.port, b"list-tubes\r\nstats\r\n", 300),
+                         (node.mport, b"stats\r\n", 300),
+                         (node.hport, b"GET /tubes.json HTTP/1.1\r\nHost: x\r\n\r\n", 30)):
+        s = socket.create_connection((HOST, port), timeout=10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.setblocking(False)
+        data = req * n
+        try:
+            while data:
+                data = data[s.send(data):]
+        except BlockingIOError:
+            pass        # the server stopped reading us: back-pressure
+        socks.append(s)
+    time.sleep(0.05)
+    for s in socks:
+        s.close()
+
+
+def fake_replicas(p):
+    """Replicas that connect and leave: one reads its answer and a bit of
+    the snapshot, one leaves before reading anything, one sends junk."""
+    epoch = rint(stats_replication(p.admin()), "epoch")
+    for how in ("read", "leave", "bad"):
+        s = socket.create_connection((HOST, p.port), timeout=10)
+        line = b"replicate x y\r\n" if how == "bad" else b"replicate %d 0\r\n" % epoch
+        s.sendall(line)
+        if how != "leave":
+            got = s.recv(4096)
+            check(got.startswith(b"REPLICATING " if how == "read" else b"BAD_FORMAT"),
+                  "fake replica (%s): %r" % (how, got[:80]))
+        s.close()
+
+
+# ------------------------------------------------------------------ roles
+
+def promote(node, want_epoch):
+    eq(node.admin().cmd("promote", timeout=10), b"PROMOTED %d" % want_epoch,
+       "promote on node %s" % node.name)
+
+
+def follow(node, primary):
+    eq(node.admin().cmd("follow %s" % primary.addr, timeout=10), b"FOLLOWING",
+       "follow on node %s" % node.name)
+    node.replica_of = primary      # a later restart keeps following it
+
+
+def swap(old, new, others):
+    """new (a caught-up replica of old) becomes the primary; old and the
+    others follow it."""
+    epoch = rint(stats_replication(new.admin()), "epoch")
+    promote(new, epoch + 1)
+    follow(old, new)
+    for o in others:
+        follow(o, new)
+    wait_caught_up(new, old, *others)
+
+
+# ------------------------------------------------------------------ the run
+
+def one_cycle(cycle, p, r, k, rnd):
+    for n in (p, r, k):
+        n.reload(conf_for(cycle))
+    bc = beanstalk_load(p, cycle, TUBES, rnd)
+    for n in (p, r):
+        scrapes(n)
+        deaf_clients(n)
+    bc.close()
+    readbehind_load(p, cycle)
+    memcache_load(p, cycle, max(10, TUBES // 10))
+    fake_replicas(p)
+    waiters(p, cycle)
+    extensions_load(p, cycle)
+    # K: kill -9 and back, as a replica of the primary of the moment.
+    k.kill9()
+    k.start(replica_of=p)
+    wait_caught_up(p, r, k)
+    # Roles: B takes over, then A again.
+    swap(p, r, [k])
+    swap(r, p, [k])
+
+
+def measure(cycle, nodes, table):
+    for n in nodes:
+        wait_empty(n)
+    # The admin connection of each node, plus a primary's two replicas.
+    primary = nodes[0]
+    wait_conns(primary, 3)
+    for n in nodes[1:]:
+        wait_conns(n, 1)
+    row = {n.name: figures(n) for n in nodes}
+    table.append(row)
+    line = "cycle %d: " % cycle + "; ".join(
+        "%s pid %d fds %d threads %d rss %.1fM tubes %d conns %d jobmem %d "
+        "binlog %d files (%d in dir) %d bytes live %d spilled %d"
+        % (name, f["pid"], f["fds"], f["threads"], f["rss"] / MIB, f["tubes"],
+           f["conns"], f["job-memory"], f["binlog-files"], f["dir-files"],
+           f["binlog-bytes"], f["live-bytes"], f["spilled"])
+        for name, f in row.items())
+    if VERBOSE:
+        print(line, flush=True)
+    report("soak_roles " + line)
+
+
+def judge(table, asan):
+    """No growth after the warm-up: exact for counts, a margin for RSS."""
+    base = table[WARMUP]
+    problems = []
+    exact = ("fds", "threads", "tubes", "conns", "binlog-files", "dir-files",
+             "job-memory", "spilled")
+    for ci, row in enumerate(table[WARMUP + 1:], WARMUP + 1):
+        for name, f in row.items():
+            for key in exact:
+                if f[key] != base[name][key]:
+                    problems.append("node %s cycle %d: %s %d, %d after the warm-up "
+                                    "(cycle %d)" % (name, ci, key, f[key],
+                                                    base[name][key], WARMUP))
+    if not VALGRIND:
+        margin = (48 if asan else 12) * MIB
+        span = max(1, (len(table) - WARMUP) // 2)
+        for name in ("a", "b"):
+            first = [row[name]["rss"] for row in table[WARMUP:WARMUP + span]]
+            last = [row[name]["rss"] for row in table[-span:]]
+            grow = sum(last) / len(last) - sum(first) / len(first)
+            if grow > margin:
+                problems.append("node %s: RSS grew by %.1f MiB (first cycles %s, "
+                                "last %s; margin %d MiB)" % (
+                                    name, grow / MIB, [r // 1024 for r in first],
+                                    [r // 1024 for r in last], margin // MIB))
+    check(not problems, "growth across cycles:\n  " + "\n  ".join(problems[:20]))
+
+
+@no_server
+@tubed_only(EXT)
+@slow
+def test_soak_roles_resources_stay_flat(binary):
+    check(CYCLES > WARMUP + 1, "SOAK_ROLES_CYCLES must be above %d" % (WARMUP + 1))
+    asan = is_asan(binary)
+    env = dict(os.environ, **SMALL_QUARANTINE) if asan else None
+    rnd = random.Random(CYCLES * 7919 + TUBES)
+    args = ("-f", "0", "-s", "65536", "--repl-backlog", os.environ.get("SOAK_ROLES_BACKLOG", "256K"))
+    with Cluster(binary, conf=conf_for(0)) as cl:
+        a = cl.node("a", *args, env=env)
+        b = cl.node("b", *args, env=env, replica_of=a)
+        k = cl.node("k", *args, env=env, replica_of=a)
+        wait_caught_up(a, b, k)
+        table = []
+        for cycle in range(CYCLES):
+            one_cycle(cycle, a, b, k, rnd)
+            measure(cycle, [a, b, k], table)
+            eq([n.name for n in (a, b, k)], ["a", "b", "k"], "nodes")
+        judge(table, asan)
+        pa, pb = table[0]["a"]["pid"], table[-1]["a"]["pid"]
+        eq(pa, pb, "node a lived through the run")
