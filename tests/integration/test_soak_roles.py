@@ -71,6 +71,7 @@ MIB = 1024 * 1024
 # set of policies and budgets (reloaded by SIGHUP).
 CONF = """\
 sync_replicas = 1
+stall_timeout = 1s
 max_memory_size = {mem}
 job_memory = {jobmem}
 [tube pol]
@@ -103,7 +104,7 @@ def conf_for(cycle):
 
 def is_asan(binary):
     with open(binary, "rb") as f:
-        return b"AddressSanitizer" in f.read()
+        return b"__asan_" in f.read()    # gcc links libasan dynamically
 
 
 # ------------------------------------------------------------------ figures
@@ -120,7 +121,9 @@ def proc_figures(pid):
 
 
 def binlog_dir_files(node):
-    return len([n for n in os.listdir(node.bdir) if n.startswith("binlog.")])
+    """Every file in the binlog directory (binlog.N, the lock, the
+    history id...): none may pile up."""
+    return len(os.listdir(node.bdir))
 
 
 def figures(node):
@@ -368,6 +371,61 @@ def deaf_clients(node):
         s.close()
 
 
+def stalled_client(node):
+    """A client that never reads nor leaves, with far more replies due than
+    the 256 KiB the server queues before it stops reading it (the kernel's
+    buffers take some MiB first): the server closes it after stall_timeout
+    (1s).  Returns the socket, kept open by the test until the cycle is
+    measured, so only the server can have closed it."""
+    s = socket.create_connection((HOST, node.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    data = b"stats\r\n" * 300000
+    try:
+        while data:
+            data = data[s.send(data):]
+    except BlockingIOError:
+        pass
+    return s
+
+
+def bad_reload(nodes):
+    """A file with an error: every node logs it and keeps the old one;
+    then kestrel's `reload` command (memcache) reloads the good one."""
+    good = nodes[0].conf_path and open(nodes[0].conf_path).read()
+    for n in nodes:
+        n.reload(good + "[tube bad]\nmax_items = lots\n", expect_ok=False)
+        n.write_conf(good)
+    m = nodes[0].mc(timeout=10)
+    eq(m.cmd("reload"), b"Reloaded config.", "memcache reload")
+    m.close()
+
+
+def drain(p):
+    """SIGUSR1: put answers DRAINING; SIGUSR2: back to normal."""
+    import signal
+    c = p.admin()
+    p.signal(signal.SIGUSR1)
+    wait_for(lambda: c.stats()["draining"] == "true", "draining: true")
+    c.send(b"put 0 0 60 2\r\nhi\r\n")
+    eq(c.read_line(), b"DRAINING", "put while draining")
+    p.signal(signal.SIGUSR2)
+    wait_for(lambda: c.stats()["draining"] == "false", "draining: false")
+
+
+def follow_nowhere(r, p):
+    """A replica told to follow a port nobody listens on tries (and fails)
+    a few times, then follows its primary again."""
+    dead = harness._free_port()
+    eq(r.admin().cmd("follow 127.0.0.1:%d" % dead, timeout=10), b"FOLLOWING",
+       "follow on node %s" % r.name)
+    wait_for(lambda: "refused" in stats_replication(r.admin())["last-error"]
+             or "connect" in stats_replication(r.admin())["last-error"],
+             lambda: "node %s to fail to connect: %r" % (
+                 r.name, stats_replication(r.admin())["last-error"]))
+    follow(r, p)
+
+
 def fake_replicas(p):
     """Replicas that connect and leave: one reads its answer and a bit of
     the snapshot, one leaves before reading anything, one sends junk."""
@@ -412,6 +470,9 @@ def swap(old, new, others):
 def one_cycle(cycle, p, r, k, rnd):
     for n in (p, r, k):
         n.reload(conf_for(cycle))
+    bad_reload([p, r, k])
+    stalled = [stalled_client(p), stalled_client(r)]
+    drain(p)
     bc = beanstalk_load(p, cycle, TUBES, rnd)
     for n in (p, r):
         scrapes(n)
@@ -422,6 +483,7 @@ def one_cycle(cycle, p, r, k, rnd):
     fake_replicas(p)
     waiters(p, cycle)
     extensions_load(p, cycle)
+    follow_nowhere(r, p)
     # K: kill -9 and back, as a replica of the primary of the moment.
     k.kill9()
     k.start(replica_of=p)
@@ -429,6 +491,7 @@ def one_cycle(cycle, p, r, k, rnd):
     # Roles: B takes over, then A again.
     swap(p, r, [k])
     swap(r, p, [k])
+    return stalled
 
 
 def measure(cycle, nodes, table):
@@ -497,8 +560,10 @@ def test_soak_roles_resources_stay_flat(binary):
         wait_caught_up(a, b, k)
         table = []
         for cycle in range(CYCLES):
-            one_cycle(cycle, a, b, k, rnd)
+            stalled = one_cycle(cycle, a, b, k, rnd)
             measure(cycle, [a, b, k], table)
+            for sock in stalled:
+                sock.close()
             eq([n.name for n in (a, b, k)], ["a", "b", "k"], "nodes")
         judge(table, asan)
         pa, pb = table[0]["a"]["pid"], table[-1]["a"]["pid"]
