@@ -48,6 +48,7 @@ RSS is not judged (valgrind's own heap is in it).
 
 import os
 import random
+import re
 import socket
 import time
 
@@ -120,6 +121,39 @@ def proc_figures(pid):
     return fds, tasks, rss
 
 
+# An fd on a binlog file: the writer's, and the read-behind reader's cache
+# of up to SPILL_FDS (8) files it read from lately.
+BINLOG_FD = re.compile(r"/binlog/binlog\.\d+( \(deleted\))?$")
+SPILL_FDS = 8
+
+
+def other_fds(pid):
+    """The fds of pid but those on binlog files."""
+    return len([t for t in fd_targets(pid) if not BINLOG_FD.search(t)])
+
+
+def fd_targets(pid):
+    """What each fd of pid is: a file's path, or a TCP socket as
+    "tcp LOCALPORT->REMOTEPORT STATE" (/proc/net/tcp), for a message that
+    says which fd is new."""
+    tcp = {}
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            x = line.split()
+            tcp["socket:[%s]" % x[9]] = "tcp %d->%d st %s" % (
+                int(x[1].rsplit(":", 1)[1], 16), int(x[2].rsplit(":", 1)[1], 16), x[3])
+    out = []
+    d = "/proc/%d/fd" % pid
+    for fd in os.listdir(d):
+        try:
+            t = os.readlink(os.path.join(d, fd))
+        except OSError:
+            continue
+        out.append(tcp.get(t, t))
+    return sorted(out)
+
+
 def binlog_dir_files(node):
     """Every file in the binlog directory (binlog.N, the lock, the
     history id...): none may pile up."""
@@ -133,9 +167,13 @@ def figures(node):
     line, body = c.cmd_body("stats-binlog")
     check(body is not None, "node %s: stats-binlog: %r" % (node.name, line))
     b = harness.parse_yaml_dict(body)
-    fds, tasks, rss = proc_figures(node.pid)
+    _, tasks, rss = proc_figures(node.pid)
+    fdl = fd_targets(node.pid)
+    logs = [t for t in fdl if BINLOG_FD.search(t)]
     return {
-        "pid": node.pid, "fds": fds, "threads": tasks, "rss": rss,
+        "pid": node.pid, "fds": len(fdl) - len(logs), "threads": tasks, "rss": rss,
+        "fd-list": fdl, "binlog-fds": len(logs),
+        "deleted-fds": len([t for t in fdl if t.endswith(" (deleted)")]),
         "tubes": int(s["current-tubes"]),
         "conns": int(s["current-connections"]),
         "job-memory": int(s["job-memory"]),
@@ -502,12 +540,17 @@ def measure(cycle, nodes, table):
     wait_conns(primary, 3)
     for n in nodes[1:]:
         wait_conns(n, 1)
-    row = {n.name: figures(n) for n in nodes}
+    row = {}
+    for n in nodes:
+        row[n.name] = f = figures(n)
+        if len(table) > WARMUP:
+            settle_fds(n, f, table[WARMUP][n.name])
     table.append(row)
     line = "cycle %d: " % cycle + "; ".join(
-        "%s pid %d fds %d threads %d rss %.1fM tubes %d conns %d jobmem %d "
+        "%s pid %d fds %d+%d threads %d rss %.1fM tubes %d conns %d jobmem %d "
         "binlog %d files (%d in dir) %d bytes live %d spilled %d"
-        % (name, f["pid"], f["fds"], f["threads"], f["rss"] / MIB, f["tubes"],
+        % (name, f["pid"], f["fds"], f["binlog-fds"], f["threads"], f["rss"] / MIB,
+           f["tubes"],
            f["conns"], f["job-memory"], f["binlog-files"], f["dir-files"],
            f["binlog-bytes"], f["live-bytes"], f["spilled"])
         for name, f in row.items())
@@ -516,19 +559,53 @@ def measure(cycle, nodes, table):
     report("soak_roles " + line)
 
 
+def settle_fds(node, f, base):
+    """An fd above the warm-up's count may be one the server is about to
+    close (a peer's reset not yet read): wait (with the suite's ceiling)
+    for the count to come back, and say which fd it was.  One that never
+    goes is left for judge() to report."""
+    if f["fds"] == base["fds"]:
+        return
+    extra = sorted(set(fd_targets(node.pid)) - set(base["fd-list"]))
+    try:
+        wait_for(lambda: other_fds(node.pid) == base["fds"], "fds back")
+    except harness.TestFailure:
+        f["fd-extra"] = extra
+        return
+    f["fds"], f["fd-list"] = base["fds"], fd_targets(node.pid)
+    f["settled"] = extra
+    report("soak_roles node %s: %d fds at first, back to %d; extra %r"
+           % (node.name, len(extra) + base["fds"], base["fds"], extra))
+    if VERBOSE:
+        print("node %s: fds settled back to %d; extra was %r"
+              % (node.name, base["fds"], extra), flush=True)
+
+
 def judge(table, asan):
     """No growth after the warm-up: exact for counts, a margin for RSS."""
     base = table[WARMUP]
     problems = []
     exact = ("fds", "threads", "tubes", "conns", "binlog-files", "dir-files",
              "job-memory", "spilled")
+    for ci, row in enumerate(table):
+        for name, f in row.items():
+            if f["deleted-fds"]:
+                problems.append("node %s cycle %d: fds on deleted files (disk not "
+                                "given back): %r" % (name, ci, [
+                                    t for t in f["fd-list"] if t.endswith("(deleted)")]))
+            if f["binlog-fds"] > SPILL_FDS + f["dir-files"]:
+                problems.append("node %s cycle %d: %d fds on binlog files, more than "
+                                "the writer's and the reader's %d" % (
+                                    name, ci, f["binlog-fds"], SPILL_FDS))
     for ci, row in enumerate(table[WARMUP + 1:], WARMUP + 1):
         for name, f in row.items():
             for key in exact:
                 if f[key] != base[name][key]:
                     problems.append("node %s cycle %d: %s %d, %d after the warm-up "
-                                    "(cycle %d)" % (name, ci, key, f[key],
-                                                    base[name][key], WARMUP))
+                                    "(cycle %d)%s" % (
+                                        name, ci, key, f[key], base[name][key], WARMUP,
+                                        "; new fds %r" % f["fd-extra"]
+                                        if key == "fds" and "fd-extra" in f else ""))
     if not VALGRIND:
         margin = (48 if asan else 12) * MIB
         span = max(1, (len(table) - WARMUP) // 2)
@@ -568,3 +645,47 @@ def test_soak_roles_resources_stay_flat(binary):
         judge(table, asan)
         pa, pb = table[0]["a"]["pid"], table[-1]["a"]["pid"]
         eq(pa, pb, "node a lived through the run")
+
+
+# ------------------------------------------------------------------ focused
+
+def deleted_files(pid):
+    """The fds of pid on files that no longer exist (disk not given back)."""
+    return [t for t in fd_targets(pid) if t.endswith(" (deleted)")]
+
+
+@no_server
+@tubed_only("read-behind is a tubed extension")
+def test_soak_readbehind_reader_lets_go_of_deleted_binlog_files(binary):
+    """The read-behind reader thread keeps up to 8 binlog files open.  Once
+    the binlog removes a file, the thread must close it even when it has
+    nothing more to read: the old code closed such fds only at its next
+    read, so after a queue emptied the deleted files (up to 8 times
+    binlog_file_size of disk) stayed held for as long as nothing was
+    spilled again."""
+    from readbehind_util import RB, wait_spilled
+    with RB(binary, "[tube rb]\nmax_memory_size = 1K\n", "-f", "0",
+            "-s", "65536") as s:
+        c = s.bs()
+        c.use("rb")
+        big = b"r" * 900
+        for _ in range(20):
+            c.put(big)
+        wait_spilled(c, 19, what="after 20 puts of 900 bytes over a 1K budget")
+        c.watch("rb")
+        c.ignore("default")
+        for _ in range(20):
+            jid, body = c.reserve(timeout=10)
+            eq(body, big, "a body read back")
+            eq(c.cmd("delete %d" % jid), b"DELETED", "delete %d" % jid)
+        held = [t for t in fd_targets(s.pid) if "/binlog." in t]
+        first = min(int(t.rsplit(".", 1)[1].split()[0]) for t in held)
+        # Records elsewhere until every file the reader read is removed.
+        c.use("other")
+        filler = b"f" * 2000
+        while int(harness.parse_yaml_dict(c.cmd_body("stats-binlog")[1])
+                  ["oldest-file"]) <= first + 1:
+            eq(c.cmd("delete %d" % c.put(filler)), b"DELETED", "filler")
+        wait_for(lambda: not deleted_files(s.pid),
+                 lambda: "the server to close its deleted binlog files: %r"
+                 % deleted_files(s.pid))
