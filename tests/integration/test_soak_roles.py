@@ -95,10 +95,24 @@ RB_BODY = 900          # read-behind bodies: 40 of them, far past max_memory_siz
 RB_JOBS = 40
 
 
-def conf_for(cycle):
+# A listener with a role, its tubes changing at every reload.
+LISTEN = """[listen soak]
+address = unix:{path}
+role = {roles}
+tubes = s{cycle}-*, c{cycle}-*
+"""
+
+
+def sock_path(cl, name):
+    return os.path.join(cl.tmp, name, "soak.sock")
+
+
+def conf_for(cycle, sock):
     v = cycle % 3
     sections = "".join("[tube cfg-%d-%d]\nmax_items = %d\n" % (cycle, k, 10 + k)
                        for k in range(200))
+    sections += LISTEN.format(path=sock, cycle=cycle, roles=(
+        "producer, worker", "producer, worker, read", "worker, producer")[v])
     return CONF.format(mem=("4K", "2K", "8K")[v], jobmem=("0", "64M", "32M")[v],
                        items=(50, 500, 5)[v], age=("1h", "10m", "0")[v],
                        rbmem=("1K", "3K", "2K")[v], sections=sections)
@@ -381,6 +395,27 @@ def extensions_load(p, cycle):
     c.close()
 
 
+def listener_load(p, cycle):
+    """Producer and worker through the [listen soak] socket, on a tube its
+    reloaded pattern allows; a tube it does not is refused."""
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(10)
+    u.connect(p.soak_sock)
+    c = harness.Client(None, None, timeout=10, sock=u)
+    t = "s%d-x" % cycle
+    c.use(t)
+    c.watch(t)
+    for _ in range(5):
+        c.put(BODY)
+    for _ in range(5):
+        jid, body = c.reserve(timeout=5)
+        eq(c.cmd("delete %d" % jid), b"DELETED", "delete %d through the listener" % jid)
+    line = c.cmd("use s%d-x" % (cycle + 1))
+    check(not line.startswith(b"USING"), "use of a tube the listener may not "
+          "touch: %r" % line)
+    c.close()
+
+
 def scrapes(node):
     for path in ("/metrics", "/tubes.json"):
         r = http_get(node, path)
@@ -431,8 +466,9 @@ def stalled_client(node):
 def bad_reload(nodes):
     """A file with an error: every node logs it and keeps the old one;
     then kestrel's `reload` command (memcache) reloads the good one."""
-    good = nodes[0].conf_path and open(nodes[0].conf_path).read()
     for n in nodes:
+        with open(n.conf_path) as f:
+            good = f.read()
         n.reload(good + "[tube bad]\nmax_items = lots\n", expect_ok=False)
         n.write_conf(good)
     m = nodes[0].mc(timeout=10)
@@ -508,7 +544,7 @@ def swap(old, new, others):
 
 def one_cycle(cycle, p, r, k, rnd):
     for n in (p, r, k):
-        n.reload(conf_for(cycle))
+        n.reload(conf_for(cycle, n.soak_sock))
     bad_reload([p, r, k])
     stalled = [stalled_client(p), stalled_client(r)]
     drain(p)
@@ -522,6 +558,7 @@ def one_cycle(cycle, p, r, k, rnd):
     fake_replicas(p)
     waiters(p, cycle)
     extensions_load(p, cycle)
+    listener_load(p, cycle)
     follow_nowhere(r, p)
     # K: kill -9 and back, as a replica of the primary of the moment.
     k.kill9()
@@ -632,10 +669,15 @@ def test_soak_roles_resources_stay_flat(binary):
     env = dict(os.environ, **SMALL_QUARANTINE) if asan else None
     rnd = random.Random(CYCLES * 7919 + TUBES)
     args = ("-f", "0", "-s", "65536", "--repl-backlog", os.environ.get("SOAK_ROLES_BACKLOG", "256K"))
-    with Cluster(binary, conf=conf_for(0)) as cl:
-        a = cl.node("a", *args, env=env)
-        b = cl.node("b", *args, env=env, replica_of=a)
-        k = cl.node("k", *args, env=env, replica_of=a)
+    with Cluster(binary) as cl:
+        def node(name, **kw):
+            n = cl.node(name, *args, env=env, start=False,
+                        conf=conf_for(0, sock_path(cl, name)), **kw)
+            n.soak_sock = sock_path(cl, name)
+            return n.start()
+        a = node("a")
+        b = node("b", replica_of=a)
+        k = node("k", replica_of=a)
         wait_caught_up(a, b, k)
         table = []
         for cycle in range(CYCLES):
