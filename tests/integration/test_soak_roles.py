@@ -22,7 +22,10 @@ primary).  One cycle, on the primary of the moment:
 - HTTP scrapes of /metrics and /tubes.json while the tubes exist;
 - clients that send many commands and never read a reply (beanstalk,
   memcache, HTTP), and fake replicas that send `replicate` and leave;
-- kill -9 of K and restart; promote B + follow B (A and K), then back.
+- B follows a port nobody listens on and K is killed (-9): with no
+  replica, two puts are held (sync_replicas 1), one client leaves while
+  its reply is held; B follows A again, K restarts, the other reply comes;
+- promote B + follow B (A and K), then back.
 
 Once every node is empty again, the test records per process:
 /proc/PID/fd count, /proc/PID/task count, VmRSS, binlog files and bytes
@@ -498,7 +501,37 @@ def follow_nowhere(r, p):
              or "connect" in stats_replication(r.admin())["last-error"],
              lambda: "node %s to fail to connect: %r" % (
                  r.name, stats_replication(r.admin())["last-error"]))
-    follow(r, p)
+
+
+def held_puts(p, cycle):
+    """With no replica connected (sync_replicas 1), two puts whose replies
+    are held: one client waits for its reply, one leaves at once.  Returns
+    the waiting client."""
+    wait_for(lambda: stats_replication(p.admin())["connected-replicas"] == "0",
+             "node %s to have no replica" % p.name)
+    t = "h%d" % cycle
+    x = p.bs(timeout=30)
+    x.use(t)
+    x.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY))
+    y = p.bs(timeout=30)
+    y.use(t)
+    y.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY))
+    wait_for(lambda: stats_replication(p.admin())["waiting-replies"] == "2",
+             lambda: "two held replies on %s: %r" % (p.name, stats_replication(p.admin())))
+    y.close()
+    return x
+
+
+def held_done(p, x, cycle):
+    """The replica is back: the waiting put is acknowledged; both jobs go."""
+    line = x.read_line()
+    check(line.startswith(b"INSERTED "), "held put: %r" % line)
+    x.watch("h%d" % cycle)
+    x.ignore("default")
+    for _ in range(2):
+        jid, _ = x.reserve(timeout=10)
+        eq(x.cmd("delete %d" % jid), b"DELETED", "delete held job %d" % jid)
+    x.close()
 
 
 def fake_replicas(p):
@@ -559,10 +592,14 @@ def one_cycle(cycle, p, r, k, rnd):
     waiters(p, cycle)
     extensions_load(p, cycle)
     listener_load(p, cycle)
+    # No replica for a moment: B follows nowhere, K is killed (-9); puts
+    # wait for a replica, one client leaves while its reply is held.
     follow_nowhere(r, p)
-    # K: kill -9 and back, as a replica of the primary of the moment.
     k.kill9()
+    x = held_puts(p, cycle)
+    follow(r, p)
     k.start(replica_of=p)
+    held_done(p, x, cycle)
     wait_caught_up(p, r, k)
     # Roles: B takes over, then A again.
     swap(p, r, [k])
