@@ -314,6 +314,24 @@ def memcache_load(p, cycle, queues):
         eq(m.get(n + "/close"), None, "get %s/close" % n)
     # A queue only looked at (get of nothing) is not kept either.
     eq(m.get("m%d-empty" % cycle), None, "get of an empty queue")
+    # peek, open + abort, monitor + confirm, and an open job whose client
+    # leaves: each on a queue of its own, each job consumed in the end.
+    q = ["m%d-x%d" % (cycle, i) for i in range(4)]
+    for n in q:
+        m.store(n, BODY)
+    eq(m.get(q[0] + "/peek"), BODY, "peek")
+    eq(m.get(q[0]), BODY, "get after peek")
+    eq(m.get(q[1] + "/open"), BODY, "open")
+    eq(m.get(q[1] + "/abort"), None, "abort")
+    eq(m.get(q[1]), BODY, "get after abort")
+    m.send(b"monitor %s 1 1\r\n" % q[2].encode())
+    eq(m.read_value(q[2]), BODY, "monitor")
+    eq(m.read_line(), b"END", "the monitor stream's last END")
+    eq(m.cmd("confirm %s 1" % q[2]), b"END", "confirm")
+    leaver = p.mc(timeout=10)
+    eq(leaver.get(q[3] + "/open"), BODY, "open, then leave")
+    leaver.close()
+    eq(m.get(q[3] + "/t=10000"), BODY, "the job the leaver held")
     m.close()
 
 
