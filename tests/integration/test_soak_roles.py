@@ -38,13 +38,21 @@ of the moment:
   its reply is held; B follows A again, K restarts, the other reply comes;
 - promote B + follow B (A and K), then promote A + follow A (B and K).
 
+One job lives through the whole run (delayed for a day, put before the
+first cycle): its record pins the oldest binlog file, so the files can
+only go if the binlog migrates it forward (compaction), as on a server
+that always holds some jobs.
+
 Once every node is empty again, the test records per process: its fds
 (/proc/PID/fd: those on binlog files apart, as the read-behind reader
 keeps a cache of up to 8), threads (/proc/PID/task), VmRSS, binlog files
 and bytes (stats-binlog) and every file of the binlog directory,
 current-tubes, current-connections, job-memory, spilled-jobs.  It
-asserts: no fd on a deleted binlog file at any cycle; after WARMUP
-cycles, every count exactly what it was after the warm-up, for A and B
+asserts: no fd on a deleted binlog file, at most 2 binlog files (the
+current one and the long-lived job's) and at most that job spilled (a
+restart may leave its body in the binlog) at any cycle; after WARMUP cycles,
+every other count (the files of the binlog directory that are not binlog
+files among them) exactly what it was after the warm-up, for A and B
 and for each new K (an fd above the count is waited for, with the
 suite's ceiling, in case the server is closing it, and named if it
 stays); A's and B's RSS, the mean of the last cycles against the mean
@@ -161,6 +169,9 @@ def proc_figures(pid):
 # of up to SPILL_FDS (8) files it read from lately.
 BINLOG_FD = re.compile(r"/binlog/binlog\.\d+( \(deleted\))?$")
 SPILL_FDS = 8
+# Binlog files once a cycle is over: the one being written and, at most,
+# the one holding the long-lived job's record until it is migrated.
+MAX_FILES = 2
 
 
 def other_fds(pid):
@@ -214,6 +225,7 @@ def figures(node):
         "conns": int(s["current-connections"]),
         "job-memory": int(s["job-memory"]),
         "binlog-files": int(b["files"]), "dir-files": binlog_dir_files(node),
+        "other-files": binlog_dir_files(node) - int(b["files"]),
         "binlog-bytes": int(b["bytes-on-disk"]),
         "live-bytes": int(b["live-bytes"]),
         "spilled": int(b["spilled-jobs"]),
@@ -221,12 +233,26 @@ def figures(node):
 
 
 def empty(node):
-    """(True, state) once the node holds no job and only the default tube."""
+    """(True, state) once the node holds only the long-lived job (keep_job)
+    and the tubes default and keep."""
     s = node.admin().stats()
     jobs = sum(int(s["current-jobs-" + k]) for k in
                ("ready", "reserved", "delayed", "buried"))
-    return jobs == 0 and s["current-tubes"] == "1", (
-        "jobs %d, tubes %s" % (jobs, s["current-tubes"]))
+    return jobs == 1 and s["current-jobs-delayed"] == "1" and \
+        s["current-tubes"] == "2", ("jobs %d (delayed %s), tubes %s" % (
+            jobs, s["current-jobs-delayed"], s["current-tubes"]))
+
+
+def keep_job(p):
+    """One job that lives through the whole run (delayed for a day), as a
+    server that runs for months always holds some: its record pins the
+    oldest binlog file, so the binlog must migrate it forward (compaction)
+    to remove files as the cycles write."""
+    c = p.bs()
+    c.use("keep")
+    jid = c.put(b"kept for the whole run", delay=86400)
+    c.close()
+    return jid
 
 
 def wait_empty(node):
@@ -697,8 +723,7 @@ def judge(table, asan):
     """No growth after the warm-up: exact for counts, a margin for RSS."""
     base = table[WARMUP]
     problems = []
-    exact = ("fds", "threads", "tubes", "conns", "binlog-files", "dir-files",
-             "job-memory", "spilled")
+    exact = ("fds", "threads", "tubes", "conns", "other-files", "job-memory")
     for ci, row in enumerate(table):
         for name, f in row.items():
             if f["deleted-fds"]:
@@ -706,6 +731,14 @@ def judge(table, asan):
                                 "not given back): %r" % (name, ci, [
                                     t for t in f["fd-list"] if BINLOG_FD.search(t)
                                     and t.endswith("(deleted)")]))
+            if f["spilled"] > 1:
+                problems.append("node %s cycle %d: %d jobs spilled; only the "
+                                "long-lived one is left" % (name, ci, f["spilled"]))
+            if f["binlog-files"] > MAX_FILES:
+                problems.append("node %s cycle %d: %d binlog files (%d bytes); with "
+                                "one live record, at most %d" % (
+                                    name, ci, f["binlog-files"], f["binlog-bytes"],
+                                    MAX_FILES))
             if f["binlog-fds"] > SPILL_FDS + f["dir-files"]:
                 problems.append("node %s cycle %d: %d fds on binlog files, more than "
                                 "the writer's and the reader's %d" % (
@@ -752,6 +785,7 @@ def test_soak_roles_resources_stay_flat(binary):
         a = node("a")
         b = node("b", replica_of=a)
         k = node("k", replica_of=a)
+        kept = keep_job(a)
         wait_caught_up(a, b, k)
         table = []
         for cycle in range(CYCLES):
@@ -763,6 +797,13 @@ def test_soak_roles_resources_stay_flat(binary):
         judge(table, asan)
         pa, pb = table[0]["a"]["pid"], table[-1]["a"]["pid"]
         eq(pa, pb, "node a lived through the run")
+        for n in (a, b, k):
+            eq(harness.parse_yaml_dict(n.admin().cmd_body("stats-job %d" % kept)[1])
+               ["state"], "delayed", "node %s: the long-lived job" % n.name)
+            check(int(harness.parse_yaml_dict(n.admin().cmd_body("stats-binlog")[1])
+                      ["records-migrated"]) > 0 or n is k,
+                  "node %s: the binlog never migrated the long-lived job's "
+                  "record (no compaction ran)" % n.name)
 
 
 # ------------------------------------------------------------------ focused
