@@ -36,7 +36,9 @@ of the moment:
 - B follows a port nobody listens on and K is killed (-9): with no
   replica, two puts are held (sync_replicas 1), one client leaves while
   its reply is held; B follows A again, K restarts, the other reply comes;
-- promote B + follow B (A and K), then promote A + follow A (B and K).
+- promote B + follow B (A and K), then promote A + follow A (B and K);
+- a new replica with an empty binlog takes a full snapshot from A, stops
+  cleanly and its directory goes.
 
 One job lives through the whole run (delayed for a day, put before the
 first cycle): its record pins the oldest binlog file, so the files can
@@ -79,6 +81,7 @@ SOAK_ROLES_CYCLES=6) the tubes per cycle are fewer and RSS is not judged
 import os
 import random
 import re
+import shutil
 import socket
 import time
 
@@ -638,7 +641,18 @@ def swap(old, new, others):
 
 # ------------------------------------------------------------------ the run
 
-def one_cycle(cycle, p, r, k, rnd):
+def fresh_replica(p, make):
+    """A new replica with an empty binlog: a full snapshot from p, then a
+    clean stop (exit 0; LeakSanitizer and valgrind check it there) and
+    its directory removed."""
+    f = make()
+    wait_caught_up(p, f)
+    f.sigterm()
+    f.cluster.nodes.remove(f)
+    shutil.rmtree(f.dir, ignore_errors=True)
+
+
+def one_cycle(cycle, p, r, k, rnd, make_fresh):
     for n in (p, r, k):
         n.reload(conf_for(cycle, n.soak_sock))
     bad_reload([p, r, k])
@@ -667,6 +681,7 @@ def one_cycle(cycle, p, r, k, rnd):
     # Roles: B takes over, then A again.
     swap(p, r, [k])
     swap(r, p, [k])
+    fresh_replica(p, make_fresh)
     return stalled
 
 
@@ -789,7 +804,8 @@ def test_soak_roles_resources_stay_flat(binary):
         wait_caught_up(a, b, k)
         table = []
         for cycle in range(CYCLES):
-            stalled = one_cycle(cycle, a, b, k, rnd)
+            stalled = one_cycle(cycle, a, b, k, rnd,
+                                lambda: node("f%d" % cycle, replica_of=a))
             measure(cycle, [a, b, k], table)
             for sock in stalled:
                 sock.close()
