@@ -130,13 +130,18 @@ static void *reader(void *arg)
         uint64_t seq, one = 1;
         size_t at;
 
-        while (s->next == s->len && !s->quit)
+        /* Files the binlog removed are closed as soon as it says so
+         * (spill_files_dropped() wakes us), not at the next read: an idle
+         * reader would otherwise hold their disk space for good. */
+        fds_close_below(s->thread_fds, s->min_file);
+        while (s->next == s->len && !s->quit) {
             pthread_cond_wait(&s->cv, &s->mu);
+            fds_close_below(s->thread_fds, s->min_file);
+        }
         if (s->quit)
             break;
         seq = s->base + s->next;
         r = s->q[s->next];
-        fds_close_below(s->thread_fds, s->min_file);
         pthread_mutex_unlock(&s->mu);
         read_record(s->thread_fds, s->dir, &r);
         pthread_mutex_lock(&s->mu);
@@ -809,6 +814,7 @@ void spill_files_dropped(Engine *e, uint32_t index)
         return;
     pthread_mutex_lock(&s->mu);
     s->min_file = index;
+    pthread_cond_signal(&s->cv); /* an idle reader closes them now */
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -109,7 +109,9 @@ void spill_tube_flushed(Engine *e, Tube *t);
 void spill_tube_gone(Engine *e, Tube *t);
 /* After replay: the rings of the tubes that came back spilled. */
 int spill_after_replay(Engine *e);
-/* Binlog files below index are gone: close what points at them. */
+/* Binlog files below index are gone: close what points at them, the
+ * loop's fds at once and the reader thread's as soon as it wakes (it is
+ * woken for it: an idle reader must not hold their disk space). */
 void spill_files_dropped(Engine *e, uint32_t index);
 
 /* In-memory figures of t (memcache mem_items / mem_bytes, metrics). */

@@ -1403,6 +1403,73 @@ START_TEST(compaction_with_reads_in_flight)
 }
 END_TEST
 
+/* This process's fds on files under base_dir that were removed. */
+static int removed_files_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int n = 0;
+
+    while (d && (de = readdir(d))) {
+        char path[300], target[512];
+        ssize_t k;
+
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        k = readlink(path, target, sizeof target - 1);
+        if (k <= 0)
+            continue;
+        target[k] = 0;
+        if (!strncmp(target, base_dir, strlen(base_dir)) && strstr(target, " (deleted)"))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The reader thread closes the files the binlog removed as soon as it is
+ * told, with nothing more to read: it used to close them only at its next
+ * read, so an idle reader kept their disk space. */
+START_TEST(idle_reader_closes_removed_files)
+{
+    World x;
+    uint32_t last;
+    int waited = 0;
+    Job *j;
+
+    world_config(&x, SMALL_FILE);
+    world_open(&x);
+    for (int i = 0; i < 40; i++)
+        put_in(&x, x.s, 300, 10, 0); /* ~2 files, mostly spilled */
+    engine_commit(&x.e);
+    /* Every job taken: the reader reads the spilled bodies ahead. */
+    for (int i = 0; i < 40; i++) {
+        settle(&x);
+        ck_assert_int_eq(worker_reserve(&x.e, &x.w, 0, &j), WAIT_RESERVED);
+        ck_assert(body_ok(j, job_body(j)));
+        ck_assert_int_eq(engine_delete(&x.e, &x.w, j->id), ENG_OK);
+        iterate(&x);
+    }
+    settle(&x);
+    ck_assert_uint_gt(x.e.spill.reads, 10);
+    /* Other records until every file the reader read is gone. */
+    last = x.e.binlog.files[x.e.binlog.nfiles - 1].index;
+    while (x.e.binlog.files[0].index <= last) {
+        j = put_in(&x, x.p, 700, 10, 0);
+        iterate(&x);
+        ck_assert_int_eq(engine_delete(&x.e, &x.w, j->id), ENG_OK);
+        iterate(&x);
+    }
+    /* (a ceiling, not a speed: the thread runs when it is scheduled) */
+    while (removed_files_open() && waited++ < 1000) {
+        iterate(&x);
+        usleep(5000);
+    }
+    ck_assert_int_eq(removed_files_open(), 0);
+    world_free(&x);
+}
+END_TEST
+
 /* ---- damage ----------------------------------------------------------- */
 
 START_TEST(damaged_record)
@@ -2139,6 +2206,7 @@ static Suite *spill_suite(void)
 
     tcase_add_test(cp, compaction_keeps_offsets);
     tcase_add_test(cp, compaction_with_reads_in_flight);
+    tcase_add_test(cp, idle_reader_closes_removed_files);
     suite_add_tcase(s, cp);
 
     tcase_add_test(dm, damaged_record);
