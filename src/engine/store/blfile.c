@@ -1,6 +1,10 @@
 #include "blfile.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -99,5 +103,73 @@ int bl_files_push(Binlog *b, uint32_t index)
         b->files_cap = cap;
     }
     b->files[b->nfiles++] = (BlFile){.index = index};
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* N of "binlog.N", or 0 when name is not one (or N is 0 or past 2^32). */
+static uint64_t file_number(const char *name)
+{
+    uint64_t v = 0;
+    const char *d = name + 7;
+
+    if (strncmp(name, "binlog.", 7) || !*d)
+        return 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || (v = v * 10 + (uint64_t)(*d - '0')) > UINT32_MAX)
+            return 0;
+    }
+    return v;
+}
+
+int bl_list_files(const char *dir, const char *what, uint32_t max, int refuse_above,
+                  uint32_t **out, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    uint32_t *v = NULL;
+    size_t len = 0, cap = 0;
+
+    if (!d) {
+        snprintf(err, errlen, "cannot read %s %s: %s", what, dir, strerror(errno));
+        return -1;
+    }
+    while ((de = readdir(d))) {
+        uint64_t k = file_number(de->d_name);
+        if (!k)
+            continue;
+        if (k > max && !refuse_above)
+            continue;
+        if (k > max) {
+            /* (the message before closedir: de lives in d's buffer) */
+            snprintf(err, errlen, "%s/%s: file numbers end at %u (a job names its "
+                     "file in 28 bits); refusing to start", dir, de->d_name, max);
+            closedir(d);
+            tb_free(v);
+            return -1;
+        }
+        if (len == cap) {
+            uint32_t *nv = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+            if (!nv) {
+                closedir(d);
+                tb_free(v);
+                snprintf(err, errlen, "out of memory listing %s", dir);
+                return -1;
+            }
+            v = nv;
+        }
+        v[len++] = (uint32_t)k;
+    }
+    closedir(d);
+    if (len)
+        qsort(v, len, sizeof *v, cmp_u32);
+    *out = v;
+    *n = len;
     return 0;
 }

@@ -103,6 +103,13 @@ extern BlDisk bl_disk;
 static inline BlFile *cur_file(Binlog *b) { return &b->files[b->nfiles - 1]; }
 
 void bl_file_name(const Binlog *b, uint32_t index, char *out, size_t n);
+/* The numbers N (1 up, decimal digits only) of the binlog.N files in dir,
+ * sorted, in a tb_malloc'd array (*out NULL when there is none). A number
+ * above max is an error when refuse_above (tubed's own files: a job names
+ * its file in 28 bits), else that file is passed over. -1 with err set
+ * ("cannot read WHAT DIR: ...", out of memory). */
+int bl_list_files(const char *dir, const char *what, uint32_t max, int refuse_above,
+                  uint32_t **out, size_t *n, char *err, size_t errlen);
 /* Append file `index` to the list; -1 when out of memory. */
 int bl_files_push(Binlog *b, uint32_t index);
 /* The list entry of file `index`, NULL if it is not in the list. */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -497,58 +496,6 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     return rc;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* Indexes of DIR's binlog.N files, sorted. */
-static int list_files(Binlog *b, uint32_t **out, size_t *n, char *err, size_t errlen)
-{
-    DIR *d = opendir(b->dir);
-    struct dirent *de;
-    uint32_t *v = NULL;
-    size_t len = 0, cap = 0;
-
-    if (!d) {
-        snprintf(err, errlen, "cannot read binlog directory %s: %s", b->dir, strerror(errno));
-        return -1;
-    }
-    while ((de = readdir(d))) {
-        uint64_t idx;
-        if (strncmp(de->d_name, "binlog.", 7) || parse_u64_str(de->d_name + 7, &idx) < 0 ||
-            idx == 0 || idx > UINT32_MAX)
-            continue;
-        if (len == cap) {
-            uint32_t *nv = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
-            if (!nv) {
-                closedir(d);
-                tb_free(v);
-                snprintf(err, errlen, "out of memory listing %s", b->dir);
-                return -1;
-            }
-            v = nv;
-        }
-        if (idx > JOB_FILE_MAX) {
-            /* (the message before closedir: de lives in d's buffer) */
-            snprintf(err, errlen, "%s/%s: file numbers end at %u (a job names its "
-                     "file in 28 bits); refusing to start", b->dir, de->d_name, JOB_FILE_MAX);
-            closedir(d);
-            tb_free(v);
-            return -1;
-        }
-        v[len++] = (uint32_t)idx;
-    }
-    closedir(d);
-    if (len)
-        qsort(v, len, sizeof *v, cmp_u32);
-    *out = v;
-    *n = len;
-    return 0;
-}
-
 static int cmp_job_id(const void *a, const void *b)
 {
     const Job *x = *(Job *const *)a, *y = *(Job *const *)b;
@@ -670,7 +617,6 @@ static int replay_all(Replay *rp, uint32_t *idx, size_t n)
     return 0;
 }
 
-
 /* What the files hold, in bytes: about what their jobs will take. */
 static size_t files_bytes(const Binlog *b, const uint32_t *idx, size_t n)
 {
@@ -693,7 +639,7 @@ int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
     size_t n = 0;
     int rc;
 
-    if (list_files(bl(e), &idx, &n, err, errlen) < 0)
+    if (bl_list_files(bl(e)->dir, "binlog directory", JOB_FILE_MAX, 1, &idx, &n, err, errlen) < 0)
         return -1;
     /* The jobs' fresh memory is faulted in by another thread meanwhile. */
     slab_prefault_start(files_bytes(bl(e), idx, n));

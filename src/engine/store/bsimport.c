@@ -1,6 +1,5 @@
 #include "bsimport.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -470,64 +469,6 @@ long bsi_lock_holder(const char *dir)
     return lk.l_pid > 0 ? (long)lk.l_pid : 1;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* beanstalkd's numbers: binlog.N, N decimal digits that fit an int. */
-static int file_number(const char *name, uint32_t *out)
-{
-    uint64_t v = 0;
-    const char *d = name + 7;
-
-    if (strncmp(name, "binlog.", 7) || !*d)
-        return -1;
-    for (; *d; d++) {
-        if (*d < '0' || *d > '9' || (v = v * 10 + (uint64_t)(*d - '0')) > INT32_MAX)
-            return -1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int list_files(const char *dir, uint32_t **out, size_t *n, char *err, size_t errlen)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    uint32_t *v = NULL, k;
-    size_t len = 0, cap = 0;
-
-    if (!d) {
-        snprintf(err, errlen, "cannot read beanstalkd's binlog directory %s: %s", dir,
-                 strerror(errno));
-        return -1;
-    }
-    while ((de = readdir(d))) {
-        if (file_number(de->d_name, &k) < 0)
-            continue;
-        if (len == cap) {
-            uint32_t *nv = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
-            if (!nv) {
-                closedir(d);
-                tb_free(v);
-                snprintf(err, errlen, "out of memory listing %s", dir);
-                return -1;
-            }
-            v = nv;
-        }
-        v[len++] = k;
-    }
-    closedir(d);
-    if (len)
-        qsort(v, len, sizeof *v, cmp_u32);
-    *out = v;
-    *n = len;
-    return 0;
-}
-
 /* The whole of path, read-only. 0, or -1 with err. */
 static int slurp(const char *path, unsigned char **out, size_t *n, char *err, size_t errlen)
 {
@@ -582,7 +523,7 @@ int bsi_read_dir(BsiReader *r, const char *dir, char *err, size_t errlen)
                  "stop it before importing its binlog", holder, dir, dir);
         return -1;
     }
-    if (list_files(dir, &idx, &n, err, errlen) < 0)
+    if (bl_list_files(dir, "beanstalkd's binlog directory", INT32_MAX, 0, &idx, &n, err, errlen) < 0)
         return -1;
     if (!n) {
         snprintf(err, errlen, "%s holds no beanstalkd binlog (no binlog.N file)", dir);
