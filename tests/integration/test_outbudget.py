@@ -137,6 +137,7 @@ def test_peek_hoarders_are_refused_and_the_rest_works(binary):
         c = srv.client(timeout=30)
         big = put_big(c)
         small = put_big(c, tube=b"small", n=100, fill=b"s")
+        job = put_big(c, tube=b"bigwork", fill=b"w")
         rest = rss_mb(srv.pid)
         socks, lines = hoard(srv.port, b"peek %d\r\n" % big)
         try:
@@ -159,7 +160,16 @@ def test_peek_hoarders_are_refused_and_the_rest_works(binary):
             eq(w.read_line(), b"OUT_OF_MEMORY", "a big peek from one more client")
             w.send(b"list-tubes\r\n")
             head, body = w.read_reply()
-            eq(body, b"---\n- default\n- big\n- small\n- work\n", "a small listing")
+            eq(body, b"---\n- default\n- big\n- small\n- bigwork\n- work\n",
+               "a small listing")
+            # a worker's reserve of a big body is never refused
+            w.send(b"watch bigwork\r\nreserve-with-timeout 0\r\n")
+            eq(w.read_line(), b"WATCHING 2", "watch bigwork")
+            head, body = w.read_reply(timeout=30)
+            eq((head, body == b"w" * BIG), (b"RESERVED %d %d" % (job, BIG), True),
+               "a big reserve while hoarded")
+            w.send(b"delete %d\r\n" % job)
+            eq(w.read_line(), b"DELETED", "its delete")
             w.send(b"peek %d\r\n" % small)
             eq(w.read_reply()[0], b"FOUND %d 100" % small, "the connection stays in step")
 
