@@ -40,6 +40,23 @@ HOARDERS = 120                  # 480 MB of replies without a budget
 RSS_CEILING_MB = 300            # 5-25 MB at rest + 64 MiB + slack; 463 MB before
 
 
+def sanitized(binary):
+    """An AddressSanitizer build (test_hostile.py's test)."""
+    with open(binary, "rb") as f:
+        return b"__asan_" in f.read()
+
+
+def server(binary, *args, **kw):
+    """A tubed; under ASan with a small quarantine, or freed replies would
+    sit in its 256 MiB and show as resident memory."""
+    env = None
+    if sanitized(binary):
+        opts = os.environ.get("ASAN_OPTIONS", "")
+        env = dict(os.environ, ASAN_OPTIONS=(opts + ":" if opts else "") +
+                   "quarantine_size_mb=4")
+    return Tubed(binary, *args, env=env, **kw)
+
+
 def rss_mb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -133,7 +150,7 @@ def test_peek_hoarders_are_refused_and_the_rest_works(binary):
     hear OUT_OF_MEMORY, RSS stays far below what they asked for, and
     producers, workers, stats, small peeks and small listings go on; the
     other protocols share the budget (memcache's get/peek, /metrics)."""
-    with Tubed(binary, "-z", str(BIG), memcache=True, metrics=True) as srv:
+    with server(binary, "-z", str(BIG), memcache=True, metrics=True) as srv:
         c = srv.client(timeout=30)
         big = put_big(c)
         small = put_big(c, tube=b"small", n=100, fill=b"s")
@@ -204,7 +221,7 @@ def test_peek_hoarders_are_refused_and_the_rest_works(binary):
 def test_the_budget_comes_back_when_hoarders_read(binary):
     """The hoarders that got their reply read it all: the ones refused
     ask again and get theirs, and the count goes back to zero."""
-    with Tubed(binary, "-z", str(BIG), metrics=True) as srv:
+    with server(binary, "-z", str(BIG), metrics=True) as srv:
         c = srv.client(timeout=30)
         big = put_big(c)
         found = b"FOUND %d %d" % (big, BIG)
@@ -241,7 +258,7 @@ def test_listing_hoarders(binary):
     150 clients that read nothing: 800 MB of RSS before the budget. Now
     OUT_OF_MEMORY past it, RSS bounded, stats-tubes and list-jobs refused
     too, and a worker's put/reserve/delete goes on."""
-    with Tubed(binary) as srv:
+    with server(binary) as srv:
         c = srv.client(timeout=60)
         pad = b"x" * 190
         n = 20000
@@ -292,7 +309,7 @@ def test_memcache_hoarders(binary):
     a large stats document 'SERVER_ERROR out of memory writing stats', and
     the connection stays; a get that takes the item is never refused, nor
     a set, nor a small get."""
-    with Tubed(binary, "-z", str(BIG), memcache=True) as srv:
+    with server(binary, "-z", str(BIG), memcache=True) as srv:
         m = srv.mc(timeout=30)
         m.send(b"set big 0 0 %d\r\n%s\r\n" % (BIG, b"m" * BIG))
         eq(m.read_line(), b"STORED", "set big")
