@@ -57,8 +57,18 @@ int conn_out_refuse(Conn *c, size_t len)
     if (len <= OUT_SMALL || others < OUT_BUDGET)
         return 0;
     s->out_refused++;
-    log_msg(LOG_CONN, "fd %d: other clients' unsent replies hold %llu bytes; "
-            "refusing a reply of %zu bytes", c->ev.fd, (unsigned long long)others, len);
+    /* A warning an operator sees, once a minute at most: a crowd of
+     * clients that ask and never read would otherwise flood the log. */
+    if (!s->out_refusal_logged || s->eng.now - s->out_refusal_logged >= 60 * NS_PER_SEC) {
+        s->out_refusal_logged = s->eng.now ? s->eng.now : 1;
+        log_warn("fd %d: replies other clients have not read hold %llu bytes, past the "
+                 "budget of %zu: refusing large replies (%llu refused so far)", c->ev.fd,
+                 (unsigned long long)others, (size_t)OUT_BUDGET,
+                 (unsigned long long)s->out_refused);
+    } else {
+        log_msg(LOG_CONN, "fd %d: other clients' unsent replies hold %llu bytes; "
+                "refusing a reply", c->ev.fd, (unsigned long long)others);
+    }
     return 1;
 }
 

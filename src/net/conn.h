@@ -171,7 +171,7 @@ size_t conn_out_pending(const Conn *c);
 /* 1: a reply of len bytes (SIZE_MAX: not known yet, large) must not be
  * queued on c now: it is larger than OUT_SMALL and the other connections
  * hold OUT_BUDGET bytes of buffers with replies unsent (counted in
- * Server.out_refused, logged at -V). c's own unsent replies do not
+ * Server.out_refused; a warning once a minute, each at -V). c's own unsent replies do not
  * count: back-pressure bounds them. The caller answers its protocol's
  * out-of-memory reply instead. */
 int conn_out_refuse(Conn *c, size_t len);

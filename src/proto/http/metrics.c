@@ -60,7 +60,8 @@ static void server_families(const ServerStats *ss, Buf *b)
     single(b, "tubed_connections_accepted_total", PROM_COUNTER,
            "Client connections accepted.", ss->total_conns);
     single(b, "tubed_unread_reply_bytes", PROM_GAUGE,
-           "Memory of output buffers holding replies not yet sent to clients, all connections together.",
+           "Memory of output buffers holding replies not yet sent to clients, "
+           "all connections together.",
            ss->out_unread);
     single(b, "tubed_unread_reply_budget_bytes", PROM_GAUGE,
            "Memory of other clients' unsent replies from which large replies are refused.",
