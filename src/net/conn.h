@@ -16,9 +16,16 @@
  * queued (back-pressure, bounded memory), and is closed after
  * --stall-timeout seconds of that. An idle connection holds its struct
  * and at most 1 KiB of buffer each way: larger ones are freed as they
- * empty. A client that half-closes still has every complete request it
- * sent run and answered (a wait among them ends at once, as its protocol
- * says), then the connection closes.
+ * empty. Over all connections: the memory of output buffers that still
+ * hold unsent bytes is counted in Server.out_unread (a replica's stream
+ * aside: repl.c's LIVE_MAX bounds it); while the other connections'
+ * count is at OUT_BUDGET or more, a front-end refuses a reply larger
+ * than OUT_SMALL that copies what the server holds anyway (a listing, a
+ * stats document, a peek) with its protocol's out-of-memory answer,
+ * instead of queueing one more copy (conn_out_refuse). A client that
+ * half-closes still has every complete request it sent run and answered
+ * (a wait among them ends at once, as its protocol says), then the
+ * connection closes.
  *
  * Durability: conn_hold(c, ticket, repl) before queuing an acknowledgement
  * keeps it (and what follows) unwritten until the engine reports the
@@ -55,9 +62,15 @@ enum {
     CONN_WANT_WRITE = 1 << 3,
     CONN_PROTO1 = 1 << 4,   /* flags the protocol may use */
     CONN_PROTO2 = 1 << 5,
+    CONN_UNCOUNTED = 1 << 6, /* a replica's stream: not in Server.out_unread */
 };
 
 #define OUT_HIGH (256 * 1024)
+/* Memory of unsent replies, all clients together, from which large ones
+ * are refused (conn_out_refuse), and the size up to which a reply never
+ * is: fixed, as the per-connection OUT_HIGH is. */
+#define OUT_BUDGET ((size_t)64 << 20)
+#define OUT_SMALL 4096
 
 /* What a protocol gives the connection layer. A front-end embeds its
  * Proto in its own shared state, which its handlers reach with
@@ -99,6 +112,7 @@ struct Conn {
     Buf in;                 /* unparsed input kept between reads */
     Buf out;                /* replies not yet written */
     size_t out_off;         /* bytes of out already written */
+    size_t out_counted;     /* its part of Server.out_unread (conn.c) */
     List link;              /* srv->conns */
     List out_link;          /* srv->pending_out */
     List held_link;         /* srv->held: replies wait for the binlog */
@@ -153,6 +167,16 @@ void conn_lost(Server *s, uint64_t from);
 
 /* Bytes queued and not yet written. */
 size_t conn_out_pending(const Conn *c);
+
+/* 1: a reply of len bytes (SIZE_MAX: not known yet, large) must not be
+ * queued on c now: it is larger than OUT_SMALL and the other connections
+ * hold OUT_BUDGET bytes of buffers with replies unsent (counted in
+ * Server.out_refused; a warning once a minute, each at -V). c's own unsent replies do not
+ * count: back-pressure bounds them. The caller answers its protocol's
+ * out-of-memory reply instead. */
+int conn_out_refuse(Conn *c, size_t len);
+/* c carries a replica's stream from now on: its bytes leave the count. */
+void conn_uncount(Conn *c);
 
 /* Queue c for the next write of replies. */
 void conn_mark_pending(Conn *c);

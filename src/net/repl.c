@@ -382,6 +382,7 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     backlog_want(s);
     l->r = r;
     l->c = c;
+    conn_uncount(c); /* LIVE_MAX bounds its stream, not the clients' budget */
     l->sent_at = s->eng.now;
     link_name(c->ev.fd, l->addr, sizeof l->addr);
     list_insert_tail(&r->links, &l->node);

@@ -66,6 +66,10 @@ struct Server {
     List held;              /* connections with replies held for the binlog */
     List stalled;           /* connections whose peer stopped reading */
     uint64_t conn_ct, total_conns;
+    uint64_t out_unread;    /* bytes of output buffers with replies unsent
+                               (conn.c; a replica's stream is not counted) */
+    uint64_t out_refused;   /* large replies refused for OUT_BUDGET */
+    int64_t out_refusal_logged; /* monotonic ns of the last warning about it */
     int draining;
     int stopping;
     char instance_id[17];

@@ -28,6 +28,8 @@ void server_stats(const Server *s, const StatsSource *src, ServerStats *out)
         src->fill(src->front, &out->front);
     out->conns = s->conn_ct;
     out->total_conns = s->total_conns;
+    out->out_unread = s->out_unread;
+    out->out_refused = s->out_refused;
     out->draining = s->draining != 0;
     out->repl_shown = repl_shown(s, &out->engine);
     out->max_job_size = s->cfg.max_job_size;

@@ -56,6 +56,8 @@ typedef struct ServerStats {
     EngineStats engine;
     FrontStats front;           /* all zero without a source */
     uint64_t conns, total_conns;
+    uint64_t out_unread;        /* output buffers with replies unsent (conn.h) */
+    uint64_t out_refused;       /* large replies refused for OUT_BUDGET */
     int draining;
     int repl_shown;             /* replication in use (a replica, positions
                                    journaled, or sync_replicas): only then

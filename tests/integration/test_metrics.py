@@ -34,6 +34,9 @@ SERVER_FAMILIES = [
     ("tubed_tubes", "gauge"),
     ("tubed_connections", "gauge"),
     ("tubed_connections_accepted_total", "counter"),
+    ("tubed_unread_reply_bytes", "gauge"),
+    ("tubed_unread_reply_budget_bytes", "gauge"),
+    ("tubed_replies_refused_total", "counter"),
     ("tubed_producers", "gauge"),
     ("tubed_workers", "gauge"),
     ("tubed_workers_waiting", "gauge"),
@@ -196,6 +199,10 @@ def test_metrics_families_and_values(binary):
         eq(m.value("tubed_connections_accepted_total"), int(st["total-connections"]) + 1,
            "connections accepted")
         check(m.value("tubed_uptime_seconds") >= int(st["uptime"]), "uptime")
+        # every client read its replies; nothing was refused (test_outbudget)
+        eq(m.value("tubed_unread_reply_bytes"), 0, "unread replies")
+        eq(m.value("tubed_unread_reply_budget_bytes"), 64 << 20, "the budget")
+        eq(m.value("tubed_replies_refused_total"), 0, "replies refused")
         for mode in ("user", "system"):
             check(m.value("tubed_cpu_seconds_total", mode=mode) >= 0, "cpu %s" % mode)
 

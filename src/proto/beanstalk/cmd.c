@@ -61,13 +61,16 @@ static void reply_id(BsConn *b, const char *word, uint64_t id)
     conn_reply(conn(b), head, conn_format_head(head, word, id, NULL));
 }
 
-/* "OK <bytes>\r\n<data>\r\n", then the document is freed. */
+/* "OK <bytes>\r\n<data>\r\n", then the document is freed. A large one
+ * (a listing, stats-tubes) is refused with OUT_OF_MEMORY, beanstalkd's
+ * "try again later", while other clients leave the server-wide budget of
+ * replies unread (conn_out_refuse). */
 static void reply_doc(BsConn *b, Buf *data)
 {
     char head[32];
     size_t n = 3;
 
-    if (data->oom) {
+    if (data->oom || conn_out_refuse(conn(b), data->len)) {
         conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
     } else {
         memcpy(head, "OK ", 3);
@@ -318,9 +321,15 @@ static void do_ignore(BsConn *b, const Cmd *cmd)
 
 /* ---- other ------------------------------------------------------------ */
 
+/* A peek copies a body the job keeps: a large one waits for the budget
+ * of unread replies as a listing does. (A reserve's body is not refused:
+ * it goes to the one client that takes the job, so the jobs themselves,
+ * --job-memory and -z per connection bound those copies.) */
 static void reply_found(BsConn *b, Job *j)
 {
-    if (j)
+    if (j && conn_out_refuse(conn(b), j->body_size))
+        conn_reply_lit(conn(b), "OUT_OF_MEMORY\r\n");
+    else if (j)
         reply_job(b, "FOUND", j);
     else
         conn_reply_lit(conn(b), "NOT_FOUND\r\n");

@@ -168,30 +168,17 @@ static void reply_timeout(Conn *c)
 
 typedef void (*Render)(Server *s, const StatsSource *src, const Listener *l, Buf *b);
 
-/* Reply bytes the other HTTP connections hold, not yet written. */
-static size_t others_unread(const Http *h, const Conn *self)
-{
-    size_t sum = 0;
-
-    for (const List *n = h->by_deadline.next; n != &h->by_deadline; n = n->next) {
-        const Conn *o = &container_of(n, HttpConn, link)->conn;
-        if (o != self)
-            sum += out_pending(o);
-    }
-    return sum;
-}
-
 /* A rendered body: expire due jobs (an expired job is never counted),
  * render, answer. Rendering is the only work: nothing waits. Not while
- * the other clients leave HTTP_OUT_BUDGET bytes unread (http.h). */
+ * the other clients leave OUT_BUDGET bytes unread (http.h, conn.h): the
+ * check comes first, so a refusal costs no rendering (a scrape is always
+ * larger than OUT_SMALL). */
 static void respond_rendered(Conn *c, const HttpRequest *req, Render render,
                              const char *ctype)
 {
     Http *h = front(c);
 
-    if (others_unread(h, c) >= HTTP_OUT_BUDGET) {
-        log_msg(LOG_CONN, "fd %d: HTTP replies to other clients unread past %u bytes; "
-                "answering 503", c->ev.fd, HTTP_OUT_BUDGET);
+    if (conn_out_refuse(c, SIZE_MAX)) {
         respond_text(c, req, 503, "busy: replies to other clients are still unread\n",
                      R_CLOSE);
         return;

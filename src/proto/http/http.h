@@ -15,10 +15,11 @@
  * HTTP_MAX_HEAD bytes (then 400 and close), replies wait in the
  * connection's output, and input is not read while that holds OUT_HIGH
  * bytes (conn.h's back-pressure). Over all connections too: once replies
- * of HTTP_OUT_BUDGET bytes wait unread in the others' outputs, /metrics
- * and /tubes.json answer 503 and close instead of adding one more copy
- * (a scrape of 10,000 tubes is 9 MB: a few hundred clients that ask and
- * never read would otherwise hold gigabytes).
+ * of OUT_BUDGET bytes (conn.h, shared with the other protocols) wait
+ * unread in the others' outputs, /metrics and /tubes.json answer 503 and
+ * close instead of adding one more copy (a scrape of 10,000 tubes is
+ * 9 MB: a few hundred clients that ask and never read would otherwise
+ * hold gigabytes).
  *
  * Slow clients: a connection must send a complete head within
  * HTTP_IDLE_NS of connecting or of its previous request; bytes trickling in
@@ -42,7 +43,6 @@
 #include "srvstats.h"
 
 #define HTTP_IDLE_NS (10 * 1000000000LL)
-#define HTTP_OUT_BUDGET (64u << 20)
 
 typedef struct Http {
     Proto proto;            /* first: conns reach this via their proto */

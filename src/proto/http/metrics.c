@@ -59,6 +59,16 @@ static void server_families(const ServerStats *ss, Buf *b)
     single(b, "tubed_connections", PROM_GAUGE, "Open client connections.", ss->conns);
     single(b, "tubed_connections_accepted_total", PROM_COUNTER,
            "Client connections accepted.", ss->total_conns);
+    single(b, "tubed_unread_reply_bytes", PROM_GAUGE,
+           "Memory of output buffers holding replies not yet sent to clients, "
+           "all connections together.",
+           ss->out_unread);
+    single(b, "tubed_unread_reply_budget_bytes", PROM_GAUGE,
+           "Memory of other clients' unsent replies from which large replies are refused.",
+           (uint64_t)OUT_BUDGET);
+    single(b, "tubed_replies_refused_total", PROM_COUNTER,
+           "Large replies refused while other clients' unsent replies held the budget.",
+           ss->out_refused);
     single(b, "tubed_producers", PROM_GAUGE, "Open connections that have sent a put.",
            ss->front.producers);
     single(b, "tubed_workers", PROM_GAUGE, "Open connections that have sent a reserve.",

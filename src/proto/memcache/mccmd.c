@@ -23,11 +23,16 @@ static Memcache *front(McConn *m)
     return mc_front(&m->conn);
 }
 
-/* A document built in d (ending "END\r\n"); freed here. */
+/* A document built in d (ending "END\r\n"); freed here. A large one
+ * waits while other clients leave the budget of replies unread (conn.h):
+ * memcached's answer when it cannot write stats, and the connection
+ * stays. */
 static void reply_doc(McConn *m, Buf *d)
 {
     if (d->oom)
         mc_reply_no_memory(m);
+    else if (conn_out_refuse(&m->conn, d->len))
+        mc_reply_err(m, MC_ERR_BUSY_STATS);
     else
         mc_reply(m, d->data, d->len);
     buf_free(d);

@@ -174,6 +174,19 @@ static void unpeek(McConn *m, Job *j)
     }
 }
 
+/* A peek copies a body the job keeps: a large one waits while other
+ * clients leave the budget of replies unread (conn.h), with memcached's
+ * answer when it cannot write a get's response. A get that takes or
+ * opens the job is never refused: its copy goes to the one client that
+ * took the job (as a beanstalk reserve's). */
+static int peek_refused(McConn *m, const Job *j)
+{
+    if (!conn_out_refuse(&m->conn, j->body_size))
+        return 0;
+    mc_reply_err(m, MC_ERR_BUSY_GET);
+    return 1;
+}
+
 /* A job was fetched for this get (reserved by our worker). */
 static void deliver(McConn *m, Job *j, const char *key, size_t key_len, uint64_t age)
 {
@@ -200,6 +213,10 @@ static void deliver(McConn *m, Job *j, const char *key, size_t key_len, uint64_t
         mc_reply_lit(m, "END\r\n");
         break;
     case MC_PEEK:
+        if (peek_refused(m, j)) {
+            unpeek(m, j);
+            break;
+        }
         f->ct.get_hits++;
         reply_value(m, key, key_len, j);
         unpeek(m, j);
@@ -267,6 +284,8 @@ static void fetch(McConn *m, Tube *t, const char *key, size_t key_len, McFetch k
     m->fetch = (uint8_t)kind;
     if (kind == MC_PEEK && timeout == 0) {
         j = tube_paused(t) ? NULL : engine_peek(e, t, JOB_READY);
+        if (j && peek_refused(m, j))
+            return;
         if (j) {
             f->ct.get_hits++;
             reply_value(m, key, key_len, j);

@@ -101,7 +101,10 @@ typedef enum McCmdType {
     X(NOTHING_OPEN, "ERROR", 0)                                             \
     X(SHUTDOWN_DISABLED, "CLIENT_ERROR shutdown disabled", 0)               \
     X(NOT_ALLOWED, "CLIENT_ERROR not allowed", 0)                           \
-    X(REPLICA, "SERVER_ERROR replica", 0)
+    X(REPLICA, "SERVER_ERROR replica", 0)                                   \
+    /* the budget of unread replies (conn.h): memcached's own words */      \
+    X(BUSY_GET, "SERVER_ERROR out of memory writing get response", 0)       \
+    X(BUSY_STATS, "SERVER_ERROR out of memory writing stats", 0)
 
 typedef enum McErr {
     MC_OK,

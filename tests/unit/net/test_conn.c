@@ -10,6 +10,12 @@
  * stats-replication's waiting-replies adds up): one per reply, a reply
  * held twice (no reply queued between the calls) once, released with its
  * hold.
+ *
+ * Server.out_unread follows every change of a connection's unsent
+ * replies (queued, held, partly or wholly written, closed): it counts the
+ * buffer of each connection with bytes unsent, never a replica's stream,
+ * and conn_out_refuse() refuses only large replies, only while the
+ * others hold OUT_BUDGET.
  */
 #include <errno.h>
 #include <signal.h>
@@ -180,6 +186,81 @@ START_TEST(split_holds_wait_for_their_own_tickets)
 }
 END_TEST
 
+/* What the rig's connections' unsent replies hold, as conn.c should count. */
+static uint64_t expected_unread(Rig *r)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i < NCONN; i++) {
+        Conn *c = r->c[i];
+        if (c && !(c->flags & (CONN_DEAD | CONN_UNCOUNTED)) && conn_out_pending(c))
+            sum += c->out.cap;
+    }
+    return sum;
+}
+
+START_TEST(unsent_replies_are_counted_server_wide)
+{
+    Rig *r = rig_new();
+    char *big = malloc(OUT_BUDGET);
+    char sink[65536];
+
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', OUT_BUDGET);
+    ck_assert_uint_eq(r->s.out_unread, 0);
+    conn_reply(r->c[1], "small\r\n", 7);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    ck_assert_uint_gt(r->s.out_unread, 0);
+    /* a replica's stream is not counted, before or after it queues */
+    conn_reply(r->c[3], "stream", 6);
+    conn_uncount(r->c[3]);
+    conn_reply(r->c[3], big, 1 << 20);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    /* under the budget nothing is refused */
+    ck_assert(!conn_out_refuse(r->c[2], SIZE_MAX));
+    /* c0 holds the budget: a large reply elsewhere is refused, a small one
+     * never, and c0's own never (back-pressure bounds it) */
+    conn_reply_body(r->c[0], "FOUND 1 x\r\n", 11, big, OUT_BUDGET - 64);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    ck_assert_uint_ge(r->s.out_unread, OUT_BUDGET);
+    ck_assert(conn_out_refuse(r->c[2], OUT_SMALL + 1));
+    ck_assert(conn_out_refuse(r->c[2], SIZE_MAX));
+    ck_assert(!conn_out_refuse(r->c[2], OUT_SMALL));
+    ck_assert(!conn_out_refuse(r->c[0], SIZE_MAX));
+    ck_assert_uint_eq(r->s.out_refused, 2);
+    /* a held reply is unsent too */
+    conn_hold(r->c[2], 7, 0);
+    conn_reply(r->c[2], "INSERTED 9\r\n", 12);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    /* written in part (the socket takes some): the buffer still counts */
+    conn_flush_all(&r->s);
+    ck_assert_uint_gt(conn_out_pending(r->c[0]), 0);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    heard(r, 1, "small\r\n"); /* written whole: no longer counted */
+    ck_assert_uint_eq(conn_out_pending(r->c[1]), 0);
+    ck_assert(conn_out_refuse(r->c[1], SIZE_MAX));
+    /* released and written */
+    conn_durable(&r->s, 7);
+    conn_flush_all(&r->s);
+    heard(r, 2, "INSERTED 9\r\n");
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    /* c0's client reads some: nothing changes until its last byte leaves;
+     * then it closes and the budget is back */
+    while (read(r->peer[0], sink, sizeof sink) > 0)
+        ;
+    conn_flush_all(&r->s);
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    conn_close(r->c[0]);
+    r->c[0] = NULL;
+    ck_assert_uint_eq(r->s.out_unread, expected_unread(r));
+    ck_assert_uint_eq(r->s.out_unread, 0);
+    ck_assert(!conn_out_refuse(r->c[1], SIZE_MAX));
+    ck_assert_uint_eq(r->s.out_refused, 3);
+    free(big);
+    rig_free(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("conn");
@@ -189,6 +270,7 @@ static Suite *suite(void)
     tcase_add_test(t, mark_first_goes_ahead);
     tcase_add_test(t, split_holds_wait_for_their_own_tickets);
     tcase_add_test(t, holds_count_replies);
+    tcase_add_test(t, unsent_replies_are_counted_server_wide);
     suite_add_tcase(s, t);
     return s;
 }

@@ -829,6 +829,8 @@ START_TEST(error_table)
         {MC_ERR_SHUTDOWN_DISABLED, "CLIENT_ERROR shutdown disabled\r\n", 0},
         {MC_ERR_NOT_ALLOWED, "CLIENT_ERROR not allowed\r\n", 0},
         {MC_ERR_REPLICA, "SERVER_ERROR replica\r\n", 0},
+        {MC_ERR_BUSY_GET, "SERVER_ERROR out of memory writing get response\r\n", 0},
+        {MC_ERR_BUSY_STATS, "SERVER_ERROR out of memory writing stats\r\n", 0},
     };
 
     ck_assert_uint_eq(sizeof want / sizeof want[0], MC_ERR_COUNT - 1);
