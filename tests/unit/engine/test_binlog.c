@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1646,6 +1647,68 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
 }
 END_TEST
 
+/* ---- -f N: the fsyncs that make records durable actually happen ------- */
+
+/* Counts the binlog's data syncs (the sync thread calls it too). */
+static atomic_int nsyncs;
+
+static int counting_fdatasync(int fd)
+{
+    atomic_fetch_add(&nsyncs, 1);
+    return fdatasync(fd);
+}
+
+/* -f N: records written since the last sync are synced by the tick once
+ * N ms have passed (on the sync thread). */
+START_TEST(interval_tick_syncs_written_records)
+{
+    Config cfg;
+    Server *a;
+    int before;
+
+    config(&cfg);
+    cfg.fsync_ms = 100;
+    a = open_cfg(&cfg);
+    bl_disk.fdatasync = counting_fdatasync;
+    put_filled(a, "s", 40);
+    binlog_commit(&a->eng);
+    before = atomic_load(&nsyncs);
+    a->eng.now += 200 * NS_PER_MSEC;
+    binlog_tick(&a->eng);
+    ck_assert_msg(a->eng.binlog.syncer.busy, "the tick started no sync of the written records");
+    binlog_settle(&a->eng);
+    ck_assert_int_gt(atomic_load(&nsyncs), before);
+    restore_disk();
+    close_srv(a);
+}
+END_TEST
+
+/* -f N: what the interval has not synced yet is synced when the binlog
+ * settles (shutdown), on the loop's own thread. */
+START_TEST(settle_syncs_what_the_interval_has_not)
+{
+    Config cfg;
+    Server *a;
+    int before;
+    uint64_t id;
+
+    config(&cfg);
+    cfg.fsync_ms = 3600 * 1000;
+    a = open_cfg(&cfg);
+    bl_disk.fdatasync = counting_fdatasync;
+    id = put_filled(a, "s", 40)->id;
+    binlog_commit(&a->eng);
+    before = atomic_load(&nsyncs);
+    binlog_settle(&a->eng);
+    ck_assert_int_gt(atomic_load(&nsyncs), before);
+    restore_disk();
+    close_srv(a);
+    a = open_srv();
+    ck_assert_ptr_nonnull(find(a, id));
+    close_srv(a);
+}
+END_TEST
+
 /* ---- -f 0: a sync that ended while the loop was busy ------------------ */
 
 /* Until the sync thread's eventfd is readable: the sync has ended, and
@@ -2073,6 +2136,8 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, strict_commit_takes_an_ended_sync);
     tcase_add_test(fa, strict_commit_takes_a_failed_sync);
     tcase_add_test(fa, poll_sync_takes_an_ended_sync);
+    tcase_add_test(fa, interval_tick_syncs_written_records);
+    tcase_add_test(fa, settle_syncs_what_the_interval_has_not);
     suite_add_tcase(s, fa);
 
     tcase_add_test(sm, stream_two_subscribers_and_reset);
