@@ -28,6 +28,7 @@
 #include "engine.h"
 #include "blcodec.h"
 #include "clock.h"
+#include "conf.h"
 #include "conn.h"
 #include "job.h"
 #include "opts.h"
@@ -1834,6 +1835,62 @@ START_TEST(poll_sync_takes_an_ended_sync)
 }
 END_TEST
 
+/* A sync_journal tube's record written while a sync runs is not covered
+ * by that sync: when it ends, the record still waits (and the next sync
+ * starts for it), so a later commit of other records does not report it
+ * durable before its own fsync. */
+START_TEST(sync_journal_record_waits_past_a_running_sync)
+{
+    static const char text[] = "[tube s]\nsync_journal = true\n";
+    char err[256];
+    Config cfg;
+    Server *a;
+    Tube *t;
+    uint64_t first, second, third;
+
+    config(&cfg);
+    cfg.fsync_ms = 3600 * 1000; /* only sync_journal's own syncs run */
+    ck_assert_msg(conf_parse("t.conf", text, sizeof text - 1, &cfg.conf, err, sizeof err) == 0,
+                  "conf_parse: %s", err);
+    a = open_cfg(&cfg);
+    ck_assert_ptr_nonnull(t = engine_tube(&a->eng, "s", 1));
+    engine_tube_ref(t);
+    ck_assert(t->pol.sync_journal);
+    ck_assert_int_eq(pipe(gate), 0);
+    bl_disk.fdatasync = gated_fdatasync;
+    put_filled(a, "s", 40);
+    first = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* its sync starts, held at the gate */
+    ck_assert(a->eng.binlog.syncer.busy);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    put_filled(a, "s", 40);
+    second = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* written while the first sync runs */
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    open_gate();
+    wait_sync_ended(a);
+    ev_poll(&a->loop, 1000); /* the loop sees the sync's end */
+    ck_assert_uint_ge(a->eng.binlog.durable_lsn, first);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, second);
+    ck_assert_msg(a->eng.binlog.syncer.busy, "no sync started for the record it did not cover");
+    put_filled(a, "other", 40);
+    third = a->eng.binlog.lsn;
+    binlog_commit(&a->eng);
+    ck_assert_msg(a->eng.binlog.durable_lsn < second,
+                  "a sync_journal record reported durable before its fsync");
+    open_gate();
+    wait_syncer_done(&a->eng.binlog.syncer);
+    restore_disk();
+    binlog_settle(&a->eng);
+    ck_assert_uint_eq(a->eng.binlog.durable_lsn, third);
+    engine_tube_unref(&a->eng, t);
+    close_srv(a);
+    conf_free(cfg.conf);
+    close(gate[0]);
+    close(gate[1]);
+}
+END_TEST
+
 /* ---- fanout children: C records that outlive their files -------------- */
 
 static Tube *register_child(Server *s, const char *name)
@@ -2136,6 +2193,7 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, strict_commit_takes_an_ended_sync);
     tcase_add_test(fa, strict_commit_takes_a_failed_sync);
     tcase_add_test(fa, poll_sync_takes_an_ended_sync);
+    tcase_add_test(fa, sync_journal_record_waits_past_a_running_sync);
     tcase_add_test(fa, interval_tick_syncs_written_records);
     tcase_add_test(fa, settle_syncs_what_the_interval_has_not);
     suite_add_tcase(s, fa);
