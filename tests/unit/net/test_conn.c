@@ -154,6 +154,63 @@ END_TEST
 /* A hold replicas need not confirm (a journal = false put's id mark)
  * goes once durable here; one behind a hold that waits for replicas stays
  * behind it (replies keep their order). */
+/* Records from `from` on were lost: a connection whose newest hold waits
+ * for one of them (its ticket is `from` itself, too) has its held replies
+ * taken back and is closed after what came before the hold; one whose
+ * holds all wait for earlier records keeps them, released as usual. */
+START_TEST(lost_records_withdraw_held_replies)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+    Conn *d = r->c[1];
+    char got[64];
+    ssize_t n;
+
+    conn_reply(c, "A\r\n", 3);   /* not held */
+    conn_hold(c, 5, 5);
+    conn_reply(c, "B\r\n", 3);   /* waits for record 5 */
+    conn_hold(d, 4, 4);
+    conn_reply(d, "D\r\n", 3);   /* waits for record 4 */
+    conn_lost(&r->s, 5);
+    conn_durable_split(&r->s, 4, 4);
+    conn_flush_all(&r->s);
+    n = read(r->peer[0], got, sizeof got);
+    ck_assert_int_eq(n, 3);
+    ck_assert(memcmp(got, "A\r\n", 3) == 0);
+    n = read(r->peer[0], got, sizeof got);
+    ck_assert_msg(n == 0, "the connection whose reply was lost is not closed (read %zd)", n);
+    heard(r, 1, "D\r\n");
+    rig_free(r);
+}
+END_TEST
+
+/* A connection keeps two holds at most: a third folds into the second,
+ * which then waits for the newest local ticket too (and the newest
+ * replicas' one, here older). Nothing behind the second
+ * hold is written before the third's record is durable. */
+START_TEST(third_hold_folds_into_the_second)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+
+    conn_hold(c, 3, 3);
+    conn_reply(c, "A\r\n", 3);
+    conn_hold(c, 5, 5);
+    conn_reply(c, "B\r\n", 3);
+    conn_hold(c, 8, 5);                /* its record needs no replica */
+    conn_reply(c, "C\r\n", 3);
+    ck_assert_int_eq(c->nholds, 2);
+    conn_durable_split(&r->s, 5, 5);   /* A and B's records, not C's */
+    conn_flush_all(&r->s);
+    heard(r, 0, "A\r\n");              /* B shares C's hold now */
+    conn_durable_split(&r->s, 5, 8);
+    conn_flush_all(&r->s);
+    heard(r, 0, "B\r\nC\r\n");
+    ck_assert_int_eq(c->nholds, 0);
+    rig_free(r);
+}
+END_TEST
+
 START_TEST(split_holds_wait_for_their_own_tickets)
 {
     Rig *r = rig_new();
@@ -189,6 +246,8 @@ static Suite *suite(void)
     tcase_add_test(t, mark_first_goes_ahead);
     tcase_add_test(t, split_holds_wait_for_their_own_tickets);
     tcase_add_test(t, holds_count_replies);
+    tcase_add_test(t, lost_records_withdraw_held_replies);
+    tcase_add_test(t, third_hold_folds_into_the_second);
     suite_add_tcase(s, t);
     return s;
 }
