@@ -211,6 +211,30 @@ START_TEST(third_hold_folds_into_the_second)
 }
 END_TEST
 
+/* A hold at the very end of what is queued (a change with no reply of
+ * its own, memcache's noreply) keeps back the replies queued after it,
+ * once everything before it is written and the buffer starts again. */
+START_TEST(hold_at_the_end_holds_later_replies)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+    char got[64];
+
+    conn_reply(c, "A\r\n", 3);
+    conn_hold(c, 5, 5);                /* nothing queued behind it yet */
+    conn_flush_all(&r->s);
+    heard(r, 0, "A\r\n");
+    conn_reply(c, "LONGER\r\n", 8);    /* after the change: waits for it */
+    conn_flush_all(&r->s);
+    ck_assert_msg(read(r->peer[0], got, sizeof got) < 0 && errno == EAGAIN,
+                  "a reply behind the hold was written before its record was durable");
+    conn_durable(&r->s, 5);
+    conn_flush_all(&r->s);
+    heard(r, 0, "LONGER\r\n");
+    rig_free(r);
+}
+END_TEST
+
 START_TEST(split_holds_wait_for_their_own_tickets)
 {
     Rig *r = rig_new();
@@ -248,6 +272,7 @@ static Suite *suite(void)
     tcase_add_test(t, holds_count_replies);
     tcase_add_test(t, lost_records_withdraw_held_replies);
     tcase_add_test(t, third_hold_folds_into_the_second);
+    tcase_add_test(t, hold_at_the_end_holds_later_replies);
     suite_add_tcase(s, t);
     return s;
 }
