@@ -25,13 +25,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def sync(work):
-    os.makedirs(work, exist_ok=True)
-    for name in os.listdir(ROOT):
-        if name in ('build', '.git'):
-            continue
-        src = os.path.join(ROOT, name)
-        subprocess.run(['rsync', '-a', '--delete', src, work], check=True) \
-            if shutil.which('rsync') else subprocess.run(['cp', '-a', src, work], check=True)
+    """Make work's copy of the tree equal to the worktree's. Only files
+    whose bytes differ are written, and they get a fresh mtime: a copy
+    that kept the worktree's older mtime would leave an object built from
+    an earlier mutant looking up to date."""
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        rel = os.path.relpath(dirpath, ROOT)
+        if rel == '.':
+            dirnames[:] = [d for d in dirnames if d not in ('build', '.git')]
+        os.makedirs(os.path.join(work, rel), exist_ok=True)
+        for f in filenames:
+            src, dst = os.path.join(dirpath, f), os.path.join(work, rel, f)
+            data = open(src, 'rb').read()
+            try:
+                if open(dst, 'rb').read() == data:
+                    continue
+            except OSError:
+                pass
+            with open(dst, 'wb') as out:
+                out.write(data)
+            shutil.copymode(src, dst)
 
 
 def parse(path):
