@@ -9,16 +9,26 @@
  * conn_hold() counts the acknowledgements each hold keeps back (what
  * stats-replication's waiting-replies adds up): one per reply, a reply
  * held twice (no reply queued between the calls) once, released with its
- * hold.
+ * hold. A third hold folds into the second; a hold at the end of what was
+ * written keeps back what is queued after it; lost records withdraw the
+ * replies that wait for them and close the connection.
+ *
+ * A put whose heap cannot grow (every allocation failed in turn) answers
+ * BURIED with its job buried.
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bsconn.h"
+#include "engine.h"
+#include "job.h"
 #include "serve.h"
 #include "unit.h"
 
@@ -235,6 +245,48 @@ START_TEST(hold_at_the_end_holds_later_replies)
 }
 END_TEST
 
+/* A put whose job cannot join its tube's ready heap (no memory to grow
+ * it) is kept, buried, and its reply says so: BURIED <id>, never
+ * INSERTED. Every allocation of a put is made to fail in turn; one of
+ * them is the heap's. */
+START_TEST(put_buried_when_its_heap_cannot_grow)
+{
+    int buried = 0;
+
+    for (unsigned long n = 1; n < 400; n++) {
+        Rig *r = rig_new();
+        Conn *c = r->c[0];
+        char got[64];
+        unsigned long long id;
+        unsigned long before = alloc_failures();
+        ssize_t len;
+
+        ck_assert_int_eq(write(r->peer[0], "put 0 0 60 1\r\nx\r\n", 17), 17);
+        alloc_fail_after(n);
+        c->ev.handler(&c->ev, EPOLLIN);
+        alloc_fail_after(0);
+        conn_flush_all(&r->s);
+        len = read(r->peer[0], got, sizeof got - 1);
+        got[len > 0 ? len : 0] = '\0';
+        if (sscanf(got, "BURIED %llu\r\n", &id) == 1) {
+            Job *j = engine_find(&r->s.eng, id);
+            ck_assert_ptr_nonnull(j);
+            ck_assert_int_eq(j->state, JOB_BURIED);
+            buried++;
+        } else if (sscanf(got, "INSERTED %llu\r\n", &id) == 1) {
+            Job *j = engine_find(&r->s.eng, id);
+            ck_assert_ptr_nonnull(j);
+            ck_assert_msg(j->state == JOB_READY, "job %llu answered INSERTED is in state %d",
+                          id, j->state);
+        }
+        rig_free(r);
+        if (alloc_failures() == before)
+            break; /* the put made fewer than n allocations: all tried */
+    }
+    ck_assert_msg(buried > 0, "no put answered BURIED when its heap could not grow");
+}
+END_TEST
+
 START_TEST(split_holds_wait_for_their_own_tickets)
 {
     Rig *r = rig_new();
@@ -273,6 +325,7 @@ static Suite *suite(void)
     tcase_add_test(t, lost_records_withdraw_held_replies);
     tcase_add_test(t, third_hold_folds_into_the_second);
     tcase_add_test(t, hold_at_the_end_holds_later_replies);
+    tcase_add_test(t, put_buried_when_its_heap_cannot_grow);
     suite_add_tcase(s, t);
     return s;
 }
