@@ -327,6 +327,23 @@ def test_exptime_clamped_by_max_age(binary):
         eq(m.read_value(), None, "expired by max_age")
 
 
+@no_server
+def test_exptime_earlier_than_max_age_wins(binary):
+    """max_age only shortens an item's life: one whose own exptime comes
+    first (here: already past) expires at its exptime, not max_age later."""
+    with McServer(binary, conf="[tube a]\nmax_age = 1h\n") as s:
+        m, anchor = s.mc(), s.mc()
+        # An open item keeps the queue (and its counters) alive throughout.
+        anchor.store("a", b"anchor")
+        eq(anchor.get("a/open"), b"anchor", "open the anchor")
+        m.store("a", b"past", exptime=-1)
+        m.store("a", b"old", exptime=1000000)      # 1970
+        m.store("a", b"live", exptime=3600)
+        eq([m.get("a") for _ in range(2)], [b"live", None],
+           "the items whose exptime passed are not served under max_age = 1h")
+        eq(m.stats()["queue_a_expired_items"], "2", "expired_items")
+
+
 # ----------------------------------------------------------------------- get
 
 @no_server

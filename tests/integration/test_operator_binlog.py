@@ -312,6 +312,35 @@ def test_flush_tube_survives_kill9(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_flush_tube_newest_job_stays_gone_after_kill9(binary):
+    """The flush record covers every job of the tube made before it, the
+    newest one too (its id is the record's): when the last job the server
+    made is the flushed tube's, it stays gone after kill -9, in every
+    state (the newest of each run is ready, delayed, then buried)."""
+    args = ["-f", "0"]
+    for state in ("ready", "delayed", "buried"):
+        with TempDir() as d, Servers(binary) as ss:
+            srv = ss.start(d, *args)
+            c, o = srv.client(), srv.client()
+            o.use("other")
+            other = o.put(b"other")
+            c.use("t")
+            older = put_many(c, 2, b"older")
+            newest = c.put(b"newest", delay=1000 if state == "delayed" else 0)
+            if state == "buried":
+                bury(c, newest)
+            check(newest > other, "the tube's job is the newest")
+            c.expect("flush-tube t", "FLUSHED 3")
+            srv = _restart(ss, d, srv, args)
+            c = srv.client(timeout=30.0)
+            for j in older + [newest]:
+                gone(c, j)
+            eq(list_all(c, "t"), None, "%s newest: tube t after kill -9" % state)
+            eq(c.peek("peek %d" % other), (other, b"other"), "the other tube's job")
+
+
+@no_server
+@tubed_only(EXT)
 def test_flush_tube_of_a_big_tube_survives_kill9(binary):
     """Many jobs in small files, thousands of reserved ones kept by the
     flush (its record lists them): after kill -9 exactly those come back."""

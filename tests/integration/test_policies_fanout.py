@@ -252,3 +252,6 @@ def test_fanout_copy_follows_child_max_item_size(binary):
         eq(tube_counts(c, "P+big")[1], 2, "P+big holds both copies")
         got = [c.peek("peek %d" % jid)[1] for jid, _ in _copies(c, "P+small", range(1, k + 10))]
         eq(got, [b"12"], "bodies in P+small (max_item_size 2)")
+        eq(tube_counter(c, "P+small", "total-discarded"), 1,
+           "P+small total-discarded (the copy too big for it)")
+        eq(tube_counter(c, "P+big", "total-discarded"), 0, "P+big total-discarded")

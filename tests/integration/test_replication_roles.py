@@ -576,3 +576,20 @@ def test_former_primary_promoted_again_expires_items(binary):
         wait_for(lambda: _ready(ac, "q") == 1,
                  "a's timers to expire the item once promoted again")
         b.sigcont()
+
+
+@no_server
+@tubed_only(EXT)
+def test_put_whose_body_spans_a_follow_is_refused(binary):
+    """A put whose command came while the server was a primary and whose
+    body ends after follow made it a replica: DRAINING, as any write on a
+    replica (spec/replication.md section 2), never INSERTED."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0")
+        c, admin = p.bs(), p.bs()
+        c.send(b"put 0 0 60 4\r\nla")
+        eq(admin.cmd("stats-job 1"), b"NOT_FOUND", "nothing put yet (the body is not in)")
+        eq(admin.cmd("follow %s" % r.addr, timeout=10), b"FOLLOWING", "follow")
+        c.send(b"te\r\n")
+        eq(c.read_line(), b"DRAINING", "the put whose body ended on a replica")

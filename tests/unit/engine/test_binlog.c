@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "engine.h"
 #include "blcodec.h"
 #include "clock.h"
+#include "conf.h"
 #include "conn.h"
 #include "job.h"
 #include "opts.h"
@@ -1646,6 +1648,68 @@ START_TEST(failed_fsync_unhealthy_then_recovers)
 }
 END_TEST
 
+/* ---- -f N: the fsyncs that make records durable actually happen ------- */
+
+/* Counts the binlog's data syncs (the sync thread calls it too). */
+static atomic_int nsyncs;
+
+static int counting_fdatasync(int fd)
+{
+    atomic_fetch_add(&nsyncs, 1);
+    return fdatasync(fd);
+}
+
+/* -f N: records written since the last sync are synced by the tick once
+ * N ms have passed (on the sync thread). */
+START_TEST(interval_tick_syncs_written_records)
+{
+    Config cfg;
+    Server *a;
+    int before;
+
+    config(&cfg);
+    cfg.fsync_ms = 100;
+    a = open_cfg(&cfg);
+    bl_disk.fdatasync = counting_fdatasync;
+    put_filled(a, "s", 40);
+    binlog_commit(&a->eng);
+    before = atomic_load(&nsyncs);
+    a->eng.now += 200 * NS_PER_MSEC;
+    binlog_tick(&a->eng);
+    ck_assert_msg(a->eng.binlog.syncer.busy, "the tick started no sync of the written records");
+    binlog_settle(&a->eng);
+    ck_assert_int_gt(atomic_load(&nsyncs), before);
+    restore_disk();
+    close_srv(a);
+}
+END_TEST
+
+/* -f N: what the interval has not synced yet is synced when the binlog
+ * settles (shutdown), on the loop's own thread. */
+START_TEST(settle_syncs_what_the_interval_has_not)
+{
+    Config cfg;
+    Server *a;
+    int before;
+    uint64_t id;
+
+    config(&cfg);
+    cfg.fsync_ms = 3600 * 1000;
+    a = open_cfg(&cfg);
+    bl_disk.fdatasync = counting_fdatasync;
+    id = put_filled(a, "s", 40)->id;
+    binlog_commit(&a->eng);
+    before = atomic_load(&nsyncs);
+    binlog_settle(&a->eng);
+    ck_assert_int_gt(atomic_load(&nsyncs), before);
+    restore_disk();
+    close_srv(a);
+    a = open_srv();
+    ck_assert_ptr_nonnull(find(a, id));
+    close_srv(a);
+}
+END_TEST
+
 /* ---- -f 0: a sync that ended while the loop was busy ------------------ */
 
 /* Until the sync thread's eventfd is readable: the sync has ended, and
@@ -1766,6 +1830,62 @@ START_TEST(poll_sync_takes_an_ended_sync)
     binlog_settle(&a->eng);
     ck_assert_uint_eq(a->eng.binlog.durable_lsn, third);
     close_srv(a);
+    close(gate[0]);
+    close(gate[1]);
+}
+END_TEST
+
+/* A sync_journal tube's record written while a sync runs is not covered
+ * by that sync: when it ends, the record still waits (and the next sync
+ * starts for it), so a later commit of other records does not report it
+ * durable before its own fsync. */
+START_TEST(sync_journal_record_waits_past_a_running_sync)
+{
+    static const char text[] = "[tube s]\nsync_journal = true\n";
+    char err[256];
+    Config cfg;
+    Server *a;
+    Tube *t;
+    uint64_t first, second, third;
+
+    config(&cfg);
+    cfg.fsync_ms = 3600 * 1000; /* only sync_journal's own syncs run */
+    ck_assert_msg(conf_parse("t.conf", text, sizeof text - 1, &cfg.conf, err, sizeof err) == 0,
+                  "conf_parse: %s", err);
+    a = open_cfg(&cfg);
+    ck_assert_ptr_nonnull(t = engine_tube(&a->eng, "s", 1));
+    engine_tube_ref(t);
+    ck_assert(t->pol.sync_journal);
+    ck_assert_int_eq(pipe(gate), 0);
+    bl_disk.fdatasync = gated_fdatasync;
+    put_filled(a, "s", 40);
+    first = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* its sync starts, held at the gate */
+    ck_assert(a->eng.binlog.syncer.busy);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    put_filled(a, "s", 40);
+    second = a->eng.binlog.lsn;
+    binlog_commit(&a->eng); /* written while the first sync runs */
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, first);
+    open_gate();
+    wait_sync_ended(a);
+    ev_poll(&a->loop, 1000); /* the loop sees the sync's end */
+    ck_assert_uint_ge(a->eng.binlog.durable_lsn, first);
+    ck_assert_uint_lt(a->eng.binlog.durable_lsn, second);
+    ck_assert_msg(a->eng.binlog.syncer.busy, "no sync started for the record it did not cover");
+    put_filled(a, "other", 40);
+    third = a->eng.binlog.lsn;
+    binlog_commit(&a->eng);
+    ck_assert_msg(a->eng.binlog.durable_lsn < second,
+                  "a sync_journal record reported durable before its fsync");
+    open_gate();
+    wait_syncer_done(&a->eng.binlog.syncer);
+    restore_disk();
+    binlog_settle(&a->eng);
+    ck_assert_uint_eq(a->eng.binlog.durable_lsn, third);
+    engine_tube_unref(&a->eng, t);
+    close_srv(a);
+    conf_free(cfg.conf);
     close(gate[0]);
     close(gate[1]);
 }
@@ -2073,6 +2193,9 @@ static Suite *binlog_suite(void)
     tcase_add_test(fa, strict_commit_takes_an_ended_sync);
     tcase_add_test(fa, strict_commit_takes_a_failed_sync);
     tcase_add_test(fa, poll_sync_takes_an_ended_sync);
+    tcase_add_test(fa, sync_journal_record_waits_past_a_running_sync);
+    tcase_add_test(fa, interval_tick_syncs_written_records);
+    tcase_add_test(fa, settle_syncs_what_the_interval_has_not);
     suite_add_tcase(s, fa);
 
     tcase_add_test(sm, stream_two_subscribers_and_reset);

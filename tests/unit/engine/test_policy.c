@@ -198,6 +198,37 @@ START_TEST(max_age_spares_reserved_until_released)
 }
 END_TEST
 
+/* flush-tube keeps the tube's reserved jobs: one that was in the age ring
+ * (the flush empties it) keeps its expiry: released before it, it is
+ * expired in its tube when the time comes. */
+START_TEST(max_age_kept_by_a_reserved_job_over_a_flush)
+{
+    EWorld x;
+    Rec r;
+    Tube *t;
+    uint64_t a, b;
+    int64_t t0;
+
+    ew_init(&x, "[tube q]\nmax_age = 2s\n");
+    t = ew_tube(&x, "q");
+    rec_init(&x, &r, "q");
+    t0 = x.e.now;
+    a = ew_put(&x, t, "a", 0, 0, 60);
+    b = ew_put(&x, t, "b", 1, 0, 60);
+    ck_assert_uint_eq(ew_reserve(&x, &r), a);
+    ck_assert_int_eq(engine_flush_tube(&x.e, t), 1); /* b; a is reserved */
+    ck_assert_ptr_null(engine_find(&x.e, b));
+    ew_at(&x, t0 + 1 * SEC);
+    ck_assert_int_eq(engine_release(&x.e, &r.w, a, 0, 0), ENG_OK);
+    ck_assert_int_eq(ew_state(&x, a), JOB_READY); /* not due yet */
+    ew_at(&x, t0 + 5 * SEC);
+    ck_assert_msg(engine_find(&x.e, a) == NULL, "the released job outlived its max_age");
+    ck_assert_uint_eq(t->total_expired, 1);
+    worker_fini(&x.e, &r.w);
+    ew_free(&x);
+}
+END_TEST
+
 /* move_expired_to: the same job (id, priority, TTR) goes ready into the
  * dead-letter tube, its age clock restarted there. */
 START_TEST(max_age_moves_to_dead_letters)
@@ -471,6 +502,7 @@ static Suite *policy_suite(void)
     tc = unit_tcase("expiry");
     tcase_add_test(tc, max_age_deletes);
     tcase_add_test(tc, max_age_spares_reserved_until_released);
+    tcase_add_test(tc, max_age_kept_by_a_reserved_job_over_a_flush);
     tcase_add_test(tc, max_age_moves_to_dead_letters);
     tcase_add_test(tc, max_timeouts_buries);
     tcase_add_test(tc, dead_letters_full_then_room);

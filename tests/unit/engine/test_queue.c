@@ -2,6 +2,8 @@
  * bury, kick, delete, touch), delays, pauses and TTRs running out, with
  * the tube's and the engine's counters recounted after each step. No
  * sockets: an Engine (eworld.h) whose clock the test moves. */
+#include <stdio.h>
+
 #include "eworld.h"
 #include "queue.h"
 
@@ -67,6 +69,51 @@ START_TEST(reserve_by_priority_then_id)
     worker_fini(&x.e, &r.w);
     /* Its jobs came back, ready. */
     counts_are(&x, x.e.default_tube, 4, 0, 0, 0);
+    ew_free(&x);
+}
+END_TEST
+
+/* A worker watching several tubes gets the best job of them all, by
+ * priority then id, whichever tube holds it: with few tubes (each watched
+ * tube looked at) and with many, most of them empty (the wide worker
+ * looks at the tubes with ready jobs only). */
+START_TEST(reserve_best_across_tubes)
+{
+    static const uint32_t pri[] = {7, 2, 9, 2, 5, 1};
+    enum { NPUT = sizeof pri / sizeof pri[0] };
+    uint32_t ntubes = _i ? 40 : 3;
+    EWorld x;
+    Rec r;
+    uint64_t id[NPUT];
+    Tube *full[3];
+    int order[NPUT] = {5, 1, 3, 4, 0, 2}; /* by (pri, id) */
+
+    ew_init(&x, NULL);
+    rec_init(&x, &r, NULL);
+    for (uint32_t k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "full%u", k);
+        full[k] = ew_tube(&x, name);
+        ck_assert_int_eq(watch_add(&r.w, full[k]), 0);
+    }
+    for (uint32_t k = 3; k < ntubes; k++) {
+        char name[16];
+        Tube *t;
+        snprintf(name, sizeof name, "empty%u", k);
+        ck_assert_ptr_nonnull(t = engine_tube(&x.e, name, strlen(name)));
+        ck_assert_int_eq(watch_add(&r.w, t), 0);
+    }
+    watch_remove(&x.e, &r.w, 0); /* the default tube */
+    ck_assert_int_eq(watch_is_wide(&r.w), ntubes > WATCH_WIDE);
+    /* Job i in tube i % 3: the best of each tube is never the best of all
+     * but in one, and the tie (priority 2) is between two tubes. */
+    for (int i = 0; i < NPUT; i++)
+        id[i] = ew_put(&x, full[i % 3], "j", pri[i], 0, 60);
+    for (int i = 0; i < NPUT; i++)
+        ck_assert_msg(ew_reserve(&x, &r) == id[order[i]], "reserve %d: expected job %llu", i,
+                      (unsigned long long)id[order[i]]);
+    ck_assert_uint_eq(ew_reserve(&x, &r), 0);
+    worker_fini(&x.e, &r.w);
     ew_free(&x);
 }
 END_TEST
@@ -664,6 +711,7 @@ static Suite *queue_suite(void)
     tcase_add_test(tc, kick_job_only_buried_or_delayed);
     tcase_add_test(tc, delete_in_every_state);
     tcase_add_test(tc, reserve_job_by_id);
+    tcase_add_loop_test(tc, reserve_best_across_tubes, 0, 2);
     suite_add_tcase(s, tc);
     tc = unit_tcase("time");
     tcase_add_test(tc, ttr_runs_out);

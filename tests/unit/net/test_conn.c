@@ -9,7 +9,12 @@
  * conn_hold() counts the acknowledgements each hold keeps back (what
  * stats-replication's waiting-replies adds up): one per reply, a reply
  * held twice (no reply queued between the calls) once, released with its
- * hold.
+ * hold. A third hold folds into the second; a hold at the end of what was
+ * written keeps back what is queued after it; lost records withdraw the
+ * replies that wait for them and close the connection.
+ *
+ * A put whose heap cannot grow (every allocation failed in turn) answers
+ * BURIED with its job buried.
  *
  * Server.out_unread follows every change of a connection's unsent
  * replies (queued, held, partly or wholly written, closed): it counts the
@@ -19,12 +24,17 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bsconn.h"
+#include "engine.h"
+#include "job.h"
 #include "serve.h"
 #include "unit.h"
 
@@ -160,6 +170,129 @@ END_TEST
 /* A hold replicas need not confirm (a journal = false put's id mark)
  * goes once durable here; one behind a hold that waits for replicas stays
  * behind it (replies keep their order). */
+/* Records from `from` on were lost: a connection whose newest hold waits
+ * for one of them (its ticket is `from` itself, too) has its held replies
+ * taken back and is closed after what came before the hold; one whose
+ * holds all wait for earlier records keeps them, released as usual. */
+START_TEST(lost_records_withdraw_held_replies)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+    Conn *d = r->c[1];
+    char got[64];
+    ssize_t n;
+
+    conn_reply(c, "A\r\n", 3);   /* not held */
+    conn_hold(c, 5, 5);
+    conn_reply(c, "B\r\n", 3);   /* waits for record 5 */
+    conn_hold(d, 4, 4);
+    conn_reply(d, "D\r\n", 3);   /* waits for record 4 */
+    conn_lost(&r->s, 5);
+    conn_durable_split(&r->s, 4, 4);
+    conn_flush_all(&r->s);
+    n = read(r->peer[0], got, sizeof got);
+    ck_assert_int_eq(n, 3);
+    ck_assert(memcmp(got, "A\r\n", 3) == 0);
+    n = read(r->peer[0], got, sizeof got);
+    ck_assert_msg(n == 0, "the connection whose reply was lost is not closed (read %zd)", n);
+    heard(r, 1, "D\r\n");
+    rig_free(r);
+}
+END_TEST
+
+/* A connection keeps two holds at most: a third folds into the second,
+ * which then waits for the newest local ticket too (and the newest
+ * replicas' one, here older). Nothing behind the second
+ * hold is written before the third's record is durable. */
+START_TEST(third_hold_folds_into_the_second)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+
+    conn_hold(c, 3, 3);
+    conn_reply(c, "A\r\n", 3);
+    conn_hold(c, 5, 5);
+    conn_reply(c, "B\r\n", 3);
+    conn_hold(c, 8, 5);                /* its record needs no replica */
+    conn_reply(c, "C\r\n", 3);
+    ck_assert_int_eq(c->nholds, 2);
+    conn_durable_split(&r->s, 5, 5);   /* A and B's records, not C's */
+    conn_flush_all(&r->s);
+    heard(r, 0, "A\r\n");              /* B shares C's hold now */
+    conn_durable_split(&r->s, 5, 8);
+    conn_flush_all(&r->s);
+    heard(r, 0, "B\r\nC\r\n");
+    ck_assert_int_eq(c->nholds, 0);
+    rig_free(r);
+}
+END_TEST
+
+/* A hold at the very end of what is queued (a change with no reply of
+ * its own, memcache's noreply) keeps back the replies queued after it,
+ * once everything before it is written and the buffer starts again. */
+START_TEST(hold_at_the_end_holds_later_replies)
+{
+    Rig *r = rig_new();
+    Conn *c = r->c[0];
+    char got[64];
+
+    conn_reply(c, "A\r\n", 3);
+    conn_hold(c, 5, 5);                /* nothing queued behind it yet */
+    conn_flush_all(&r->s);
+    heard(r, 0, "A\r\n");
+    conn_reply(c, "LONGER\r\n", 8);    /* after the change: waits for it */
+    conn_flush_all(&r->s);
+    ck_assert_msg(read(r->peer[0], got, sizeof got) < 0 && errno == EAGAIN,
+                  "a reply behind the hold was written before its record was durable");
+    conn_durable(&r->s, 5);
+    conn_flush_all(&r->s);
+    heard(r, 0, "LONGER\r\n");
+    rig_free(r);
+}
+END_TEST
+
+/* A put whose job cannot join its tube's ready heap (no memory to grow
+ * it) is kept, buried, and its reply says so: BURIED <id>, never
+ * INSERTED. Every allocation of a put is made to fail in turn; one of
+ * them is the heap's. */
+START_TEST(put_buried_when_its_heap_cannot_grow)
+{
+    int buried = 0;
+
+    for (unsigned long n = 1; n < 400; n++) {
+        Rig *r = rig_new();
+        Conn *c = r->c[0];
+        char got[64];
+        unsigned long long id;
+        unsigned long before = alloc_failures();
+        ssize_t len;
+
+        ck_assert_int_eq(write(r->peer[0], "put 0 0 60 1\r\nx\r\n", 17), 17);
+        alloc_fail_after(n);
+        c->ev.handler(&c->ev, EPOLLIN);
+        alloc_fail_after(0);
+        conn_flush_all(&r->s);
+        len = read(r->peer[0], got, sizeof got - 1);
+        got[len > 0 ? len : 0] = '\0';
+        if (sscanf(got, "BURIED %llu\r\n", &id) == 1) {
+            Job *j = engine_find(&r->s.eng, id);
+            ck_assert_ptr_nonnull(j);
+            ck_assert_int_eq(j->state, JOB_BURIED);
+            buried++;
+        } else if (sscanf(got, "INSERTED %llu\r\n", &id) == 1) {
+            Job *j = engine_find(&r->s.eng, id);
+            ck_assert_ptr_nonnull(j);
+            ck_assert_msg(j->state == JOB_READY, "job %llu answered INSERTED is in state %d",
+                          id, j->state);
+        }
+        rig_free(r);
+        if (alloc_failures() == before)
+            break; /* the put made fewer than n allocations: all tried */
+    }
+    ck_assert_msg(buried > 0, "no put answered BURIED when its heap could not grow");
+}
+END_TEST
+
 START_TEST(split_holds_wait_for_their_own_tickets)
 {
     Rig *r = rig_new();
@@ -271,6 +404,10 @@ static Suite *suite(void)
     tcase_add_test(t, split_holds_wait_for_their_own_tickets);
     tcase_add_test(t, holds_count_replies);
     tcase_add_test(t, unsent_replies_are_counted_server_wide);
+    tcase_add_test(t, lost_records_withdraw_held_replies);
+    tcase_add_test(t, third_hold_folds_into_the_second);
+    tcase_add_test(t, hold_at_the_end_holds_later_replies);
+    tcase_add_test(t, put_buried_when_its_heap_cannot_grow);
     suite_add_tcase(s, t);
     return s;
 }

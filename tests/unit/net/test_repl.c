@@ -15,6 +15,7 @@
 
 #include "backlog.h"
 #include "blcodec.h"
+#include "blfile.h"
 #include "engine.h"
 #include "log.h"
 #include "repl.h"
@@ -750,6 +751,78 @@ START_TEST(replication_id_file_and_record)
 }
 END_TEST
 
+/* A sync held until the test lets it go: one byte per fdatasync. */
+static int gate[2];
+
+static int gated_fdatasync(int fd)
+{
+    char c;
+
+    if (read(gate[0], &c, 1) != 1)
+        return -1;
+    return fdatasync(fd);
+}
+
+static void let_one_sync_end(Server *s)
+{
+    ck_assert_int_eq(write(gate[1], "g", 1), 1);
+    wait_syncer_done(&s->eng.binlog.syncer);
+    s->eng.binlog.sync_ev.handler(&s->eng.binlog.sync_ev, EPOLLIN);
+}
+
+/* A batch written while the previous batch's sync runs is not covered by
+ * it: when that sync ends, the ACK names the previous batch's position
+ * only; the later batch is acknowledged when its own sync ends. */
+START_TEST(ack_covers_only_the_synced_batches)
+{
+    Config cfg;
+    char err[256];
+    int sv[2];
+    Server *s = &srv;
+    Repl *r;
+    Stream st = {.len = 0};
+    const char *answer = "REPLICATING 1 0 0\r\n";
+
+    opts_defaults(&cfg);
+    cfg.listen_addr = "127.0.0.1";
+    cfg.binlog_dir = dir;
+    cfg.fsync_ms = 0; /* -f 0 */
+    cfg.replica_of = "127.0.0.1:1";
+    ck_assert_int_eq(server_init(&srv, &cfg), 0);
+    ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
+    repl_start(&srv);
+    r = s->repl;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(ev_add(&s->loop, &r->ev, sv[0], EPOLLIN), 0);
+    replica_expect_answer(s);
+    add_simple(&st, BL_SNAP_END, 1, 0);
+    feed(s, answer, strlen(answer));
+    feed(s, st.data, st.len);
+    ck_assert_int_eq(r->rstate, RS_STREAM);
+    engine_settle(&s->eng);
+    ck_assert_str_eq(received(sv[1]), "");
+
+    ck_assert_int_eq(pipe(gate), 0);
+    bl_disk.fdatasync = gated_fdatasync;
+    live_batch(&st, 1, 3, 3);
+    feed(s, st.data, st.len); /* written; its sync starts, held */
+    ck_assert(s->eng.binlog.syncer.busy);
+    live_batch(&st, 4, 5, 8);
+    feed(s, st.data, st.len); /* written while the first sync runs */
+    ck_assert_str_eq(received(sv[1]), "");
+    let_one_sync_end(s);
+    ck_assert_str_eq(received(sv[1]), "ACK 3\r\n");
+    ck_assert(s->eng.binlog.syncer.busy); /* the second batch's sync */
+    let_one_sync_end(s);
+    ck_assert_str_eq(received(sv[1]), "ACK 8\r\n");
+    bl_disk.fdatasync = fdatasync;
+    server_free(&srv);
+    close(sv[1]);
+    close(gate[0]);
+    close(gate[1]);
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
     Suite *s = suite_create("repl");
@@ -768,6 +841,7 @@ static Suite *repl_suite(void)
     tcase_add_test(tc, replica_continues_on_its_history);
     tcase_add_test(tc, replication_id_file_and_record);
     tcase_add_test(tc, ack_leaves_when_the_sync_ends);
+    tcase_add_test(tc, ack_covers_only_the_synced_batches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -719,6 +719,15 @@ START_TEST(replication_forms)
     ck_assert_int_eq(parse_command("follow unix:/run/t.sock", 23, &c), PARSE_OK);
     ck_assert_int_eq(parse_command("follow a b", 10, &c), PARSE_BAD_FORMAT);
     ck_assert_int_eq(parse_command("follow ", 7, &c), PARSE_BAD_FORMAT);
+    {
+        /* The address: at most 200 bytes (doc/protocol.md). */
+        char line[7 + 202];
+        memcpy(line, "follow ", 7);
+        memset(line + 7, 'a', 201);
+        ck_assert_int_eq(parse_command(line, 7 + 200, &c), PARSE_OK);
+        ck_assert_int_eq((int)c.name_len, 200);
+        ck_assert_int_eq(parse_command(line, 7 + 201, &c), PARSE_BAD_FORMAT);
+    }
     ck_assert_int_eq(parse_command("promote", 7, &c), PARSE_OK);
     ck_assert_int_eq(c.type, CMD_PROMOTE);
     ck_assert_int_eq(parse_command("promote 1", 9, &c), PARSE_BAD_FORMAT);
