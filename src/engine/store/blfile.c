@@ -86,10 +86,25 @@ void bl_child_unpin(Binlog *b, Tube *t)
 
 BlFile *bl_file_of(Binlog *b, uint32_t index)
 {
+    size_t lo = 0, hi = b->nfiles, at;
+
     if (!b->nfiles || index < b->files[0].index)
         return NULL;
-    index -= b->files[0].index;
-    return index < b->nfiles ? &b->files[index] : NULL;
+    /* The numbers run on without a gap, so the entry is at its offset
+     * from the first; but --recover goes on past missing files, and their
+     * gaps stay in the list until those files go: then search (the list
+     * is in index order). */
+    at = index - b->files[0].index;
+    if (at < b->nfiles && b->files[at].index == index)
+        return &b->files[at];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->files[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < b->nfiles && b->files[lo].index == index ? &b->files[lo] : NULL;
 }
 
 int bl_files_push(Binlog *b, uint32_t index)

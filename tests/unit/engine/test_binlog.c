@@ -1442,6 +1442,7 @@ END_TEST
 START_TEST(missing_middle_file_refused)
 {
     uint64_t ids[40];
+    int kept[40];
     char err[512], p[256];
     Server *s;
     Config cfg;
@@ -1463,7 +1464,49 @@ START_TEST(missing_middle_file_refused)
     ck_assert_uint_lt(s->eng.jobs.len, 40);
     ck_assert_ptr_nonnull(find(s, ids[0]));
     ck_assert_ptr_nonnull(find(s, ids[39]));
+    for (int i = 0; i < 40; i++)
+        kept[i] = find(s, ids[i]) != NULL;
     close_srv(s);
+
+    /* Its rewrite spans several new files, numbered after the gap: each
+     * must count its jobs (a lookup that took the numbering for whole
+     * found another file, or none, and a file holding rewritten jobs went
+     * as if dead), so every job recovered is there after two restarts. */
+    cfg.recover = 0;
+    for (int round = 0; round < 2; round++) {
+        s = open_cfg(&cfg);
+        for (int i = 0; i < 40; i++) {
+            Job *j = find(s, ids[i]);
+            ck_assert_msg((j != NULL) == kept[i], "job %llu %s after restart %d",
+                          (unsigned long long)ids[i], kept[i] ? "lost" : "back", round + 1);
+            if (j)
+                check_filled(j, 500);
+        }
+        close_srv(s);
+    }
+}
+END_TEST
+
+/* bl_file_of() finds a file by its number when --recover went on past
+ * missing ones: the list then has gaps (1, 3, 4, 7), and taking the
+ * numbering for whole found another file's entry, or none; the live
+ * counts went to the wrong files and a file holding jobs was removed. */
+START_TEST(file_lookup_with_gaps)
+{
+    Binlog b = {0};
+    const uint32_t have[] = {1, 3, 4, 7, 8, 12};
+
+    for (size_t i = 0; i < sizeof have / sizeof *have; i++)
+        ck_assert_int_eq(bl_files_push(&b, have[i]), 0);
+    for (uint32_t k = 0; k <= 14; k++) {
+        BlFile *f = bl_file_of(&b, k);
+        int want = 0;
+        for (size_t i = 0; i < sizeof have / sizeof *have; i++)
+            want |= have[i] == k;
+        ck_assert_msg(want ? f && f->index == k : f == NULL, "binlog.%u: %s", k,
+                      f ? "another file's entry" : "not found");
+    }
+    tb_free(b.files);
 }
 END_TEST
 
@@ -2185,6 +2228,7 @@ static Suite *binlog_suite(void)
     tcase_add_test(dm, damaged_newest_file_middle_refused);
     tcase_add_test(dm, damaged_header_refused);
     tcase_add_test(dm, missing_middle_file_refused);
+    tcase_add_test(dm, file_lookup_with_gaps);
     suite_add_tcase(s, dm);
 
     tcase_add_test(fa, full_disk_refuses_then_recovers);
