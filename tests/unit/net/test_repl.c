@@ -337,17 +337,12 @@ static void live_batch(Stream *st, uint64_t id, int n, uint64_t pos)
     add_simple(st, BL_POS, 1, pos);
 }
 
-/* With -f 0, a batch's ACK leaves the moment the binlog reports the sync
- * that holds it, not at the next replica_tick(): (1) a sync that ended
- * while a later read is applied is looked at during that apply, and the
- * ACK is on the socket when replica_feed() returns; (2) the loop seeing
- * the sync's eventfd sends it from the durable report. Nothing is
- * acknowledged before its sync ended. */
-START_TEST(ack_leaves_when_the_sync_ends)
+/* A -f 0 replica (srv) streaming from a primary at the other end of
+ * sv[1], its snapshot over (sv[0] is its link). */
+static Repl *streaming_replica(int sv[2])
 {
     Config cfg;
-    char err[256], want[32];
-    int sv[2];
+    char err[256];
     Server *s = &srv;
     Repl *r;
     Stream st = {.len = 0};
@@ -369,6 +364,23 @@ START_TEST(ack_leaves_when_the_sync_ends)
     feed(s, answer, strlen(answer));
     feed(s, st.data, st.len);
     ck_assert_int_eq(r->rstate, RS_STREAM);
+    return r;
+}
+
+/* With -f 0, a batch's ACK leaves the moment the binlog reports the sync
+ * that holds it, not at the next replica_tick(): (1) a sync that ended
+ * while a later read is applied is looked at during that apply, and the
+ * ACK is on the socket when replica_feed() returns; (2) the loop seeing
+ * the sync's eventfd sends it from the durable report. Nothing is
+ * acknowledged before its sync ended. */
+START_TEST(ack_leaves_when_the_sync_ends)
+{
+    char want[32];
+    int sv[2];
+    Server *s = &srv;
+    Repl *r = streaming_replica(sv);
+    Stream st = {.len = 0};
+
     ck_assert(!r->snapshot);
     engine_settle(&s->eng);
     ck_assert_str_eq(received(sv[1]), ""); /* (the snapshot's end is not acknowledged) */
@@ -775,30 +787,11 @@ static void let_one_sync_end(Server *s)
  * only; the later batch is acknowledged when its own sync ends. */
 START_TEST(ack_covers_only_the_synced_batches)
 {
-    Config cfg;
-    char err[256];
     int sv[2];
     Server *s = &srv;
-    Repl *r;
     Stream st = {.len = 0};
-    const char *answer = "REPLICATING 1 0 0\r\n";
 
-    opts_defaults(&cfg);
-    cfg.listen_addr = "127.0.0.1";
-    cfg.binlog_dir = dir;
-    cfg.fsync_ms = 0; /* -f 0 */
-    cfg.replica_of = "127.0.0.1:1";
-    ck_assert_int_eq(server_init(&srv, &cfg), 0);
-    ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
-    repl_start(&srv);
-    r = s->repl;
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(ev_add(&s->loop, &r->ev, sv[0], EPOLLIN), 0);
-    replica_expect_answer(s);
-    add_simple(&st, BL_SNAP_END, 1, 0);
-    feed(s, answer, strlen(answer));
-    feed(s, st.data, st.len);
-    ck_assert_int_eq(r->rstate, RS_STREAM);
+    streaming_replica(sv);
     engine_settle(&s->eng);
     ck_assert_str_eq(received(sv[1]), "");
 
