@@ -23,6 +23,7 @@
  * others hold OUT_BUDGET.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,11 @@
 
 #define NCONN 4
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    return remove(path);
+}
+
 typedef struct Rig {
     Server s;
     Beanstalk bs;
@@ -47,14 +53,9 @@ typedef struct Rig {
     Conn *c[NCONN];
 } Rig;
 
-static Rig *rig_new(void)
+/* The beanstalk front-end and NCONN connections, each with its peer. */
+static void rig_connect(Rig *r)
 {
-    Rig *r = calloc(1, sizeof *r);
-    Config cfg;
-
-    ck_assert_ptr_nonnull(r);
-    opts_defaults(&cfg);
-    ck_assert_int_eq(server_init(&r->s, &cfg), 0);
     beanstalk_init(&r->bs, &r->s);
     for (int i = 0; i < NCONN; i++) {
         int sv[2];
@@ -64,6 +65,17 @@ static Rig *rig_new(void)
         r->c[i] = conn_new(&r->s, sv[0], &r->bs.proto);
         ck_assert_ptr_nonnull(r->c[i]);
     }
+}
+
+static Rig *rig_new(void)
+{
+    Rig *r = calloc(1, sizeof *r);
+    Config cfg;
+
+    ck_assert_ptr_nonnull(r);
+    opts_defaults(&cfg);
+    ck_assert_int_eq(server_init(&r->s, &cfg), 0);
+    rig_connect(r);
     return r;
 }
 
@@ -293,6 +305,90 @@ START_TEST(put_buried_when_its_heap_cannot_grow)
 }
 END_TEST
 
+/* A rig whose server keeps a -f 0 binlog in a fresh directory (bdir). */
+static Rig *rig_with_binlog(char *bdir)
+{
+    Rig *r = calloc(1, sizeof *r);
+    Config cfg;
+    char err[256];
+
+    ck_assert_ptr_nonnull(r);
+    strcpy(bdir, "/tmp/tubed-unit-conn-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(bdir));
+    opts_defaults(&cfg);
+    cfg.binlog_dir = bdir;
+    cfg.binlog_size = 131072;
+    cfg.fsync_ms = 0;
+    ck_assert_int_eq(server_init(&r->s, &cfg), 0);
+    ck_assert_msg(engine_open_binlog(&r->s.eng, err, sizeof err) == 0, "%s", err);
+    rig_connect(r);
+    return r;
+}
+
+/* One command through c's handler, its records written and synced, its
+ * replies sent: what the peer reads. */
+static void run_durably(Rig *r, const char *cmd, char *got, size_t n)
+{
+    Conn *c = r->c[0];
+    ssize_t len;
+
+    ck_assert_int_eq(write(r->peer[0], cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+    c->ev.handler(&c->ev, EPOLLIN);
+    engine_settle(&r->s.eng);
+    conn_flush_all(&r->s);
+    len = read(r->peer[0], got, n - 1);
+    got[len > 0 ? len : 0] = '\0';
+}
+
+/* A release answered BURIED because the ready heap cannot grow (out of
+ * memory) changed the job as any release does: the answer waits for the
+ * bury's record like RELEASED would (-f 0). Each allocation of the
+ * release fails in turn; those that answer BURIED must have sent nothing
+ * before their record was synced. */
+START_TEST(release_buried_for_memory_waits_for_its_record)
+{
+    int buried = 0;
+
+    for (unsigned long n = 1; n < 400; n++) {
+        char bdir[64], got[128];
+        Rig *r = rig_with_binlog(bdir);
+        Conn *c = r->c[0];
+        unsigned long before;
+        ssize_t len;
+
+        run_durably(r, "put 0 0 60 1\r\nx\r\n", got, sizeof got);
+        ck_assert_str_eq(got, "INSERTED 1\r\n");
+        run_durably(r, "reserve\r\n", got, sizeof got);
+        ck_assert_str_eq(got, "RESERVED 1 1\r\nx\r\n");
+        ck_assert_int_eq(write(r->peer[0], "release 1 0 0\r\n", 15), 15);
+        before = alloc_failures();
+        alloc_fail_after(n);
+        c->ev.handler(&c->ev, EPOLLIN);
+        alloc_fail_after(0);
+        conn_flush_all(&r->s);
+        len = read(r->peer[0], got, sizeof got - 1);
+        got[len > 0 ? len : 0] = '\0';
+        ck_assert_msg(strncmp(got, "BURIED", 6) != 0,
+                      "allocation %lu failed: BURIED sent before its record was synced", n);
+        if (len <= 0) {
+            engine_settle(&r->s.eng);
+            conn_flush_all(&r->s);
+            len = read(r->peer[0], got, sizeof got - 1);
+            got[len > 0 ? len : 0] = '\0';
+            if (!strcmp(got, "BURIED\r\n")) {
+                ck_assert_int_eq(engine_find(&r->s.eng, 1)->state, JOB_BURIED);
+                buried++;
+            }
+        }
+        rig_free(r);
+        nftw(bdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        if (alloc_failures() == before)
+            break; /* the release made fewer than n allocations: all tried */
+    }
+    ck_assert_msg(buried > 0, "no release answered BURIED when the heap could not grow");
+}
+END_TEST
+
 START_TEST(split_holds_wait_for_their_own_tickets)
 {
     Rig *r = rig_new();
@@ -408,6 +504,7 @@ static Suite *suite(void)
     tcase_add_test(t, third_hold_folds_into_the_second);
     tcase_add_test(t, hold_at_the_end_holds_later_replies);
     tcase_add_test(t, put_buried_when_its_heap_cannot_grow);
+    tcase_add_test(t, release_buried_for_memory_waits_for_its_record);
     suite_add_tcase(s, t);
     return s;
 }
