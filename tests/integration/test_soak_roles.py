@@ -218,6 +218,12 @@ def figures(node):
     check(body is not None, "node %s: stats-binlog: %r" % (node.name, line))
     b = harness.parse_yaml_dict(body)
     _, tasks, rss = proc_figures(node.pid)
+    # The server-wide count of unsent replies (outbudget): with every
+    # client gone or read, it is back to zero, or large replies would one
+    # day be refused to everyone.
+    r = http_get(node, "/metrics")
+    m = re.search(rb"^tubed_unread_reply_bytes (\d+)$", r.body, re.M)
+    check(m is not None, "node %s: no tubed_unread_reply_bytes in /metrics" % node.name)
     fdl = fd_targets(node.pid)
     logs = [t for t in fdl if BINLOG_FD.search(t)]
     return {
@@ -227,6 +233,7 @@ def figures(node):
         "tubes": int(s["current-tubes"]),
         "conns": int(s["current-connections"]),
         "job-memory": int(s["job-memory"]),
+        "unread-bytes": int(m.group(1)),
         "binlog-files": int(b["files"]), "dir-files": binlog_dir_files(node),
         "other-files": binlog_dir_files(node) - int(b["files"]),
         "binlog-bytes": int(b["bytes-on-disk"]),
@@ -741,6 +748,10 @@ def judge(table, asan):
     exact = ("fds", "threads", "tubes", "conns", "other-files", "job-memory")
     for ci, row in enumerate(table):
         for name, f in row.items():
+            if f["unread-bytes"]:
+                problems.append("node %s cycle %d: %d bytes of unsent replies counted "
+                                "with no client left to read them" % (
+                                    name, ci, f["unread-bytes"]))
             if f["deleted-fds"]:
                 problems.append("node %s cycle %d: fds on deleted binlog files (disk "
                                 "not given back): %r" % (name, ci, [
