@@ -481,6 +481,11 @@ uint64_t engine_repl_ticket(Engine *e)
     return binlog_repl_ticket(e);
 }
 
+int engine_all_written(const Engine *e)
+{
+    return !e->binlog.enabled || e->binlog.written_lsn == e->binlog.lsn;
+}
+
 /* ---- jobs ------------------------------------------------------------- */
 
 Job *engine_find(Engine *e, uint64_t id)

@@ -65,6 +65,10 @@ uint64_t engine_ticket(Engine *e);
 /* The part of it that replicas must have too (<= engine_ticket; 0: none):
  * a put into a journal = false tube waits for its own disk, not for them. */
 uint64_t engine_repl_ticket(Engine *e);
+/* Nonzero when every record placed so far is written (or there is no
+ * binlog): a reply sent now, before this iteration's commit, reports
+ * nothing the disk has not been given yet. */
+int engine_all_written(const Engine *e);
 
 /* ---- jobs ---------------------------------------------------------------- */
 

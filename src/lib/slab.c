@@ -26,7 +26,7 @@
 #define PAGE_HEAD   64          /* objects start here: one cache line in */
 #define NSMALL      (SLAB_MAX / 8 + 1)
 #define BIG_STEPS   32          /* big sizes per doubling */
-#define BIG_DOUBLINGS 5         /* SLAB_MAX .. SLAB_BIG_MAX */
+#define BIG_DOUBLINGS 6         /* SLAB_MAX .. SLAB_BIG_MAX */
 #define NCLASSES    (NSMALL + BIG_STEPS * BIG_DOUBLINGS)
 #define BIG_SPARES  4           /* empty 1 MiB pages kept in all */
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -252,19 +253,66 @@ void conn_replyf(Conn *c, const char *fmt, ...)
     conn_reply(c, line, (size_t)n);
 }
 
+/* A body this large goes out from where it lies when nothing is queued
+ * before it (send_direct()). */
+#define DIRECT_MIN (16 * 1024)
+
+/* A large body goes to the socket straight from where the job keeps it
+ * when nothing waits before it: no earlier reply, no hold (a reply that
+ * waits for the binlog has its hold placed before it is queued, so it
+ * never comes here), and no record placed but not yet written (queued
+ * replies go out after this iteration's commit: a worker must not see a
+ * job put in this iteration before its record is written). One sendmsg
+ * instead of copying the body into the buffer, which a pipeline of large
+ * reserves grew to megabytes, faulted in and unmapped again each time: a
+ * 1 MB drain ran at a third of beanstalkd's rate. Returns the bytes the
+ * socket took (0 when it must be queued whole; an error shows at the next
+ * write, as it would). */
+static size_t send_direct(Conn *c, const char *head, size_t hlen, const char *body,
+                          size_t blen)
+{
+    struct iovec v[3] = {{(void *)head, hlen}, {(void *)body, blen}, {(void *)"\r\n", 2}};
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = 3};
+    ssize_t n;
+
+    if (blen < DIRECT_MIN || c->out.len || c->nholds || c->state != CONN_OPEN ||
+        (c->flags & CONN_DEAD) || !engine_all_written(&c->srv->eng))
+        return 0;
+    do
+        n = sendmsg(c->ev.fd, &m, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? (size_t)n : 0;
+}
+
 void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
                      size_t blen)
 {
-    size_t start = c->out.len;
+    size_t start = c->out.len, sent = send_direct(c, head, hlen, body, blen);
+    size_t total = hlen + blen + 2, at = 0;
 
-    if (buf_reserve(&c->out, hlen + blen + 2) < 0) {
+    if (sent == total)
+        return;
+    if (buf_reserve(&c->out, total - sent) < 0) {
         reply_failed(c);
         return;
     }
-    memcpy(c->out.data + start, head, hlen);
-    memcpy(c->out.data + start + hlen, body, blen);
-    memcpy(c->out.data + start + hlen + blen, "\r\n", 2);
-    c->out.len = start + hlen + blen + 2;
+    /* The three parts, less what the socket took from their front. */
+    if (sent < hlen) {
+        memcpy(c->out.data + start, head + sent, hlen - sent);
+        at = hlen - sent;
+        sent = 0;
+    } else {
+        sent -= hlen;
+    }
+    if (sent < blen) {
+        memcpy(c->out.data + start + at, body + sent, blen - sent);
+        at += blen - sent;
+        sent = 0;
+    } else {
+        sent -= blen;
+    }
+    memcpy(c->out.data + start + at, "\r\n" + sent, 2 - sent);
+    c->out.len = start + at + 2 - sent;
     mark_pending(c);
 }
 

@@ -3,7 +3,7 @@
 import random
 import time
 
-from harness import TestFailure, check, eq, fail, server_args
+from harness import TestFailure, check, eq, fail, no_server, server_args, tubed_only
 
 
 def test_pipelined_commands_one_write(srv):
@@ -192,3 +192,55 @@ def test_pipelined_puts_with_reserve_in_between(srv):
     eq(c.read_reply(), (b"RESERVED 2 1", b"b"), "c's reserve gets b (a went to the waiter)")
     eq(c.read_reply(), (b"INSERTED 3", None), "put c")
     eq(w.read_reply(), (b"RESERVED 1 1", b"a"), "waiter gets a")
+
+
+def large_bodies_pipelined(c, label):
+    """One write of puts, reserves and peeks of 1-2 MB bodies with small
+    commands between them, read only after the server's output has backed
+    up: every reply whole and in order (a large body leaves straight from
+    the job when nothing is queued before it, the rest of it after)."""
+    rnd = random.Random(11)
+    big1, big2 = rnd.randbytes(1_000_000), rnd.randbytes(2_000_000) + b"\r\n"
+    small = b"small"
+    c.send(b"".join([
+        b"put 0 0 60 %d\r\n%s\r\n" % (len(big1), big1),
+        b"put 5 0 60 %d\r\n%s\r\n" % (len(small), small),
+        b"reserve-with-timeout 0\r\n",
+        b"peek 1\r\n",
+        b"list-tube-used\r\n",
+        b"put 1 0 60 %d\r\n%s\r\n" % (len(big2), big2),
+        b"peek 3\r\n",
+        b"reserve-with-timeout 0\r\n",
+        b"peek 1\r\n",
+        b"reserve-with-timeout 0\r\n",
+        b"stats-job 2\r\n",
+    ]))
+    time.sleep(0.3)
+    want = [(b"INSERTED 1", None), (b"INSERTED 2", None),
+            (b"RESERVED 1 1000000", big1), (b"FOUND 1 1000000", big1),
+            (b"USING default", None), (b"INSERTED 3", None),
+            (b"FOUND 3 2000002", big2), (b"RESERVED 3 2000002", big2),
+            (b"FOUND 1 1000000", big1), (b"RESERVED 2 5", small)]
+    for i, (line, body) in enumerate(want):
+        got_line, got_body = c.read_reply(timeout=20)
+        eq(got_line, line, "%s: reply %d" % (label, i))
+        check(got_body == body, "%s: reply %d (%r): body of %d bytes differs from the %d put"
+              % (label, i, line, len(got_body or b""), len(body or b"")))
+    line, doc = c.read_reply(timeout=20)
+    eq(line.split()[0], b"OK", "%s: stats-job" % label)
+    check(b"state: reserved" in doc, "%s: job 2 reserved: %r" % (label, doc))
+
+
+@server_args("-z", "3000000")
+def test_large_bodies_pipelined_in_order(srv):
+    large_bodies_pipelined(srv.client(), "no binlog")
+
+
+@no_server
+@tubed_only("-b and -f 0 with replies held for the fsync")
+def test_large_bodies_pipelined_behind_held_replies(binary):
+    # -f 0: each INSERTED waits for its record's fsync; the large bodies
+    # queued behind it must wait too, and leave in order.
+    from server import Tubed
+    with Tubed(binary, "-f", "0", "-z", "3000000", bdir=True) as t:
+        large_bodies_pipelined(t.bs(), "-f 0")

@@ -21,6 +21,12 @@
  * buffer of each connection with bytes unsent, never a replica's stream,
  * and conn_out_refuse() refuses only large replies, only while the
  * others hold OUT_BUDGET.
+ *
+ * A large body is sent from where it lies when nothing is queued before
+ * it: what the socket takes never enters the buffer, the rest follows in
+ * order; behind an earlier reply or a hold it waits its turn like any
+ * other reply, and while a record placed in this iteration is not yet
+ * written (the body may be of a job put in it).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -490,6 +496,135 @@ START_TEST(unsent_replies_are_counted_server_wide)
 }
 END_TEST
 
+/* Everything the peer of connection i can read, until n bytes came:
+ * writing in between, as the loop does when the socket has room again. */
+static char *read_all(Rig *r, int i, size_t n)
+{
+    char *got = malloc(n + 1);
+    size_t have = 0;
+
+    ck_assert_ptr_nonnull(got);
+    for (int spins = 0; have < n && spins < 100000; spins++) {
+        ssize_t k = read(r->peer[i], got + have, n + 1 - have);
+        if (k > 0) {
+            have += (size_t)k;
+        } else {
+            conn_mark_pending(r->c[i]); /* (the loop: EPOLLOUT) */
+            conn_flush_all(&r->s);
+        }
+    }
+    ck_assert_uint_eq(have, n);
+    return got;
+}
+
+static void nothing_heard(Rig *r, int i)
+{
+    char b[16];
+
+    ck_assert(read(r->peer[i], b, sizeof b) < 0 && errno == EAGAIN);
+}
+
+START_TEST(large_body_goes_out_directly)
+{
+    Rig *r = rig_new();
+    size_t blen = 1 << 20;
+    char *body = malloc(blen), *want = malloc(blen + 64), *got;
+    const char head[] = "RESERVED 1 1048576\r\n";
+    size_t hlen = sizeof head - 1, total = hlen + blen + 2;
+
+    ck_assert_ptr_nonnull(body);
+    ck_assert_ptr_nonnull(want);
+    for (size_t i = 0; i < blen; i++)
+        body[i] = (char)('a' + i % 23);
+    memcpy(want, head, hlen);
+    memcpy(want + hlen, body, blen);
+    memcpy(want + hlen + blen, "\r\nX\r\n", 5);
+    /* nothing queued: the socket takes what it can at once, straight from
+     * the body; the rest waits in the buffer, and a reply after it too */
+    conn_reply_body(r->c[0], head, hlen, body, blen);
+    ck_assert_uint_gt(conn_out_pending(r->c[0]), 0);
+    ck_assert_uint_lt(conn_out_pending(r->c[0]), total);
+    conn_reply(r->c[0], "X\r\n", 3);
+    got = read_all(r, 0, total + 3);
+    ck_assert(memcmp(got, want, total + 3) == 0);
+    free(got);
+    /* behind a reply not yet written: all of it queued, in order */
+    conn_reply(r->c[1], "X\r\n", 3);
+    conn_reply_body(r->c[1], head, hlen, body, blen);
+    ck_assert_uint_eq(conn_out_pending(r->c[1]), total + 3);
+    nothing_heard(r, 1);
+    got = read_all(r, 1, total + 3);
+    ck_assert(memcmp(got, "X\r\n", 3) == 0 && memcmp(got + 3, want, total) == 0);
+    free(got);
+    /* behind a hold: nothing leaves before the record is durable */
+    conn_hold(r->c[2], 5, 5);
+    conn_reply_body(r->c[2], head, hlen, body, blen);
+    conn_flush_all(&r->s);
+    nothing_heard(r, 2);
+    conn_durable(&r->s, 5);
+    got = read_all(r, 2, total);
+    ck_assert(memcmp(got, want, total) == 0);
+    free(got);
+    /* a small body is queued as before (one write for a burst) */
+    conn_reply_body(r->c[3], "FOUND 2 5\r\n", 11, "hello", 5);
+    nothing_heard(r, 3);
+    ck_assert_uint_eq(conn_out_pending(r->c[3]), 18);
+    conn_flush_all(&r->s);
+    heard(r, 3, "FOUND 2 5\r\nhello\r\n");
+    free(body);
+    free(want);
+    rig_free(r);
+}
+END_TEST
+
+/* A job put in this iteration has its record placed, not yet written: a
+ * large body of it is not sent ahead of the commit (replies queued now go
+ * out after it); once written, it is. */
+START_TEST(large_body_waits_for_unwritten_records)
+{
+    char bdir[64], cmd[32];
+    Rig *r = rig_with_binlog(bdir);
+    size_t blen = 20000, total;
+    char *put = malloc(blen + 64), *want = malloc(blen + 64), *got;
+    int n = snprintf(cmd, sizeof cmd, "put 0 0 60 %zu\r\n", blen);
+    size_t hlen;
+
+    ck_assert_ptr_nonnull(put);
+    ck_assert_ptr_nonnull(want);
+    memcpy(put, cmd, (size_t)n);
+    memset(put + n, 'b', blen);
+    memcpy(put + n + blen, "\r\n", 2);
+    hlen = (size_t)snprintf(want, 64, "FOUND 1 %zu\r\n", blen);
+    memset(want + hlen, 'b', blen);
+    memcpy(want + hlen + blen, "\r\n", 2);
+    total = hlen + blen + 2;
+    ck_assert_int_eq(write(r->peer[0], put, (size_t)n + blen + 2), (ssize_t)((size_t)n + blen + 2));
+    r->c[0]->ev.handler(&r->c[0]->ev, EPOLLIN);
+    ck_assert(!engine_all_written(&r->s.eng));
+    ck_assert_int_eq(write(r->peer[1], "peek 1\r\n", 8), 8);
+    r->c[1]->ev.handler(&r->c[1]->ev, EPOLLIN);
+    ck_assert_uint_eq(conn_out_pending(r->c[1]), total);
+    nothing_heard(r, 1);
+    engine_commit(&r->s.eng);
+    ck_assert(engine_all_written(&r->s.eng));
+    got = read_all(r, 1, total);
+    ck_assert(memcmp(got, want, total) == 0);
+    free(got);
+    /* written: the next peek leaves at once, nothing queued */
+    ck_assert_int_eq(write(r->peer[1], "peek 1\r\n", 8), 8);
+    r->c[1]->ev.handler(&r->c[1]->ev, EPOLLIN);
+    ck_assert_uint_eq(conn_out_pending(r->c[1]), 0);
+    got = read_all(r, 1, total);
+    ck_assert(memcmp(got, want, total) == 0);
+    free(got);
+    free(put);
+    free(want);
+    engine_settle(&r->s.eng);
+    rig_free(r);
+    nftw(bdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("conn");
@@ -505,6 +640,8 @@ static Suite *suite(void)
     tcase_add_test(t, hold_at_the_end_holds_later_replies);
     tcase_add_test(t, put_buried_when_its_heap_cannot_grow);
     tcase_add_test(t, release_buried_for_memory_waits_for_its_record);
+    tcase_add_test(t, large_body_goes_out_directly);
+    tcase_add_test(t, large_body_waits_for_unwritten_records);
     suite_add_tcase(s, t);
     return s;
 }
