@@ -17,6 +17,7 @@
 #   WORKLOADS="put1 put50"      run only some workloads; all by default:
 #                               put1 put50 drain steady binlog strict memjob
 #                               replay idlemem put50idle watch1000 watch1
+#                               put64k drain64k put1m drain1m
 #   TUBED=build/tubed BEANSTALKD=/usr/bin/beanstalkd BENCH=build/tubed-bench
 #   CC=cc                       compiler for the responder
 #
@@ -290,6 +291,21 @@ workload watch1000 wl_watch1000 "9. worker watching 1,000 tubes: put+reserve+del
 # The same round trip with a single watched tube, for the 1,000-tube target.
 wl_watch1() { bench_ops --watch 1 -c 1 -P 1 -s 100 -n "$(pick 10000 300)"; }
 workload watch1 wl_watch1 "9. the same round trip watching 1 tube" "round trips/s"
+
+# 10. Large jobs. 65,535 bytes is beanstalkd's largest job by default; 1 MB
+# needs -z on both. 10 connections, pipeline depth 16, as users of large
+# payloads batch less than producers of small ones.
+wl_put64k() { bench_ops -w put -c 10 -P 16 -s 65535 -n "$(pick 20000 500)"; }
+workload put64k wl_put64k "10. put of 65,535-byte bodies, 10 connections, pipeline depth 16" "ops/s"
+
+wl_drain64k() { bench_ops -w reserve-delete -c 10 -P 16 -s 65535 --prefill "$(pick 20000 500)"; }
+workload drain64k wl_drain64k "10. drain of $(pick 20,000 500) jobs of 65,535 bytes, reserve+delete, 10 connections, depth 16" "jobs/s"
+
+wl_put1m() { bench_ops -w put -c 10 -P 16 -s 1000000 -n "$(pick 2000 100)"; }
+workload put1m wl_put1m "10. put of 1 MB bodies, 10 connections, pipeline depth 16 (-z 1048576)" "ops/s" -z 1048576
+
+wl_drain1m() { bench_ops -w reserve-delete -c 10 -P 16 -s 1000000 --prefill "$(pick 2000 100)"; }
+workload drain1m wl_drain1m "10. drain of $(pick 2,000 100) jobs of 1 MB, 10 connections, depth 16 (-z 1048576)" "jobs/s" -z 1048576
 
 # Paired workloads: the ratio of two workloads on the same server, printed
 # below the table.  A pair runs interleaved, so that both halves of a ratio
