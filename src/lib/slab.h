@@ -16,10 +16,14 @@
  *   size (65,535 bytes and its header) must not be a mapping of its own,
  *   faulted in at its put and unmapped at its delete (that made 64 KiB
  *   jobs slower to put and drain than beanstalkd).
- * - Larger requests go to malloc, with malloc's mmap threshold pinned at
- *   SLAB_BIG_MAX (from the first such request on), so each is a mapping of
- *   its own that free() unmaps: glibc would otherwise raise the threshold
- *   and keep freed big bodies in its heap for good.
+ * - Larger requests are a mapping each, rounded up to one of 16 sizes per
+ *   doubling (whole pages). Up to 16 freed ones (16 MiB at most) are kept
+ *   for the next request of their size, so a steady stream of large jobs
+ *   does not map, fault in and unmap a body per job; the rest are unmapped
+ *   at once, so a drained backlog goes back to the kernel. From the first
+ *   such request on, malloc's mmap threshold is pinned at SLAB_BIG_MAX,
+ *   so the server's other large buffers are mappings that free() unmaps
+ *   too (glibc would otherwise raise the threshold and keep them).
  *
  * Fresh memory is faulted in 64 KiB at a time (MADV_POPULATE_WRITE) as
  * objects first reach it: one call instead of a fault per 4 KiB, as each
@@ -65,6 +69,7 @@ void slab_prefault_stop(void);
  * empty; a 1 MiB page counts as one) and arenas mapped. */
 typedef struct SlabStats {
     size_t pages, arenas;
+    size_t huge_kept;   /* bytes of freed large mappings kept for reuse */
 } SlabStats;
 SlabStats slab_stats(void);
 

@@ -49,9 +49,16 @@ START_TEST(rounding_and_cost)
     ck_assert_uint_eq(slab_cost(4096), 4096);
     ck_assert_uint_eq(slab_cost(4097), 4096 + 128);
     ck_assert_uint_eq(slab_cost(SLAB_BIG_MAX), SLAB_BIG_MAX);
-    /* Past SLAB_BIG_MAX it is a mapping of malloc's: whole 4 KiB pages. */
-    ck_assert_uint_ge(slab_cost(SLAB_BIG_MAX + 1), SLAB_BIG_MAX + 17);
-    ck_assert_uint_eq(slab_cost(SLAB_BIG_MAX + 1) % 4096, 0);
+    /* Past SLAB_BIG_MAX a mapping of its own: 16 sizes per doubling, in
+     * whole 4 KiB pages. */
+    ck_assert_uint_eq(slab_cost(SLAB_BIG_MAX + 1), SLAB_BIG_MAX + SLAB_BIG_MAX / 16);
+    ck_assert_uint_eq(slab_cost(1000000), 31 * 32768);
+    ck_assert_uint_eq(slab_cost(1048577), 1048576 + 65536);
+    for (size_t n = SLAB_BIG_MAX + 1; n < ((size_t)64 << 20); n = n * 9 / 8 + 4093) {
+        ck_assert_uint_eq(slab_cost(n) % 4096, 0);
+        ck_assert_uint_ge(slab_cost(n), n);
+        ck_assert_uint_le(slab_cost(n), n + n / 16 + 4096);
+    }
 }
 END_TEST
 
@@ -123,6 +130,50 @@ START_TEST(large_goes_to_malloc)
     ck_assert_uint_eq(slab_stats().pages, before.pages);
     slab_free(p, n);
     slab_free(NULL, 10);
+}
+END_TEST
+
+/* Freed large objects: the next request of the same size class reuses the
+ * mapping (a steady stream of large jobs maps and faults nothing in), and
+ * at most 16 MiB of them are kept (a drained backlog goes back). */
+START_TEST(large_kept_for_reuse_bounded)
+{
+    enum { N = 40, M = 10 };
+    size_t n = 1000000, m = 3000000, k = 200000;
+    void *v[N], *w[M], *p;
+
+    p = slab_alloc(n);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 7, n);
+    slab_free(p, n);
+    ck_assert_uint_eq(slab_stats().huge_kept, slab_cost(n));
+    ck_assert_ptr_eq(slab_alloc(n - 10000), p); /* same class: reused */
+    ck_assert_uint_eq(slab_stats().huge_kept, 0);
+    slab_free(p, n - 10000);
+    /* fewer than 16, but large: the bytes bound what stays */
+    for (int i = 0; i < M; i++)
+        ck_assert_ptr_nonnull(w[i] = slab_alloc(m));
+    for (int i = 0; i < M; i++)
+        slab_free(w[i], m);
+    ck_assert_uint_le(slab_stats().huge_kept, (size_t)16 << 20);
+    ck_assert_uint_ge(slab_stats().huge_kept, (size_t)12 << 20);
+    for (int i = 0; i < M; i++)
+        ck_assert_ptr_nonnull(w[i] = slab_alloc(m));
+    /* many smaller ones: at most 16 stay */
+    ck_assert_ptr_eq(slab_alloc(n), p);
+    ck_assert_uint_eq(slab_stats().huge_kept, 0);
+    for (int i = 0; i < N; i++) {
+        v[i] = slab_alloc(k);
+        ck_assert_ptr_nonnull(v[i]);
+        memset(v[i], i, k);
+    }
+    for (int i = 0; i < N; i++)
+        slab_free(v[i], k);
+    ck_assert_uint_eq(slab_stats().huge_kept, 16 * slab_cost(k));
+    slab_free(p, n);
+    for (int i = 0; i < M; i++)
+        slab_free(w[i], m);
+    ck_assert_uint_le(slab_stats().huge_kept, (size_t)16 << 20);
 }
 END_TEST
 
@@ -402,6 +453,7 @@ static Suite *slab_suite(void)
     tcase_add_test(tc, big_pages_go_back);
     tcase_add_test(tc, big_spares_capped);
     tcase_add_test(tc, big_injected_failure);
+    tcase_add_test(tc, large_kept_for_reuse_bounded);
     tcase_add_test(tc, prefault_ahead_then_tidy);
     tcase_add_loop_test(tc, random_churn, 0, 3);
     suite_add_tcase(s, tc);
