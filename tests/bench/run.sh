@@ -17,7 +17,7 @@
 #   WORKLOADS="put1 put50"      run only some workloads; all by default:
 #                               put1 put50 drain steady binlog strict memjob
 #                               replay idlemem put50idle watch1000 watch1
-#                               put64k drain64k put1m drain1m
+#                               put64k drain64k put1m drain1m steady1m
 #   TUBED=build/tubed BEANSTALKD=/usr/bin/beanstalkd BENCH=build/tubed-bench
 #   CC=cc                       compiler for the responder
 #
@@ -313,6 +313,12 @@ wl_drain1m() {
 	bench_ops -w reserve-delete -c 10 -P 16 -s 1000000 --prefill "$(pick 2000 100)"
 }
 workload drain1m wl_drain1m "10. drain of $(pick 2,000 100) jobs of 1 MB, 10 connections, depth 16 (-z 1048576)" "jobs/s" -z 1048576
+
+wl_steady1m() {
+	[[ $SERVER == responder ]] && return 0
+	bench_ops -w produce-consume --producers 4 --workers 4 -s 1000000 -d "$(pick 5 0.5)"
+}
+workload steady1m wl_steady1m "10. steady state of 1 MB jobs, 4 producers + 4 workers (-z 1048576)" "jobs/s" -z 1048576
 
 # Paired workloads: the ratio of two workloads on the same server, printed
 # below the table.  A pair runs interleaved, so that both halves of a ratio
