@@ -311,7 +311,7 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
     } else {
         sent -= blen;
     }
-    memcpy(c->out.data + start + at, "\r\n" + sent, 2 - sent);
+    memcpy(c->out.data + start + at, &"\r\n"[sent], 2 - sent);
     c->out.len = start + at + 2 - sent;
     mark_pending(c);
 }
