@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Seeds for fuzz_repl that the hand-made ones lacked (a coverage run showed
+follow.c never applied a C record, a flush over delayed jobs, or a state
+change of a job with a client's expiry): replication streams as a primary
+sends them after REPLICATING (the harness prepends it with flag bit 0).
+
+    python3 mk_repl_seeds.py corpus/fuzz_repl
+
+Records are encoded as src/engine/store/blcodec.c does (doc/binlog.md):
+u32 payload length, u32 crc32c(payload), payload; little-endian.
+"""
+import struct, sys
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+def rec(payload):
+    return struct.pack('<II', len(payload), crc32c(payload)) + payload
+T0 = 1700000000 * 10**9
+FAR = 4000000000 * 10**9
+def J(id, tube, body, state=0, pri=100, delay=0, deadline=0, x=None):
+    typ = b'K' if x else b'J'
+    p = typ + struct.pack('<QIIIBqq', id, pri, delay, 60, state, deadline, T0)
+    if x: p += struct.pack('<qq', *x)
+    p += struct.pack('<5I', 0,0,0,0,0) + bytes([len(tube)]) + tube + struct.pack('<I', len(body)) + body
+    return rec(p)
+def S(id, state, pri=5, delay=0, deadline=0):
+    return rec(b'S' + struct.pack('<QIIBq', id, pri, delay, state, deadline) + struct.pack('<5I', 1,0,0,1,0))
+def D(id): return rec(b'D' + struct.pack('<Q', id))
+def F(upto, tube, keep=()):
+    return rec(b'F' + struct.pack('<Q', upto) + bytes([len(tube)]) + tube + struct.pack('<I', len(keep)) + b''.join(struct.pack('<Q', k) for k in keep))
+def C(name, on): return rec(b'C' + struct.pack('<Q', 0) + bytes([1 if on else 0, len(name)]) + name)
+def E(nextid, pos): return rec(b'E' + struct.pack('<QQ', nextid, pos))
+def P(epoch, pos, start=0, flags=0): return rec(b'P' + struct.pack('<QQBQ', epoch, pos, flags, start))
+def put(name, flags, chunk, stream):
+    open(sys.argv[1] + '/' + name, 'wb').write(bytes([flags, chunk]) + stream)
+# fanout children in the snapshot and live: registered, let go, a copy's job
+s = J(1, b'f', b'parent') + C(b'f+a', 1) + C(b'f+b', 1) + J(2, b'f+a', b'copy') + E(3, 4) \
+    + C(b'f+b', 0) + J(3, b'f+a', b'live copy') + C(b'g+c', 1) + C(b'f+a', 0) + D(2) + P(1, 9)
+put('children', 1, 0, s)
+put('children_sweep', 1 | 4, 23, s)
+# a job with a client's expiry (K) whose state changes live; a flush over
+# delayed, buried and ready jobs with a kept id
+s = J(1, b'e', b'ready') + J(2, b'e', b'delayed', state=2, delay=30, deadline=FAR) \
+    + J(3, b'e', b'buried', state=3) + J(4, b'e', b'expiring', x=(T0, FAR)) \
+    + J(5, b'e', b'delayed2', state=2, delay=5, deadline=T0) + E(6, 5) \
+    + S(4, 3) + S(4, 0) + S(2, 3) + F(5, b"e", (3,)) + P(1, 9) + J(6, b'e', b'after') + S(3, 2, delay=9, deadline=FAR) + F(9, b"e") + P(1, 12)
+put('flush_delayed_expiry', 1, 0, s)
+put('flush_delayed_expiry_chunks', 1 | 4, 7, s)
