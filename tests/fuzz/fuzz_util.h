@@ -364,7 +364,7 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
     uint64_t *using = mem + 6 * (nt + 1), *watching = mem + 7 * (nt + 1);
     uint64_t *holding = mem + 8 * (nt + 1);
     FzCount c = {.s = s, .bsp = bsp, .mcp = mcp};
-    uint64_t conns = 0, waiting = 0, producers = 0, workers = 0;
+    uint64_t conns = 0, waiting = 0, producers = 0, workers = 0, unread = 0;
     const Beanstalk *front = NULL;
 
     FZ_CHECK(mem, "calloc");
@@ -397,6 +397,15 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
 
         FZ_CHECK(!(c0->flags & CONN_DEAD), "dead connection in the live list");
         conns++;
+        /* The budget of unsent replies (conn.h): a connection counts its
+         * output buffer while any of it is unsent, else nothing. */
+        FZ_CHECK(c0->out_counted ==
+                     ((c0->flags & CONN_UNCOUNTED) || c0->out.len == c0->out_off ? 0
+                                                                                : c0->out.cap),
+                 "fd %d counts %zu bytes of unsent replies; its buffer: %zu of %zu unsent, "
+                 "capacity %zu", c0->ev.fd, c0->out_counted, c0->out.len - c0->out_off,
+                 c0->out.len, c0->out.cap);
+        unread += c0->out_counted;
         if (!cn)
             continue;
         if (is_bs) {
@@ -465,6 +474,10 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
     }
     FZ_CHECK(conns == s->conn_ct, "conn_ct %llu, counted %llu",
              (unsigned long long)s->conn_ct, (unsigned long long)conns);
+    for (const List *n = s->dead.next; n != &s->dead; n = n->next)
+        unread += container_of(n, Conn, link)->out_counted;
+    FZ_CHECK(unread == s->out_unread, "out_unread %llu, counted %llu",
+             (unsigned long long)s->out_unread, (unsigned long long)unread);
     FZ_CHECK(waiting == s->eng.waiting_ct, "waiting_ct %llu, counted %llu",
              (unsigned long long)s->eng.waiting_ct, (unsigned long long)waiting);
     FZ_CHECK(!front || (producers == front->producer_ct && workers == front->worker_ct),
