@@ -142,13 +142,19 @@ static int fz_winding_down;
 
 static inline void fz_fake_wake(void *arg)
 {
-    ((Server *)arg)->eng.now = fz_vnow;
+    Server *s = arg;
+
+    /* The loop's own clock too, as serve.c's on_wake makes them one: the
+     * loop's timers (the HTTP front-end's idle deadlines) are set from
+     * the engine's clock and fire against the loop's. */
+    s->loop.now = fz_vnow;
+    s->eng.now = fz_vnow;
 }
 
 /* One iteration of server_run() (serve.c), in its order: posted
  * callbacks, write this iteration's records, send the replies, free
  * closed connections, poll without blocking (unless winding down), run the
- * engine's timers. */
+ * engine's timers, close the connections stalled past --stall-timeout. */
 static inline void fz_loop_once(Server *s)
 {
     int ms;
@@ -161,6 +167,7 @@ static inline void fz_loop_once(Server *s)
     if (ev_poll(&s->loop, ms) < 0)
         fz_fail("epoll_wait: %s", strerror(errno));
     engine_tick(&s->eng);
+    conn_check_stalled(s);
 }
 
 /* FUZZ_ECHO set in the environment: harnesses copy what their clients
