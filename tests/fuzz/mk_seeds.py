@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""Seeds for fuzz_repl that the hand-made ones lacked (a coverage run showed
-follow.c never applied a C record, a flush over delayed jobs, or a state
-change of a job with a client's expiry): replication streams as a primary
-sends them after REPLICATING (the harness prepends it with flag bit 0).
+"""Seeds that gen_seeds.c and the hand-made ones lacked, found by llvm-cov
+over the stored corpora:
 
-    python3 mk_repl_seeds.py corpus/fuzz_repl
+- fuzz_repl: follow.c never applied a C record, a flush over delayed jobs,
+  or a state change of a job with a client's expiry. Replication streams
+  as a primary sends them after REPLICATING (flag bit 0 prepends it).
+- fuzz_conn, fuzz_mc_conn: no connection ever stalled (OUT_HIGH of
+  replies unsent, the peer not reading) past --stall-timeout. A client
+  that stops reading asks for ~500 stats (a beanstalk one alone, one
+  beside a worker that waits, a memcache one beside a get that waits),
+  then the clock passes 30 s.
+
+    python3 mk_seeds.py corpus
 
 Records are encoded as src/engine/store/blcodec.c does (doc/binlog.md):
 u32 payload length, u32 crc32c(payload), payload; little-endian.
@@ -36,7 +43,7 @@ def C(name, on): return rec(b'C' + struct.pack('<Q', 0) + bytes([1 if on else 0,
 def E(nextid, pos): return rec(b'E' + struct.pack('<QQ', nextid, pos))
 def P(epoch, pos, start=0, flags=0): return rec(b'P' + struct.pack('<QQBQ', epoch, pos, flags, start))
 def put(name, flags, chunk, stream):
-    open(sys.argv[1] + '/' + name, 'wb').write(bytes([flags, chunk]) + stream)
+    open(sys.argv[1] + '/fuzz_repl/' + name, 'wb').write(bytes([flags, chunk]) + stream)
 # fanout children in the snapshot and live: registered, let go, a copy's job
 s = J(1, b'f', b'parent') + C(b'f+a', 1) + C(b'f+b', 1) + J(2, b'f+a', b'copy') + E(3, 4) \
     + C(b'f+b', 0) + J(3, b'f+a', b'live copy') + C(b'g+c', 1) + C(b'f+a', 0) + D(2) + P(1, 9)
@@ -50,3 +57,26 @@ s = J(1, b'e', b'ready') + J(2, b'e', b'delayed', state=2, delay=30, deadline=FA
     + S(4, 3) + S(4, 0) + S(2, 3) + F(5, b"e", (3,)) + P(1, 9) + J(6, b'e', b'after') + S(3, 2, delay=9, deadline=FAR) + F(9, b"e") + P(1, 12)
 put('flush_delayed_expiry', 1, 0, s)
 put('flush_delayed_expiry_chunks', 1 | 4, 7, s)
+
+# fuzz_conn / fuzz_mc_conn scripts: flags, two unused bytes (the failure
+# index), then steps (README.md): op < 48 writes, 48..51 the clock, 54
+# reading on/off, 56.. loop iterations.
+def write(conn, data):
+    out = b''
+    while data:
+        chunk, data = data[:255], data[255:]
+        out += bytes([conn, len(chunk)]) + chunk
+    return out
+def clock(s): return bytes([51 << 2, s])  # s seconds
+READ, LOOP = 54 << 2, 56 << 2
+def script(h, name, flags, steps):
+    open(sys.argv[1] + '/' + h + '/' + name, 'wb').write(bytes([flags, 0, 0]) + steps)
+stats = b'stats\r\n' * 520
+script('fuzz_conn', 'stall', 0, bytes([READ]) + write(0, stats) + clock(20) + clock(15) +
+       bytes([LOOP, READ]))
+script('fuzz_conn', 'stall-beside-a-worker', 1 | 4, bytes([READ]) + write(0, stats) +
+       write(1, b'put 0 0 10 3\r\nabc\r\nreserve-with-timeout 100\r\n') + clock(29) +
+       bytes([LOOP | 1]) + clock(2) + bytes([LOOP + 4]) + write(1, b'stats-job 1\r\n'))
+script('fuzz_mc_conn', 'stall', 1, bytes([READ]) + write(0, b'stats\r\n' * 600) +
+       write(1, b'set q 0 0 3\r\nabc\r\nget q/open\r\nget e/t=40000\r\n') + clock(20) +
+       bytes([LOOP | 1]) + clock(15) + bytes([LOOP + 4]) + write(1, b'get q/close\r\n'))
