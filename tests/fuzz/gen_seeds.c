@@ -730,6 +730,32 @@ static void gen_bsimport(void)
     bs_typical(&f, 0);
     bs_rec(&f, 0, NULL, 3, 3, "later and longer", 0);
     bsi_put("bad-size", 0, &f);
+    /* A backlog: more jobs (90) and tubes (24) than the reader's first
+     * tables hold (64 jobs, 16 tubes), some deleted and made anew, some
+     * buried or delayed, compacted into a second file, v5 too. */
+    for (int v5 = 0; v5 < 2; v5++) {
+        f.n = 0;
+        bs_version(&f, v5 ? 5 : 7);
+        for (uint64_t id = 1; id <= 90; id++) {
+            char tube[16], body[24];
+            snprintf(tube, sizeof tube, "t%u", (unsigned)(id % 24));
+            snprintf(body, sizeof body, "job %u", (unsigned)id);
+            bs_rec(&f, v5, tube, id, id % 7 == 0 ? 4 : 1, body, 0);
+            /* (a short record carries its job's body size) */
+            snprintf(body, sizeof body, "job %u", (unsigned)(id - 2));
+            if (id % 5 == 0)
+                bs_rec(&f, v5, NULL, id - 2, 0, body, 0);
+            snprintf(body, sizeof body, "job %u", (unsigned)(id - 1));
+            if (id % 11 == 0)
+                bs_rec(&f, v5, NULL, id - 1, 3, body, 1);
+        }
+        fb(&f, "--FILE--", 8);
+        bs_version(&f, v5 ? 5 : 7);
+        bs_rec(&f, v5, "t1", 3, 1, "job 3", 2);   /* deleted above: made anew */
+        bs_rec(&f, v5, "t7", 40, 1, "job 40", 2); /* moved by compaction */
+        bs_rec(&f, v5, NULL, 41, 0, "job 41", 0);
+        bsi_put(v5 ? "backlog-v5" : "backlog", 1, &f);
+    }
     /* tubed's own file, and text */
     f.n = 0;
     fb(&f, "TUBEDLOG\x02\0\0\0\0\0\0\0", 16);
