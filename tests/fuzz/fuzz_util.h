@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "bs.h"
 #include "clock.h"
+#include "conflisten.h"
 #include "conn.h"
 #include "engine.h"
 #include "heap.h"
@@ -149,6 +150,24 @@ static inline void fz_fake_wake(void *arg)
      * the engine's clock and fire against the loop's. */
     s->loop.now = fz_vnow;
     s->eng.now = fz_vnow;
+}
+
+/* A listener with no socket, as server_listen_section() would set it up. */
+static inline Listener *fz_fake_listener(Server *s, const Proto *p, const ConfListen *lc)
+{
+    Listener *l = &s->listeners[s->nlisteners];
+
+    memset(l, 0, sizeof *l);
+    l->ev.fd = -1;
+    l->srv = s;
+    l->proto = p;
+    l->index = (uint8_t)s->nlisteners++;
+    l->roles = lc->roles;
+    l->restricted = conf_listen_restricted(lc);
+    l->conf = lc;
+    snprintf(l->name, sizeof l->name, "%s", lc->name);
+    s->access_gen++;
+    return l;
 }
 
 /* One iteration of server_run() (serve.c), in its order: posted

@@ -80,3 +80,18 @@ script('fuzz_conn', 'stall-beside-a-worker', 1 | 4, bytes([READ]) + write(0, sta
 script('fuzz_mc_conn', 'stall', 1, bytes([READ]) + write(0, b'stats\r\n' * 600) +
        write(1, b'set q 0 0 3\r\nabc\r\nget q/open\r\nget e/t=40000\r\n') + clock(20) +
        bytes([LOOP | 1]) + clock(15) + bytes([LOOP + 4]) + write(1, b'get q/close\r\n'))
+
+# fuzz_mc_conn: the fourth memcache client comes through [listen r]
+# (producer, worker on q*, e, f; after a reload worker, read on q*, g,
+# dead). It opens a job in e and waits on f; the reload takes both tubes
+# from it (the wait ends, the job goes back); refusals under either text.
+r_steps = (write(3, b'set e 0 0 1\r\na\r\nset q1 0 0 2\r\nbb\r\nget e/open\r\nget x\r\n') +
+           write(3, b'get f/t=5000\r\n') + bytes([LOOP]) +
+           write(0, b'reload\r\n') + bytes([LOOP]) +
+           write(3, b'set q1 0 0 1\r\nc\r\nget q1/open\r\nget e\r\nstats\r\nget g/t=100\r\n') +
+           write(1, b'set g 0 0 1\r\nd\r\n') + bytes([LOOP | 1]) +
+           write(0, b'reload\r\n') + clock(1) +
+           write(3, b'get q1/close\r\nget e/open\r\ndelete e\r\nflush_all\r\nshutdown\r\n') +
+           write(2, b'set dead 0 0 1\r\nz\r\n'))
+script('fuzz_mc_conn', 'listener-reload', 3, r_steps)
+script('fuzz_mc_conn', 'listener-reload-binlog', 3 | 4, r_steps)
