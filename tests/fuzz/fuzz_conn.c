@@ -197,24 +197,6 @@ static const char access_conf[] =
     "[listen p]\naddress = 127.0.0.1:1\nrole = producer, read\ntubes = a*, default\n"
     "[listen w]\naddress = 127.0.0.1:2\nrole = worker\ntubes = b*\n";
 
-/* A listener with no socket, as server_listen_section() would set it up. */
-static Listener *fake_listener(Server *s, const Proto *p, const ConfListen *lc)
-{
-    Listener *l = &s->listeners[s->nlisteners];
-
-    memset(l, 0, sizeof *l);
-    l->ev.fd = -1;
-    l->srv = s;
-    l->proto = p;
-    l->index = (uint8_t)s->nlisteners++;
-    l->roles = lc->roles;
-    l->restricted = conf_listen_restricted(lc);
-    l->conf = lc;
-    snprintf(l->name, sizeof l->name, "%s", lc->name);
-    s->access_gen++;
-    return l;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ConfFile *acf = NULL;
@@ -274,7 +256,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
             fz_fail("socketpair: %s", strerror(errno));
         if (i >= 2)
-            cn = conn_new_on(s, sv[0], fake_listener(s, &front.proto, &acf->listen[i - 2]));
+            cn = conn_new_on(s, sv[0], fz_fake_listener(s, &front.proto, &acf->listen[i - 2]));
         else
             cn = conn_new(s, sv[0], &front.proto);
         if (!cn)

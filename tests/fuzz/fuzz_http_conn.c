@@ -14,10 +14,16 @@
  *   0..47  a length byte L, then L bytes written to the connection
  *   48..55 the client reads its replies and checks them
  *   56..59 the client shuts down its write side
- *   60..63 one more loop iteration
+ *   60..62 one more loop iteration
+ *   63     the clock advances by the next byte x 100 ms (HTTP_IDLE_NS is
+ *          10 s: idle connections, heads not complete in time, slow
+ *          readers of a big reply)
  * After every step one loop iteration runs as server_run() does
- * (fz_loop_once() in fuzz_util.h), on a virtual clock that stands still:
- * the pages show the same jobs at every step.
+ * (fz_loop_once() in fuzz_util.h), on a virtual clock that stands still
+ * but for op 63: the pages show the same jobs at every step (the delayed
+ * ones are an hour away, the paused tube a minute, the held job's TTR
+ * too). At the end the clock passes every idle deadline twice, so each
+ * connection is timed out (408 for a head left half-sent) and closed.
  *
  * Checks: what a client reads is a run of whole replies: "HTTP/1.1 NNN
  * Reason\r\n", known statuses only, a Content-Length and no
@@ -258,12 +264,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!c->shut)
                 shutdown(c->fd, SHUT_WR);
             c->shut = 1;
+        } else if (op == 63 && pos < size) {
+            fz_vnow += (int64_t)data[pos++] * 100 * NS_PER_MSEC;
         }
         fz_loop_once(&srv);
     }
     fz_alloc_disarm();
     for (int k = 0; k < 4; k++)
         fz_loop_once(&srv);
+    /* Every connection's idle deadline passes: a client reads what it was
+     * sent (a 408 at most), then a second span closes the rest. */
+    for (int k = 0; k < 2; k++) {
+        fz_vnow += HTTP_IDLE_NS + NS_PER_SEC;
+        fz_loop_once(&srv);
+        for (int i = 0; i < nconns; i++)
+            client_read(&cl[i]);
+        fz_loop_once(&srv);
+    }
     for (int i = 0; i < nconns; i++) {
         client_read(&cl[i]);
         close(cl[i].fd);

@@ -58,6 +58,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "alloc.h"
 #include "bsconn.h"
 #include "clock.h"
@@ -80,7 +81,9 @@ static const char conf_text[] =
     "[tube m]\nmax_items = 1\n"
     "[tube e]\nmax_age = 1s\nmove_expired_to = dead\n"
     "[tube t]\nttr = 1s\npriority = 0\n"
-    "[tube o]\nmax_age = 5s\n";
+    "[tube o]\nmax_age = 5s\n"
+    "[listen r]\naddress = 127.0.0.1:1\nprotocol = memcache\n"
+    "role = producer, worker\ntubes = q*, e, f\n";
 
 /* The config file a reload reads while conf_text is in force, and the
  * other way round (see conf_toggle()): f loses its fanout (its children
@@ -99,7 +102,9 @@ static const char conf_text_b[] =
     "[tube e]\nmax_age = 3s\nmove_expired_to = dead\n"
     "[tube n]\nmax_age = 2s\npriority = 7\n"
     "[tube dead]\nmax_items = 2\ndiscard_old_when_full = true\n"
-    "[tube p*]\nmax_size = 100\nmax_item_size = 50\n";
+    "[tube p*]\nmax_size = 100\nmax_item_size = 50\n"
+    "[listen r]\naddress = 127.0.0.1:1\nprotocol = memcache\n"
+    "role = worker, read\ntubes = q*, g, dead\n";
 
 typedef struct Client {
     int fd;            /* our end, -1 once closed */
@@ -262,6 +267,9 @@ static void count_job(HashNode *n, void *arg)
              "reserved job %llu without a live owner", (unsigned long long)j->id);
 }
 
+/* This input injects allocation failure (flag bit 3). */
+static int alloc_failing;
+
 static void check_server(const Server *s, const Memcache *f)
 {
     uint64_t waiting = 0;
@@ -305,6 +313,22 @@ static void check_server(const Server *s, const Memcache *f)
             }
             FZ_CHECK(m->mstate == MC_BODY || (!m->in_job && !m->in_tube),
                      "a set's job outside BODY");
+            /* [listen r]'s client: a reload that takes a tube from the
+             * listener ends a get waiting there and gives back the jobs
+             * open there (mc_access_changed_conn; out of memory, a job
+             * may stay open until the connection closes). */
+            if (c->lis && c->lis->restricted && c->state != CONN_CLOSING) {
+                FZ_CHECK(!m->waiting || !m->get_tube || access_tube(c->lis, m->get_tube),
+                         "a get waits on tube %s, which its listener does not allow",
+                         m->get_tube->name);
+                for (const List *a = w->reserved.next; a != &w->reserved && !alloc_failing;
+                     a = a->next) {
+                    Job *ja = container_of(a, JobExt, link)->job;
+                    FZ_CHECK(access_tube(c->lis, ja->tube),
+                             "job %llu open in tube %s, which its listener does not allow",
+                             (unsigned long long)ja->id, ja->tube->name);
+                }
+            }
             /* At most one open job per tube (the pending wait's job apart). */
             for (const List *a = w->reserved.next; a != &w->reserved; a = a->next) {
                 const Job *ja = container_of(a, JobExt, link)->job;
@@ -489,12 +513,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cl[i].bs = with_bs && i == nc - 1;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
             fz_fail("socketpair: %s", strerror(errno));
-        if (!conn_new(s, sv[0], cl[i].bs ? &bfront.proto : &front.proto))
+        if (i == 3 && !cl[i].bs) {
+            /* The fourth memcache client comes through [listen r]. */
+            if (!conn_new_on(s, sv[0], fz_fake_listener(s, &front.proto, &cf->listen[0])))
+                fz_fail("conn_new_on failed");
+        } else if (!conn_new(s, sv[0], cl[i].bs ? &bfront.proto : &front.proto)) {
             fz_fail("conn_new failed");
+        }
         cl[i].fd = sv[1];
         cl[i].reading = 1;
         cl[i].rb = malloc(RBUF);
     }
+    alloc_failing = (flags & 0x08) != 0;
     if (flags & 0x08)
         fz_alloc_arm(fail_at + 1);
 

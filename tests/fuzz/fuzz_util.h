@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "bs.h"
 #include "clock.h"
+#include "conflisten.h"
 #include "conn.h"
 #include "engine.h"
 #include "heap.h"
@@ -142,13 +143,37 @@ static int fz_winding_down;
 
 static inline void fz_fake_wake(void *arg)
 {
-    ((Server *)arg)->eng.now = fz_vnow;
+    Server *s = arg;
+
+    /* The loop's own clock too, as serve.c's on_wake makes them one: the
+     * loop's timers (the HTTP front-end's idle deadlines) are set from
+     * the engine's clock and fire against the loop's. */
+    s->loop.now = fz_vnow;
+    s->eng.now = fz_vnow;
+}
+
+/* A listener with no socket, as server_listen_section() would set it up. */
+static inline Listener *fz_fake_listener(Server *s, const Proto *p, const ConfListen *lc)
+{
+    Listener *l = &s->listeners[s->nlisteners];
+
+    memset(l, 0, sizeof *l);
+    l->ev.fd = -1;
+    l->srv = s;
+    l->proto = p;
+    l->index = (uint8_t)s->nlisteners++;
+    l->roles = lc->roles;
+    l->restricted = conf_listen_restricted(lc);
+    l->conf = lc;
+    snprintf(l->name, sizeof l->name, "%s", lc->name);
+    s->access_gen++;
+    return l;
 }
 
 /* One iteration of server_run() (serve.c), in its order: posted
  * callbacks, write this iteration's records, send the replies, free
  * closed connections, poll without blocking (unless winding down), run the
- * engine's timers. */
+ * engine's timers, close the connections stalled past --stall-timeout. */
 static inline void fz_loop_once(Server *s)
 {
     int ms;
@@ -161,6 +186,7 @@ static inline void fz_loop_once(Server *s)
     if (ev_poll(&s->loop, ms) < 0)
         fz_fail("epoll_wait: %s", strerror(errno));
     engine_tick(&s->eng);
+    conn_check_stalled(s);
 }
 
 /* FUZZ_ECHO set in the environment: harnesses copy what their clients
@@ -364,7 +390,7 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
     uint64_t *using = mem + 6 * (nt + 1), *watching = mem + 7 * (nt + 1);
     uint64_t *holding = mem + 8 * (nt + 1);
     FzCount c = {.s = s, .bsp = bsp, .mcp = mcp};
-    uint64_t conns = 0, waiting = 0, producers = 0, workers = 0;
+    uint64_t conns = 0, waiting = 0, producers = 0, workers = 0, unread = 0;
     const Beanstalk *front = NULL;
 
     FZ_CHECK(mem, "calloc");
@@ -397,6 +423,15 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
 
         FZ_CHECK(!(c0->flags & CONN_DEAD), "dead connection in the live list");
         conns++;
+        /* The budget of unsent replies (conn.h): a connection counts its
+         * output buffer while any of it is unsent, else nothing. */
+        FZ_CHECK(c0->out_counted ==
+                     ((c0->flags & CONN_UNCOUNTED) || c0->out.len == c0->out_off ? 0
+                                                                                : c0->out.cap),
+                 "fd %d counts %zu bytes of unsent replies; its buffer: %zu of %zu unsent, "
+                 "capacity %zu", c0->ev.fd, c0->out_counted, c0->out.len - c0->out_off,
+                 c0->out.len, c0->out.cap);
+        unread += c0->out_counted;
         if (!cn)
             continue;
         if (is_bs) {
@@ -465,6 +500,10 @@ static inline void fz_check_server_with(const Server *s, const Proto *bsp, const
     }
     FZ_CHECK(conns == s->conn_ct, "conn_ct %llu, counted %llu",
              (unsigned long long)s->conn_ct, (unsigned long long)conns);
+    for (const List *n = s->dead.next; n != &s->dead; n = n->next)
+        unread += container_of(n, Conn, link)->out_counted;
+    FZ_CHECK(unread == s->out_unread, "out_unread %llu, counted %llu",
+             (unsigned long long)s->out_unread, (unsigned long long)unread);
     FZ_CHECK(waiting == s->eng.waiting_ct, "waiting_ct %llu, counted %llu",
              (unsigned long long)s->eng.waiting_ct, (unsigned long long)waiting);
     FZ_CHECK(!front || (producers == front->producer_ct && workers == front->worker_ct),

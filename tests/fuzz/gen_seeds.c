@@ -351,6 +351,39 @@ static void child(File *f, const char *name, int on)
     rec(f, &r);
 }
 
+/* flush-tube of `tube` up to `upto`, keeping the ids given (little-endian,
+ * as the codec stores them). */
+static void flush(File *f, const char *tube, uint64_t upto, const uint64_t *keep,
+                  uint32_t nkeep)
+{
+    BlRecord r = {0};
+    char ids[8 * 8];
+
+    for (uint32_t i = 0; i < nkeep; i++)
+        for (int b = 0; b < 8; b++)
+            ids[i * 8 + b] = (char)(keep[i] >> (8 * b));
+    r.type = BL_FLUSH;
+    r.id = upto;
+    r.tube = tube;
+    r.tube_len = (uint8_t)strlen(tube);
+    r.nkeep = nkeep;
+    r.keep = ids;
+    rec(f, &r);
+}
+
+/* A replication position record (doc/replication.md). */
+static void position(File *f, uint64_t epoch, uint64_t pos, uint64_t start, uint8_t flags)
+{
+    BlRecord r = {0};
+
+    r.type = BL_POS;
+    r.id = epoch;
+    r.pos = pos;
+    r.epoch_start = start;
+    r.flags = flags;
+    rec(f, &r);
+}
+
 static void bl_put(const char *name, unsigned flags, const File *f)
 {
     char buf[sizeof f->b + 1];
@@ -531,6 +564,53 @@ static void gen_binlog(void)
     bl_put("children-readbehind", 0x40 | 4, &f);
     f.b[200] ^= 0x11;
     bl_put("readbehind-two-files-damaged-recover", 0x20 | 4 | 1, &f);
+    /* flush-tube (F records): jobs of the tube up to an id go, the kept
+     * (reserved) ones stay, later ones and other tubes are untouched; the
+     * tube's last job going with it; over two files, after damage, and
+     * with read-behind (flushed jobs on disk only). */
+    typical(&f);
+    {
+        static const uint64_t keep1[] = {7}, keep2[] = {3, 99, 12};
+        job(&f, 6, "emails", "six", 0, 0);
+        job(&f, 7, "emails", "seven, kept", 0, 0);
+        job(&f, 8, "emails", "eight", 3, 0);
+        flush(&f, "emails", 8, keep1, 1);
+        job(&f, 9, "emails", "after the flush", 0, 0);
+        flush(&f, "y", 5, NULL, 0);
+        flush(&f, "nosuchtube", 100, NULL, 0);
+        bl_put("flush", 0, &f);
+        bl_put("flush-readbehind", 0x20, &f);
+        bl_put("flush-readbehind-all-damage", 0x40 | 0x80, &f);
+        bl_put("flush-small", 0x10, &f);
+        fb(&f, "--FILE--", 8);
+        header(&f);
+        job(&f, 12, "emails", "twelve", 2, 4000000000LL * 1000000000LL);
+        job(&f, 13, "emails", "thirteen", 0, 0);
+        flush(&f, "emails", 12, keep2, 3);
+        state(&f, 7, 3, 1);
+        bl_put("flush-two-files", 4, &f);
+        bl_put("flush-two-files-gap-recover", 1 | 4 | 8, &f);
+        f.b[60] ^= 0x21;
+        bl_put("flush-damaged-recover", 1 | 4, &f);
+    }
+    /* Replication positions (P records): a primary's, then a replica's
+     * (follower: its own records after it do not count), an unheard
+     * epoch; over two files and after damage. */
+    typical(&f);
+    position(&f, 1, 10, 0, 0);
+    job(&f, 20, "default", "after the position", 0, 0);
+    position(&f, 2, 12, 11, BL_POS_FOLLOWER);
+    del(&f, 20);
+    position(&f, 3, 13, 13, BL_POS_FOLLOWER | BL_POS_UNHEARD);
+    bl_put("position", 0, &f);
+    bl_put("position-readbehind", 0x20, &f);
+    fb(&f, "--FILE--", 8);
+    header(&f);
+    position(&f, 3, 14, 13, 0);
+    job(&f, 21, "emails", "in the second file", 0, 0);
+    bl_put("position-two-files", 4, &f);
+    f.b[45] ^= 0x08;
+    bl_put("position-damaged-recover", 1 | 4, &f);
 }
 
 /* ---- fuzz_bsimport ---------------------------------------------------- */
@@ -650,6 +730,32 @@ static void gen_bsimport(void)
     bs_typical(&f, 0);
     bs_rec(&f, 0, NULL, 3, 3, "later and longer", 0);
     bsi_put("bad-size", 0, &f);
+    /* A backlog: more jobs (90) and tubes (24) than the reader's first
+     * tables hold (64 jobs, 16 tubes), some deleted and made anew, some
+     * buried or delayed, compacted into a second file, v5 too. */
+    for (int v5 = 0; v5 < 2; v5++) {
+        f.n = 0;
+        bs_version(&f, v5 ? 5 : 7);
+        for (uint64_t id = 1; id <= 90; id++) {
+            char tube[16], body[24];
+            snprintf(tube, sizeof tube, "t%u", (unsigned)(id % 24));
+            snprintf(body, sizeof body, "job %u", (unsigned)id);
+            bs_rec(&f, v5, tube, id, id % 7 == 0 ? 4 : 1, body, 0);
+            /* (a short record carries its job's body size) */
+            snprintf(body, sizeof body, "job %u", (unsigned)(id - 2));
+            if (id % 5 == 0)
+                bs_rec(&f, v5, NULL, id - 2, 0, body, 0);
+            snprintf(body, sizeof body, "job %u", (unsigned)(id - 1));
+            if (id % 11 == 0)
+                bs_rec(&f, v5, NULL, id - 1, 3, body, 1);
+        }
+        fb(&f, "--FILE--", 8);
+        bs_version(&f, v5 ? 5 : 7);
+        bs_rec(&f, v5, "t1", 3, 1, "job 3", 2);   /* deleted above: made anew */
+        bs_rec(&f, v5, "t7", 40, 1, "job 40", 2); /* moved by compaction */
+        bs_rec(&f, v5, NULL, 41, 0, "job 41", 0);
+        bsi_put(v5 ? "backlog-v5" : "backlog", 1, &f);
+    }
     /* tubed's own file, and text */
     f.n = 0;
     fb(&f, "TUBEDLOG\x02\0\0\0\0\0\0\0", 16);

@@ -28,6 +28,10 @@ once its connections are open).
 |         |                | refusal (role, tube by name, job by id), body  |                 |
 |         |                | of a refused put, a connection that starts     |                 |
 |         |                | with nothing used or watched                   |                 |
+| listener| fuzz_mc_conn   | a fourth memcache client through a restricted  | mem, binlog     |
+|         |                | listener: allowed and refused commands, an open|                 |
+|         |                | job and a waiting get a reload takes the tubes |                 |
+|         |                | of, refusals under the other text, and back    |                 |
 | http    | fuzz_http_conn | GET /metrics, /tubes.json, /, /healthz, a 404, |  plain, odd     |
 |         |                | a HEAD, a 405, two requests kept alive, an     |                 |
 |         |                | HTTP/1.0 one, with jobs in a few tubes         |                 |
@@ -319,6 +323,27 @@ def http_session():
     return s
 
 
+def listener_session():
+    """Four memcache clients, the fourth through the restricted [listen r]
+    (fuzz_mc_conn.c): sets and gets it may and may not make, an open job
+    and a waiting get in tubes a reload then takes from it (the wait ends,
+    the job goes back), refusals under the other text, and back."""
+    s = b""
+    s += write(3, b"set e 0 0 1\r\na\r\nset q1 0 0 2\r\nbb\r\nget e/open\r\nget x\r\n"
+                  b"set zz 0 0 1\r\nz\r\nget q1/peek\r\n")
+    s += write(3, b"get f/t=5000\r\n") + loops(1)
+    s += write(0, b"reload\r\n") + loops(1)
+    s += write(3, b"set q1 0 0 1\r\nc\r\nget q1/open\r\nget e\r\nstats\r\nget g/t=100\r\n")
+    s += write(1, b"set g 0 0 1\r\nd\r\n") + loops(2)
+    s += write(3, b"get dead/t=3000\r\n") + loops(1)
+    s += write(0, b"reload\r\n") + advance(1000) + loops(1)
+    s += write(3, b"get q1/close\r\nget e/open\r\ndelete e\r\nflush_all\r\nshutdown\r\n")
+    s += write(2, b"set dead 0 0 1\r\nz\r\n") + loops(1)
+    s += write(0, b"reload\r\n") + loops(1)
+    s += write(3, b"get e/open\r\n") + close(3) + loops(2)
+    return s
+
+
 # name: (harness, count, {variant: header bytes before the steps}, steps)
 # fuzz_conn / fuzz_mc_conn flags: bits 0-1 connections - 1, bit 2 binlog,
 # bit 3 injection, bit 5 (fuzz_mc_conn) the last connection speaks
@@ -340,6 +365,8 @@ SESSIONS = {
                access_session),
     "mc": ("fuzz_mc_conn", 400, {"mem": MC, "binlog": MC | 0x04 | 0x40}, mc_session),
     "reload": ("fuzz_mc_conn", 250, {"mem": MC, "binlog": MC | 0x04 | 0x40}, reload_session),
+    "listener": ("fuzz_mc_conn", 200, {"mem": 0x03 | 0x08, "binlog": 0x03 | 0x08 | 0x04 | 0x40},
+                 listener_session),
     "http": ("fuzz_http_conn", 64, {"plain": HTTP, "odd": HTTP | 0x04 | 0x08 | 0x20},
              http_session),
 }
