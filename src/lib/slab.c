@@ -305,13 +305,10 @@ static void *huge_alloc(size_t n)
         huge_kept_bytes -= size;
         return p;
     }
+    /* Not populated: a put may declare a body of -z bytes and send it
+     * slowly, or never; memory is taken as its bytes arrive. */
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    /* The body is written at once: one call rather than a fault per page
-     * (only a hint). */
-    madvise(p, size, MADV_POPULATE_WRITE);
-    return p;
+    return p == MAP_FAILED ? NULL : p;
 }
 
 static void huge_free(void *p, size_t n)
