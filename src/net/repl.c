@@ -738,6 +738,10 @@ void repl_free(Server *s)
 
     if (!r)
         return;
+    /* The binlog outlives this (engine_free() comes after, and its close
+     * writes what is still pending): it must not call on_write() with
+     * the Repl gone. */
+    store_unsubscribe(&s->eng, &(StoreSub){on_write, on_reset, s});
     replica_stop(s);
     buf_free(&r->in);
     buf_free(&r->out);
