@@ -268,10 +268,8 @@ void conn_replyf(Conn *c, const char *fmt, ...)
  * 1 MB drain ran at a third of beanstalkd's rate. Returns the bytes the
  * socket took (0 when it must be queued whole; an error shows at the next
  * write, as it would). */
-static size_t send_direct(Conn *c, const char *head, size_t hlen, const char *body,
-                          size_t blen)
+static size_t send_direct(Conn *c, struct iovec *v, size_t blen)
 {
-    struct iovec v[3] = {{(void *)head, hlen}, {(void *)body, blen}, {(void *)"\r\n", 2}};
     struct msghdr m = {.msg_iov = v, .msg_iovlen = 3};
     ssize_t n;
 
@@ -287,8 +285,8 @@ static size_t send_direct(Conn *c, const char *head, size_t hlen, const char *bo
 void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
                      size_t blen)
 {
-    size_t start = c->out.len, sent = send_direct(c, head, hlen, body, blen);
-    size_t total = hlen + blen + 2, at = 0;
+    struct iovec v[3] = {{(void *)head, hlen}, {(void *)body, blen}, {(void *)"\r\n", 2}};
+    size_t sent = send_direct(c, v, blen), total = hlen + blen + 2;
 
     if (sent == total)
         return;
@@ -297,22 +295,13 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
         return;
     }
     /* The three parts, less what the socket took from their front. */
-    if (sent < hlen) {
-        memcpy(c->out.data + start, head + sent, hlen - sent);
-        at = hlen - sent;
-        sent = 0;
-    } else {
-        sent -= hlen;
+    for (int i = 0; i < 3; i++) {
+        size_t skip = sent < v[i].iov_len ? sent : v[i].iov_len;
+        memcpy(c->out.data + c->out.len, (const char *)v[i].iov_base + skip,
+               v[i].iov_len - skip);
+        c->out.len += v[i].iov_len - skip;
+        sent -= skip;
     }
-    if (sent < blen) {
-        memcpy(c->out.data + start + at, body + sent, blen - sent);
-        at += blen - sent;
-        sent = 0;
-    } else {
-        sent -= blen;
-    }
-    memcpy(c->out.data + start + at, &"\r\n"[sent], 2 - sent);
-    c->out.len = start + at + 2 - sent;
     mark_pending(c);
 }
 

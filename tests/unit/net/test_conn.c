@@ -118,6 +118,23 @@ static void heard(Rig *r, int i, const char *want)
     ck_assert(n < 0 && errno == EAGAIN); /* nothing more: written once */
 }
 
+/* cmd through connection 0's handler with allocation n failing (0: none),
+ * then what the loop's flush sends: what the peer reads (its length). */
+static ssize_t run_failing(Rig *r, const char *cmd, unsigned long n, char *got, size_t size)
+{
+    Conn *c = r->c[0];
+    ssize_t len;
+
+    ck_assert_int_eq(write(r->peer[0], cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+    alloc_fail_after(n);
+    c->ev.handler(&c->ev, EPOLLIN);
+    alloc_fail_after(0);
+    conn_flush_all(&r->s);
+    len = read(r->peer[0], got, size - 1);
+    got[len > 0 ? len : 0] = '\0';
+    return len;
+}
+
 START_TEST(mark_first_goes_ahead)
 {
     Rig *r = rig_new();
@@ -279,19 +296,11 @@ START_TEST(put_buried_when_its_heap_cannot_grow)
 
     for (unsigned long n = 1; n < 400; n++) {
         Rig *r = rig_new();
-        Conn *c = r->c[0];
         char got[64];
         unsigned long long id;
         unsigned long before = alloc_failures();
-        ssize_t len;
 
-        ck_assert_int_eq(write(r->peer[0], "put 0 0 60 1\r\nx\r\n", 17), 17);
-        alloc_fail_after(n);
-        c->ev.handler(&c->ev, EPOLLIN);
-        alloc_fail_after(0);
-        conn_flush_all(&r->s);
-        len = read(r->peer[0], got, sizeof got - 1);
-        got[len > 0 ? len : 0] = '\0';
+        run_failing(r, "put 0 0 60 1\r\nx\r\n", n, got, sizeof got);
         if (sscanf(got, "BURIED %llu\r\n", &id) == 1) {
             Job *j = engine_find(&r->s.eng, id);
             ck_assert_ptr_nonnull(j);
@@ -358,7 +367,6 @@ START_TEST(release_buried_for_memory_waits_for_its_record)
     for (unsigned long n = 1; n < 400; n++) {
         char bdir[64], got[128];
         Rig *r = rig_with_binlog(bdir);
-        Conn *c = r->c[0];
         unsigned long before;
         ssize_t len;
 
@@ -366,14 +374,8 @@ START_TEST(release_buried_for_memory_waits_for_its_record)
         ck_assert_str_eq(got, "INSERTED 1\r\n");
         run_durably(r, "reserve\r\n", got, sizeof got);
         ck_assert_str_eq(got, "RESERVED 1 1\r\nx\r\n");
-        ck_assert_int_eq(write(r->peer[0], "release 1 0 0\r\n", 15), 15);
         before = alloc_failures();
-        alloc_fail_after(n);
-        c->ev.handler(&c->ev, EPOLLIN);
-        alloc_fail_after(0);
-        conn_flush_all(&r->s);
-        len = read(r->peer[0], got, sizeof got - 1);
-        got[len > 0 ? len : 0] = '\0';
+        len = run_failing(r, "release 1 0 0\r\n", n, got, sizeof got);
         ck_assert_msg(strncmp(got, "BURIED", 6) != 0,
                       "allocation %lu failed: BURIED sent before its record was synced", n);
         if (len <= 0) {

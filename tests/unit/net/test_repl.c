@@ -48,7 +48,9 @@ static void teardown(void)
 
 static Server srv;
 
-static Server *open_replica(void)
+/* srv with a binlog in dir (never synced), replication started: a
+ * replica of replica_of, or a primary (NULL). */
+static Server *open_server(const char *replica_of)
 {
     Config cfg;
     char err[256];
@@ -57,11 +59,16 @@ static Server *open_replica(void)
     cfg.listen_addr = "127.0.0.1";
     cfg.binlog_dir = dir;
     cfg.fsync_never = 1;
-    cfg.replica_of = "127.0.0.1:1";
+    cfg.replica_of = replica_of;
     ck_assert_int_eq(server_init(&srv, &cfg), 0);
     ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
     repl_start(&srv);
     return &srv;
+}
+
+static Server *open_replica(void)
+{
+    return open_server("127.0.0.1:1");
 }
 
 /* ---- the stream, built by hand ----------------------------------------- */
@@ -823,16 +830,9 @@ END_TEST
  * CI's disk-full crash fuzzing). */
 START_TEST(free_with_a_pending_record)
 {
-    Config cfg;
-    char err[256];
     Job *j;
 
-    opts_defaults(&cfg);
-    cfg.listen_addr = "127.0.0.1";
-    cfg.binlog_dir = dir;
-    ck_assert_int_eq(server_init(&srv, &cfg), 0);
-    ck_assert_msg(engine_open_binlog(&srv.eng, err, sizeof err) == 0, "%s", err);
-    repl_start(&srv);
+    open_server(NULL);
     repl_free(&srv);
     j = engine_job_new(&srv.eng, engine_tube(&srv.eng, "default", 7), 1, 0, 0, 60);
     ck_assert_ptr_nonnull(j);
