@@ -27,14 +27,18 @@
 static int64_t mono_of(Engine *e, int64_t wall)
 {
     static const Engine *for_e;
-    static int64_t at, wall_now;
+    static int64_t at, wall_now, mono_now;
 
+    /* Both clocks now, together: e->now is the iteration's start, and
+     * pairing it with a later realtime would place every deadline early
+     * by the gap. */
     if (for_e != e || at != e->now) {
         for_e = e;
         at = e->now;
         wall_now = clock_wall();
+        mono_now = clock_mono();
     }
-    return bl_mono_of(wall, wall_now, e->now);
+    return bl_mono_of(wall, wall_now, mono_now);
 }
 
 static void see_id(Engine *e, uint64_t id)

@@ -43,7 +43,11 @@ typedef struct Replay {
      * bucket misses overlapped, instead of one miss per job and a rehash
      * of every job at every doubling. */
     size_t hashed;
-    int64_t wall_now;      /* the realtime when the replay began */
+    /* The realtime and the monotonic time when the replay began, read
+     * together: a logged realtime becomes mono_now + (wall - wall_now).
+     * (e->now is older, from before the files were listed; pairing it
+     * with a later realtime would put every deadline late by the gap.) */
+    int64_t wall_now, mono_now;
     char *err;
     size_t errlen;
 } Replay;
@@ -147,7 +151,6 @@ static int needs_ext(const BlRecord *r, int state)
 /* 0, or -1 if out of memory (j unchanged). */
 static int apply_state(Replay *rp, Job *j, const BlRecord *r)
 {
-    Engine *e = rp->e;
     int state = r->state == JOB_DELAYED || r->state == JOB_BURIED ? r->state : JOB_READY;
     JobExt *x = job_ext(j);
 
@@ -158,7 +161,7 @@ static int apply_state(Replay *rp, Job *j, const BlRecord *r)
     if (!x)
         return 0;
     x->delay = r->delay;
-    x->deadline = state == JOB_DELAYED ? bl_mono_of(r->deadline_wall, rp->wall_now, e->now) : 0;
+    x->deadline = state == JOB_DELAYED ? bl_mono_of(r->deadline_wall, rp->wall_now, rp->mono_now) : 0;
     x->reserves = r->reserves;
     x->timeouts = r->timeouts;
     x->releases = r->releases;
@@ -177,8 +180,8 @@ static int apply_times(Replay *rp, Job *j, const BlRecord *r)
         return 0;
     if (!(x = job_ext_get(j)))
         return -1;
-    x->entered = bl_mono_of(r->entered_wall, rp->wall_now, rp->e->now);
-    x->exptime = r->exptime_wall ? bl_mono_of(r->exptime_wall, rp->wall_now, rp->e->now) : 0;
+    x->entered = bl_mono_of(r->entered_wall, rp->wall_now, rp->mono_now);
+    x->exptime = r->exptime_wall ? bl_mono_of(r->exptime_wall, rp->wall_now, rp->mono_now) : 0;
     if (x->exptime)
         rp->e->exptimes_seen = 1; /* (follow.c: a promotion walks for it) */
     return 0;
@@ -325,7 +328,7 @@ static int apply(Replay *rp, const BlRecord *r, uint32_t index, uint64_t off)
         return out_of_memory(rp);
     }
     j->ttr = r->ttr ? r->ttr : 1;
-    job_set_created(j, bl_mono_of(r->created_wall, rp->wall_now, e->now));
+    job_set_created(j, bl_mono_of(r->created_wall, rp->wall_now, rp->mono_now));
     j->file = index;
     j->tube = t;
     tube_ref(t);
@@ -634,7 +637,8 @@ static size_t files_bytes(const Binlog *b, const uint32_t *idx, size_t n)
 
 int bl_replay(Engine *e, uint32_t *next_index, char *err, size_t errlen)
 {
-    Replay rp = {.e = e, .err = err, .errlen = errlen, .wall_now = clock_wall()};
+    Replay rp = {.e = e, .err = err, .errlen = errlen, .wall_now = clock_wall(),
+                 .mono_now = clock_mono()};
     uint32_t *idx = NULL;
     size_t n = 0;
     int rc;

@@ -663,6 +663,10 @@ static int place_all(Engine *e, const BsiReader *r, Counts *c, char *err, size_t
     size_t n = 0;
     int rc = 0;
 
+    /* Read with wall_now: a deadline is placed at e->now + (its realtime
+     * - wall_now), which an e->now from the engine's start would make
+     * early by the time the files took to read. */
+    e->now = clock_mono();
     if (!v) {
         snprintf(err, errlen, "out of memory importing beanstalkd's jobs");
         return -1;

@@ -694,6 +694,37 @@ START_TEST(replay_delay_passed_becomes_ready)
 }
 END_TEST
 
+/* A record's realtimes are those of the job as the server held it, even
+ * when the loop iteration began long before its first record (e->now is
+ * the iteration's start; a long replay or a slow machine before it): a
+ * realtime read then but paired with e->now logged the deadline late by
+ * the gap, and the next replay kept it (crashfuzz saw a delayed job past
+ * its time after a restart). */
+START_TEST(logged_deadline_ignores_a_stale_now)
+{
+    Server *s = open_srv();
+    Job *j;
+    uint64_t id;
+    int64_t left;
+
+    s->eng.now = clock_mono() - NS_PER_SEC;
+    j = put_job(s, "d", 1, 10, 10, "late", 4);
+    id = j->id;
+    ck_assert_int_eq(j->state, JOB_DELAYED);
+    binlog_commit(&s->eng);
+    close_srv(s);
+    s = open_srv();
+    j = find(s, id);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(j->state, JOB_DELAYED);
+    /* Due 9 s after now: 10 s after the stale start of the put's loop. */
+    left = job_ext(j)->deadline - clock_mono();
+    ck_assert_msg(left > 8 * NS_PER_SEC && left < 9 * NS_PER_SEC + NS_PER_SEC / 4,
+                  "deadline %lld ms away, expected 9000", (long long)(left / 1000000));
+    close_srv(s);
+}
+END_TEST
+
 /* A named tube whose only job is deleted, then used again: replay frees
  * the tube at the delete and must not hand the freed tube to the next
  * job record of that name. */
@@ -2203,6 +2234,7 @@ static Suite *binlog_suite(void)
     tcase_add_test(rp, replay_restores_states);
     tcase_add_test(rp, replay_buried_jobs);
     tcase_add_test(rp, replay_delay_passed_becomes_ready);
+    tcase_add_test(rp, logged_deadline_ignores_a_stale_now);
     tcase_add_test(rp, replay_tube_emptied_then_reused);
     tcase_add_test(rp, replay_ignores_smaller_max_job_size);
     tcase_add_test(rp, deleted_jobs_stay_deleted);
