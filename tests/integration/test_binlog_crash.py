@@ -10,7 +10,9 @@ import threading
 import time
 
 import harness
+import shim_util
 from harness import TestFailure, check, fail, no_server, slow
+from server import Tubed
 from binlog_util import (REC_HDR, Servers, TempDir,
                          check_dir_clean, find_body, flip_byte, kill9,
                          mentions_offset, parse_dir, parse_file, peek_many,
@@ -372,6 +374,69 @@ def test_flipped_byte_older_file_refuses(binary):
         srv = ss.start(d, "--recover", *SMALL)
         _check_present(srv, jobs, "--recover after a flipped byte in the last "
                        "record of %s" % p.name, maybe={bad2})
+
+
+# clock_gettime(CLOCK_REALTIME) sleeps 3 s first while SLOW_WALL_FLAG
+# exists: the loop is held between waking and logging, as a loaded
+# machine's scheduler may hold it.
+SLOW_WALL_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    static int (*real)(clockid_t, struct timespec *);
+    const char *flag = getenv("SLOW_WALL_FLAG");
+
+    if (!real)
+        real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    if (id == CLOCK_REALTIME && flag && access(flag, F_OK) == 0) {
+        struct timespec d = {3, 0};
+        nanosleep(&d, NULL);
+    }
+    return real(id, ts);
+}
+"""
+
+
+def _time_left_and_age(c, jid):
+    st = c.stats_job(jid)
+    check(st.get("state") == "delayed", "job %d: expected delayed, got %r" % (jid, st))
+    return stat_int(st, "time-left"), stat_int(st, "age")
+
+
+@no_server
+def test_restart_keeps_deadlines_logged_late_in_an_iteration(binary):
+    # A put logged 3 s after its loop iteration began (the loop held in
+    # between): its record must carry the deadline and creation time the
+    # server holds, so a restart shows the same job no later and no younger.
+    # (tubed paired a realtime read at the record with the iteration's
+    # start, logging both 3 s late; crashfuzz once saw such a job still
+    # delayed after its time.) Whatever the machine's speed, time-left can
+    # only fall and age only grow across the restart.
+    with TempDir() as d, Servers(binary) as ss:
+        flag = os.path.join(d, "slow-wall")
+        env = {"LD_PRELOAD": shim_util.build(binary, d, SLOW_WALL_C), "SLOW_WALL_FLAG": flag}
+        srv = Tubed(binary, bdir=d, tmp=d, env=env).start()
+        ss.all.append(srv)
+        c = srv.client()
+        open(flag, "w").close()
+        line = c.cmd(b"put 5 60 10 4\r\nlate")
+        os.unlink(flag)
+        m = re.fullmatch(rb"INSERTED (\d+)", line)
+        check(m is not None, "put: expected INSERTED n, got %r" % line)
+        jid = int(m.group(1))
+        left0, age0 = _time_left_and_age(c, jid)
+        kill9(srv)
+        srv = ss.start(d)
+        left1, age1 = _time_left_and_age(srv.client(), jid)
+        check(left1 <= left0, "a restart moved job %d's deadline later: time-left %d s "
+              "before, %d s after" % (jid, left0, left1))
+        check(age1 >= age0, "a restart made job %d younger: age %d s before, %d s after"
+              % (jid, age0, age1))
 
 
 @no_server
