@@ -118,6 +118,19 @@ static uint64_t nth_acked(Repl *r, uint32_t n, int *ok)
     return best[n - 1];
 }
 
+/* Marks at or below repl_lsn wait for no replica: the writes made while
+ * nothing was counted (a new binlog file's first P record at start, a
+ * promotion's records). Left at the front they would keep
+ * waiting_long() from seeing the replies behind them, which no
+ * acknowledgement pops while no replica is connected. */
+static void drop_counted_marks(Repl *r)
+{
+    ReplAck *a;
+
+    while ((a = ring_front(r->map, r->map_head, r->map_len)) && a->lsn <= r->repl_lsn)
+        ring_pop(&r->map_head, &r->map_len, r->map_cap);
+}
+
 /* Pass the binlog's durable report on, as far as sync_replicas allows. */
 static void release(Server *s)
 {
@@ -133,6 +146,7 @@ static void release(Server *s)
             r->repl_lsn = a->lsn;
             ring_pop(&r->map_head, &r->map_len, r->map_cap);
         }
+        drop_counted_marks(r);
         if (r->repl_lsn < upto)
             upto = r->repl_lsn;
     } else {
