@@ -230,7 +230,7 @@ static void reply_failed(Conn *c)
 
 void conn_reply(Conn *c, const char *line, size_t len)
 {
-    if (c->state == CONN_CLOSING && c->out.oom)
+    if ((c->state == CONN_CLOSING && c->out.oom) || (c->flags & CONN_WITHDRAWN))
         return;
     if (buf_append(&c->out, line, len) < 0) {
         reply_failed(c);
@@ -286,8 +286,11 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
                      size_t blen)
 {
     struct iovec v[3] = {{(void *)head, hlen}, {(void *)body, blen}, {(void *)"\r\n", 2}};
-    size_t sent = send_direct(c, v, blen), total = hlen + blen + 2;
+    size_t sent, total = hlen + blen + 2;
 
+    if (c->flags & CONN_WITHDRAWN)
+        return; /* (as conn_reply) */
+    sent = send_direct(c, v, blen);
     if (sent == total)
         return;
     if (buf_reserve(&c->out, total - sent) < 0) {
@@ -405,6 +408,7 @@ static void withdraw(Conn *c, size_t off)
     c->nholds = 0;
     if (c->flags & CONN_DEAD)
         return;
+    c->flags |= CONN_WITHDRAWN;
     if (off < c->out.len)
         c->out.len = off > c->out_off ? off : c->out_off;
     conn_finish(c);

@@ -63,6 +63,8 @@ enum {
     CONN_PROTO1 = 1 << 4,   /* flags the protocol may use */
     CONN_PROTO2 = 1 << 5,
     CONN_UNCOUNTED = 1 << 6, /* a replica's stream: not in Server.out_unread */
+    CONN_WITHDRAWN = 1 << 7, /* replies taken back (conn_lost): closing, no
+                              * later reply (it would answer an earlier command) */
 };
 
 #define OUT_HIGH (256 * 1024)

@@ -441,3 +441,29 @@ def test_ids_after_a_restart_then_a_promotion(binary):
         u.restart()
         eq(sorted(snapshot(u.admin())), [first, new], "u's jobs after its "
            "restart (the highest id is a live job's)")
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_behind_a_waiting_reply_on_the_same_connection(binary):
+    """§4 follow on a primary: its replies still waiting for replicas are
+    withdrawn (never acknowledged) and their connections close.  A later
+    reply on such a connection must not go out in their place: the
+    FOLLOWING of a follow pipelined behind a waiting put was sent as the
+    first reply (a client read it as the put's answer).  (A memcache get
+    waiting behind a waiting set already closed with nothing: checked
+    too.)"""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", conf="sync_replicas = 1\n")
+        q = cl.node("q", "-f", "0")
+        m = p.mc()
+        m.send(b"set mq 0 0 4\r\nheld\r\nget nothing/t=300000\r\n")
+        c = p.bs()
+        c.send(b"put 0 0 60 4\r\nheld\r\nfollow %s\r\nput 0 0 60 1\r\nx\r\n"
+               b"list-tube-used\r\n" % q.addr.encode())
+        c.expect_closed(timeout=10)
+        m.expect_closed(timeout=10)
+        wait_for(lambda: unq(p.repl()["role"]) == "replica", "p to follow q")
+        eq(p.bs().cmd(b"put 0 0 60 1\r\nx", timeout=10), b"DRAINING", "a put afterwards")
+        wait_caught_up(q, p)
+        assert_converged(q, p, "the former primary after following q")
