@@ -401,6 +401,17 @@ uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto)
     return n;
 }
 
+uint64_t conn_first_held(const Conn *c, uint64_t after, uint64_t upto)
+{
+    uint64_t first = UINT64_MAX;
+
+    for (int i = 0; i < c->nholds; i++)
+        if (c->hold_repl[i] > after && c->hold_repl[i] <= upto && c->hold_lsn[i] <= upto &&
+            c->hold_repl[i] < first)
+            first = c->hold_repl[i];
+    return first;
+}
+
 /* Take back every reply from offset off on and close the connection. */
 static void withdraw(Conn *c, size_t off)
 {

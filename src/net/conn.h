@@ -160,6 +160,9 @@ void conn_hold(Conn *c, uint64_t ticket, uint64_t repl);
 /* How many acknowledgements of c wait for replicas: durable here (ticket
  * <= upto) and a replica ticket in (after, upto]. */
 uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto);
+/* The oldest replica ticket of those acknowledgements; UINT64_MAX when
+ * there is none. */
+uint64_t conn_first_held(const Conn *c, uint64_t after, uint64_t upto);
 /* The engine's reports: tickets up to upto are durable; from on, lost. */
 void conn_durable(Server *s, uint64_t upto);
 /* The same with replicas: durable here up to local, confirmed by the

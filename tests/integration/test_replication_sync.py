@@ -196,6 +196,34 @@ def test_healthz_while_no_replica_is_connected(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_healthz_times_the_waiting_reply(binary):
+    """§3: 503 "once a reply has waited over a second", timed from that
+    reply: an expiry's delete written while the replica was away holds no
+    reply, yet a put made two seconds after it turned /healthz 503 at
+    once (it was timed from the oldest write the replicas lacked)."""
+    with Cluster(binary, SYNC1 + "[tube exp]\nmax_age = 1s\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("exp")
+        c.put(b"short-lived")
+        wait_caught_up(p, r)
+        r.kill9()
+        wait_for(lambda: p.bs().stats_tube("exp")["current-jobs-ready"] == "0",
+                 "the job to expire on the primary")
+        time.sleep(2)
+        t = time.monotonic()
+        _put_async(p.bs(), b"held")
+        wait_for(lambda: rint(p.repl(), "waiting-replies") == 1, "the put to wait")
+        h = p.get("/healthz")
+        if time.monotonic() - t < 0.8:      # (a slow machine may take longer)
+            eq((h.status, h.body), (200, b"ok\n"), "/healthz right after the put")
+        wait_for(lambda: p.get("/healthz").status == 503,
+                 "/healthz 503 once the put waited over a second")
+
+
+@no_server
+@tubed_only(EXT)
 def test_sync_replicas_two_needs_two(binary):
     with Cluster(binary, "sync_replicas = 2\n") as cl:
         p = cl.node("p", "-f", "0")
