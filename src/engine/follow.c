@@ -259,6 +259,26 @@ static int apply_flush(Engine *e, const BlRecord *r)
     return 0;
 }
 
+/* A snapshot's end says which ids the primary gave out; its highest may
+ * be deleted jobs', in no record here. Journaled as a mark, so that a
+ * restart keeps it (replay takes the next id from the highest id in any
+ * record), and a promotion after one still gives ids above every id the
+ * primary gave out. Not when a job holds the id: its record keeps it, and
+ * the mark would delete that job at replay. */
+static int keep_next_id(Engine *e)
+{
+    uint64_t top = e->next_id - 1;
+
+    if (!top || job_table_find(&e->jobs, top))
+        return 0;
+    if (binlog_mark_ids(e, top) < 0) {
+        log_warn("replication: cannot journal the primary's next id (binlog unhealthy "
+                 "or full): a restart before a new job may give out lower ids");
+        return -1;
+    }
+    return 0;
+}
+
 int engine_apply(Engine *e, const BlRecord *r)
 {
     switch (r->type) {
@@ -282,7 +302,7 @@ int engine_apply(Engine *e, const BlRecord *r)
     case BL_SNAP_END:
         if (r->id > e->next_id)
             e->next_id = r->id;
-        return 0;
+        return keep_next_id(e);
     default:
         return 0; /* BL_POS: the replication layer reads it */
     }

@@ -230,7 +230,7 @@ static void reply_failed(Conn *c)
 
 void conn_reply(Conn *c, const char *line, size_t len)
 {
-    if (c->state == CONN_CLOSING && c->out.oom)
+    if ((c->state == CONN_CLOSING && c->out.oom) || (c->flags & CONN_WITHDRAWN))
         return;
     if (buf_append(&c->out, line, len) < 0) {
         reply_failed(c);
@@ -286,8 +286,11 @@ void conn_reply_body(Conn *c, const char *head, size_t hlen, const char *body,
                      size_t blen)
 {
     struct iovec v[3] = {{(void *)head, hlen}, {(void *)body, blen}, {(void *)"\r\n", 2}};
-    size_t sent = send_direct(c, v, blen), total = hlen + blen + 2;
+    size_t sent, total = hlen + blen + 2;
 
+    if (c->flags & CONN_WITHDRAWN)
+        return; /* (as conn_reply) */
+    sent = send_direct(c, v, blen);
     if (sent == total)
         return;
     if (buf_reserve(&c->out, total - sent) < 0) {
@@ -398,6 +401,17 @@ uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto)
     return n;
 }
 
+uint64_t conn_first_held(const Conn *c, uint64_t after, uint64_t upto)
+{
+    uint64_t first = UINT64_MAX;
+
+    for (int i = 0; i < c->nholds; i++)
+        if (c->hold_repl[i] > after && c->hold_repl[i] <= upto && c->hold_lsn[i] <= upto &&
+            c->hold_repl[i] < first)
+            first = c->hold_repl[i];
+    return first;
+}
+
 /* Take back every reply from offset off on and close the connection. */
 static void withdraw(Conn *c, size_t off)
 {
@@ -405,6 +419,7 @@ static void withdraw(Conn *c, size_t off)
     c->nholds = 0;
     if (c->flags & CONN_DEAD)
         return;
+    c->flags |= CONN_WITHDRAWN;
     if (off < c->out.len)
         c->out.len = off > c->out_off ? off : c->out_off;
     conn_finish(c);

@@ -63,6 +63,8 @@ enum {
     CONN_PROTO1 = 1 << 4,   /* flags the protocol may use */
     CONN_PROTO2 = 1 << 5,
     CONN_UNCOUNTED = 1 << 6, /* a replica's stream: not in Server.out_unread */
+    CONN_WITHDRAWN = 1 << 7, /* replies taken back (conn_lost): closing, no
+                              * later reply (it would answer an earlier command) */
 };
 
 #define OUT_HIGH (256 * 1024)
@@ -158,6 +160,9 @@ void conn_hold(Conn *c, uint64_t ticket, uint64_t repl);
 /* How many acknowledgements of c wait for replicas: durable here (ticket
  * <= upto) and a replica ticket in (after, upto]. */
 uint64_t conn_held_replies(const Conn *c, uint64_t after, uint64_t upto);
+/* The oldest replica ticket of those acknowledgements; UINT64_MAX when
+ * there is none. */
+uint64_t conn_first_held(const Conn *c, uint64_t after, uint64_t upto);
 /* The engine's reports: tickets up to upto are durable; from on, lost. */
 void conn_durable(Server *s, uint64_t upto);
 /* The same with replicas: durable here up to local, confirmed by the

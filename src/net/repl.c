@@ -645,13 +645,51 @@ static uint64_t waiting_replies(Server *s)
     return n;
 }
 
-static int waiting_long(Server *s)
+/* The oldest replica ticket of the replies waiting for replicas;
+ * UINT64_MAX when none waits. */
+static uint64_t oldest_waiting(Server *s)
 {
     Repl *r = R(s);
-    ReplAck *a = ring_front(r->map, r->map_head, r->map_len);
+    uint64_t first = UINT64_MAX;
 
-    return s->cfg.sync_replicas && a && a->lsn <= r->local_durable && a->lsn > r->released &&
-           s->eng.now - a->at > NS_PER_SEC && waiting_replies(s) > 0;
+    for (List *l = s->held.next; l != &s->held; l = l->next) {
+        uint64_t t = conn_first_held(container_of(l, Conn, held_link), r->released,
+                                     r->local_durable);
+        if (t < first)
+            first = t;
+    }
+    return first;
+}
+
+/* The mark of the write that holds ticket lsn: the first at or above it
+ * (marks are in lsn order); NULL when it is not written yet. */
+static const ReplAck *mark_of(const Repl *r, uint64_t lsn)
+{
+    size_t lo = 0, hi = r->map_len;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->map[(r->map_head + mid) % r->map_cap].lsn < lsn)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->map_len ? &r->map[(r->map_head + lo) % r->map_cap] : NULL;
+}
+
+/* A reply has waited for replicas over a second: timed from the write of
+ * the oldest waiting reply's record, not from the oldest write the
+ * replicas lack, which may hold no reply (an expiry's delete, say, while
+ * no replica was connected) and would say so at once. */
+static int waiting_long(Server *s)
+{
+    uint64_t lsn;
+    const ReplAck *a;
+
+    if (!s->cfg.sync_replicas || (lsn = oldest_waiting(s)) == UINT64_MAX)
+        return 0;
+    a = mark_of(R(s), lsn);
+    return a && s->eng.now - a->at > NS_PER_SEC;
 }
 
 static void watch_waits(Server *s)

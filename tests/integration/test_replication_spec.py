@@ -29,7 +29,7 @@ import harness
 import shim_util
 from harness import check, eq, no_server, tubed_only, unq
 from policy_util import run_tubed
-from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint,
+from repl_util import (EXT, Cluster, assert_converged, body, put_many, rint, snapshot,
                        wait_caught_up, wait_for)
 
 SERVER = "none"
@@ -400,3 +400,70 @@ def test_two_replicas_on_a_unix_socket_are_two_series(binary):
         eq(labels, sorted("unix pid %d" % n.pid for n in (r1, r2)),
            "the replica labels of two replicas on a Unix socket")
         eq(_promtool(get(p, "/metrics").body), (0, ""), "promtool check metrics")
+
+
+@no_server
+@tubed_only(EXT)
+def test_ids_after_a_restart_then_a_promotion(binary):
+    """§4 promote: "New job ids continue above every id the replica has
+    seen".  A replica that got a snapshot learns its primary's next id from
+    the snapshot's end only (the highest ids may be deleted jobs'); it kept
+    it in memory, so after a kill -9 and a promotion it gave out an id its
+    primary had given out (1048578 after r's 1048578 and 1048579).  When
+    the highest id is a live job's, its record keeps it: the restart keeps
+    that job."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        first = p.bs().put(b"keep")
+        wait_caught_up(p, r)
+        p.kill9()
+        wait_for(lambda: r.repl()["connected"] == "false", "r to see p gone")
+        eq(r.admin().cmd("promote"), b"PROMOTED 2", "promote r")
+        c = r.bs()
+        given = [c.put(b"a"), c.put(b"b")]
+        for jid in given:
+            c.expect("delete %d" % jid, "DELETED")
+        s = cl.node("s", "-f", "0", replica_of=r)
+        wait_caught_up(r, s)
+        s.kill9()
+        s.restart()
+        eq(sorted(snapshot(s.admin())), [first], "s's jobs after its restart")
+        r.kill9()
+        wait_for(lambda: s.repl()["connected"] == "false", "s to see r gone")
+        eq(s.admin().cmd("promote"), b"PROMOTED 3", "promote s")
+        new = s.bs().put(b"new")
+        check(new > max(given), "s's first id %d after its promotion: r had given "
+              "out %s" % (new, given))
+        u = cl.node("u", "-f", "0", replica_of=s)
+        wait_caught_up(s, u)
+        u.kill9()
+        u.restart()
+        eq(sorted(snapshot(u.admin())), [first, new], "u's jobs after its "
+           "restart (the highest id is a live job's)")
+
+
+@no_server
+@tubed_only(EXT)
+def test_follow_behind_a_waiting_reply_on_the_same_connection(binary):
+    """§4 follow on a primary: its replies still waiting for replicas are
+    withdrawn (never acknowledged) and their connections close.  A later
+    reply on such a connection must not go out in their place: the
+    FOLLOWING of a follow pipelined behind a waiting put was sent as the
+    first reply (a client read it as the put's answer).  (A memcache get
+    waiting behind a waiting set already closed with nothing: checked
+    too.)"""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", conf="sync_replicas = 1\n")
+        q = cl.node("q", "-f", "0")
+        m = p.mc()
+        m.send(b"set mq 0 0 4\r\nheld\r\nget nothing/t=300000\r\n")
+        c = p.bs()
+        c.send(b"put 0 0 60 4\r\nheld\r\nfollow %s\r\nput 0 0 60 1\r\nx\r\n"
+               b"list-tube-used\r\n" % q.addr.encode())
+        c.expect_closed(timeout=10)
+        m.expect_closed(timeout=10)
+        wait_for(lambda: unq(p.repl()["role"]) == "replica", "p to follow q")
+        eq(p.bs().cmd(b"put 0 0 60 1\r\nx", timeout=10), b"DRAINING", "a put afterwards")
+        wait_caught_up(q, p)
+        assert_converged(q, p, "the former primary after following q")

@@ -8,6 +8,7 @@
 - The same hold is released by a reload that lowers sync_replicas to 0, and
   by a second replica that connects and catches up.
 - With no replica at all, replies wait; the first replica releases them.
+  /healthz says so then too (a new primary, a promoted replica).
 - A replica killed with kill -9 restarts and resumes; a primary restarted
   (SIGTERM, kill -9) is found again by its replica, which converges.
 """
@@ -154,6 +155,71 @@ def test_no_replica_yet_then_first_releases(binary):
               "the held INSERTED once a replica came: %r" % line)
         wait_caught_up(p, r)
         assert_converged(p, r, "the first replica")
+
+
+def _healthz_says_waiting(n, what):
+    """A put on n waits; /healthz turns 503 'waiting for replicas' and the
+    log says so once."""
+    c = n.bs()
+    _put_async(c, b"held")
+    c.expect_silence(1.2)
+    wait_for(lambda: n.get("/healthz").status == 503,
+             "%s: /healthz 503 once a reply waited over a second" % what)
+    eq(n.get("/healthz").body, b"waiting for replicas\n", "%s: /healthz body" % what)
+    said = lambda: [l for l in n.stderr().splitlines() if "waited over a second" in l]
+    wait_for(said, "%s: the log to say that replies wait" % what)
+    c.expect_silence(1.0)
+    eq(len(said()), 1, "%s: log lines saying replies wait (%s)" % (what, said()))
+    return c
+
+
+@no_server
+@tubed_only(EXT)
+def test_healthz_while_no_replica_is_connected(binary):
+    """§3: "Fewer than N replicas connected": with none at all (a primary
+    no replica ever reached, a replica promoted after its primary died)
+    /healthz turned 503 only once an acknowledgement had popped the first
+    write of the binlog (its file's P record, which holds no reply): it
+    answered 200 "ok" for ever, and the log said nothing."""
+    with Cluster(binary, SYNC1) as cl:
+        p = cl.node("p", "-f", "0")
+        _healthz_says_waiting(p, "a primary without replicas")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        wait_caught_up(p, r)
+        eq(p.get("/healthz").status, 200, "/healthz once the replica has it")
+        p.kill9()
+        wait_for(lambda: r.repl()["connected"] == "false",
+                 "the replica to see its primary gone")
+        eq(r.admin().cmd("promote"), b"PROMOTED 2", "promote")
+        _healthz_says_waiting(r, "a promoted replica without replicas")
+
+
+@no_server
+@tubed_only(EXT)
+def test_healthz_times_the_waiting_reply(binary):
+    """§3: 503 "once a reply has waited over a second", timed from that
+    reply: an expiry's delete written while the replica was away holds no
+    reply, yet a put made two seconds after it turned /healthz 503 at
+    once (it was timed from the oldest write the replicas lacked)."""
+    with Cluster(binary, SYNC1 + "[tube exp]\nmax_age = 1s\n") as cl:
+        p = cl.node("p", "-f", "0")
+        r = cl.node("r", "-f", "0", replica_of=p)
+        c = p.bs()
+        c.use("exp")
+        c.put(b"short-lived")
+        wait_caught_up(p, r)
+        r.kill9()
+        wait_for(lambda: p.bs().stats_tube("exp")["current-jobs-ready"] == "0",
+                 "the job to expire on the primary")
+        time.sleep(2)
+        t = time.monotonic()
+        _put_async(p.bs(), b"held")
+        wait_for(lambda: rint(p.repl(), "waiting-replies") == 1, "the put to wait")
+        h = p.get("/healthz")
+        if time.monotonic() - t < 0.8:      # (a slow machine may take longer)
+            eq((h.status, h.body), (200, b"ok\n"), "/healthz right after the put")
+        wait_for(lambda: p.get("/healthz").status == 503,
+                 "/healthz 503 once the put waited over a second")
 
 
 @no_server

@@ -188,6 +188,10 @@ START_TEST(holds_count_replies)
     ck_assert_uint_eq(conn_held_replies(c, 0, 100), 3);
     ck_assert_uint_eq(conn_held_replies(c, 0, 5), 2);   /* ticket 5's */
     ck_assert_uint_eq(conn_held_replies(c, 5, 100), 1); /* after 5 */
+    /* the oldest replica ticket among them (none at or below 4) */
+    ck_assert_uint_eq(conn_first_held(c, 0, 100), 5);
+    ck_assert_uint_eq(conn_first_held(c, 5, 100), 8);
+    ck_assert_uint_eq(conn_first_held(c, 0, 4), UINT64_MAX);
     conn_hold(c, 9, 9);                   /* a third hold joins the second */
     conn_reply(c, "T\r\n", 3);
     ck_assert_uint_eq(conn_held_replies(c, 5, 100), 2);
@@ -223,6 +227,8 @@ START_TEST(lost_records_withdraw_held_replies)
     conn_hold(d, 4, 4);
     conn_reply(d, "D\r\n", 3);   /* waits for record 4 */
     conn_lost(&r->s, 5);
+    conn_reply(c, "F\r\n", 3); /* after the withdrawal: never sent (it would
+                                * answer the command of the reply taken back) */
     conn_durable_split(&r->s, 4, 4);
     conn_flush_all(&r->s);
     n = read(r->peer[0], got, sizeof got);
