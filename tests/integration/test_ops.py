@@ -1015,9 +1015,11 @@ def build_deb():
                 os.unlink(path)
             except OSError:
                 pass
-            # Niced: the build must not slow down timing-sensitive tests
-            # running beside it.
-            r = run(["nice", "-n", "15", "make", "-s", "deb"], timeout=240, env=env)
+            # No ceiling of its own: a whole build at nice 15 beside the
+            # suite's other tests got too little CPU to end within 240 s on
+            # a loaded 2-core machine (it took 242 s at nice 0 there); the
+            # run's per-test limit (run.py --timeout) ends a hang.
+            r = run(["make", "-s", "deb"], timeout=None, env=env)
             if r.returncode != 0 or not os.path.isfile(path):
                 _deb_result["error"] = "status %d: %s" % (
                     r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")[-1500:])
@@ -1088,7 +1090,7 @@ def test_deb_lintian(binary):
     if not tool("lintian"):
         raise Skip("lintian not installed (apt-get install lintian)")
     deb = build_deb()
-    r = run(["nice", "-n", "15", "lintian", "--tag-display-limit", "0", deb], timeout=180)
+    r = run(["lintian", "--tag-display-limit", "0", deb], timeout=None)  # as make deb
     out = (r.stdout + r.stderr).decode("utf-8", "replace")
     errors = [l for l in out.splitlines() if l.startswith("E:")]
     check(not errors, "lintian errors:\n" + "\n".join(errors))
