@@ -207,11 +207,12 @@ class HttpConn:
         return True
 
 
-def get(srv, path, method="GET", headers=None, version="HTTP/1.1"):
-    """One request on a fresh connection (Connection: close)."""
+def get(srv, path, method="GET", headers=None, version="HTTP/1.1", timeout=5.0):
+    """One request on a fresh connection (Connection: close); timeout: the
+    longest wait for the next bytes (a big render comes before any)."""
     h = dict(headers or {})
     h.setdefault("Connection", "close")
-    with srv.http() as c:
+    with srv.http(timeout=timeout) as c:
         c.request(method, path, h, version)
         return c.read_response(head=(method == "HEAD"))
 

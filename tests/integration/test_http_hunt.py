@@ -785,7 +785,11 @@ def test_unread_replies_have_a_budget(binary):
         finally:
             for s in held:
                 s.close()
-        wait_until(lambda: get(srv, "/metrics").status == 200, what="a scrape once they left")
+        # The server renders 10,000 tubes before it sends a byte: seconds
+        # under ASan on a loaded machine ('no response head: nothing came
+        # for 5.0 s'); 60 s is a hang's ceiling.
+        wait_until(lambda: get(srv, "/metrics", timeout=60).status == 200,
+                   what="a scrape once they left")
 
 
 @no_server
