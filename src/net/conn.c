@@ -553,6 +553,7 @@ static int conn_write(Conn *c)
                          MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
+            c->written_at = c->srv->eng.now;
             account(c);
             list_remove(&c->stall_link); /* it reads: not stalled */
             continue;

@@ -120,6 +120,7 @@ struct Conn {
     List held_link;         /* srv->held: replies wait for the binlog */
     List stall_link;        /* srv->stalled: full output, peer not reading */
     int64_t stalled_since;
+    int64_t written_at;     /* engine time of the last bytes written */
     size_t hold_off[2];     /* write nothing past hold_off[0] */
     uint64_t hold_lsn[2];   /* the ticket each hold waits for */
     uint64_t hold_repl[2];  /* ... and the part replicas must confirm */

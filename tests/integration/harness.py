@@ -717,9 +717,11 @@ class Client:
             self._fill(deadline, "a reply line")
 
     def read_exact(self, n, timeout=None):
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        """n bytes; timeout bounds each wait for more of them, not the
+        whole (a big body on a slow machine is never cut off)."""
+        span = self.timeout if timeout is None else timeout
         while len(self.buf) < n:
-            self._fill(deadline, "%d bytes of data" % n)
+            self._fill(time.monotonic() + span, "%d bytes of data" % n)
         data, self.buf = self.buf[:n], self.buf[n:]
         return data
 

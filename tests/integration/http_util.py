@@ -1,6 +1,7 @@
 """Helpers for the metrics-port tests (test_http, test_metrics,
 test_status_page): a tubed with --metrics-port on a second free port, a raw
-HTTP/1.1 client with a deadline on every read, and a Prometheus text parser.
+HTTP/1.1 client with a deadline on every read (for the next bytes, so a big
+reply on a slow machine is never cut off), and a Prometheus text parser.
 
     with MetricsServer(binary, ["-z", "100"]) as srv:
         srv.port            the beanstalk port (srv.client() as usual)
@@ -111,11 +112,16 @@ class HttpConn:
             lines.append("%s: %s" % (k, v))
         self.send("\r\n".join(lines) + "\r\n\r\n")
 
-    def _fill(self, deadline, what):
+    def _recv(self, span, what, have):
+        """The next bytes, waiting at most span seconds without any (a reply
+        still coming in, however slowly, is never cut off: a slow machine
+        makes it longer, a server that stops sending fails it)."""
+        deadline = time.monotonic() + span
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                fail("no %s within %.1f s; have %r" % (what, self.timeout, self.buf[:300]))
+                fail("no %s: nothing came for %.1f s; have %d bytes %r"
+                     % (what, span, have, self.buf[:300]))
             self.sock.settimeout(left)
             try:
                 data = self.sock.recv(65536)
@@ -125,16 +131,18 @@ class HttpConn:
                 data = b""
             if not data:
                 self.eof = True
-                fail("connection closed while waiting for %s; have %r"
-                     % (what, self.buf[:300]))
-            self.buf += data
-            return
+                fail("connection closed while waiting for %s; have %d bytes %r"
+                     % (what, have, self.buf[:300]))
+            return data
+
+    def _fill(self, span, what):
+        self.buf += self._recv(span, what, len(self.buf))
 
     def read_response(self, head=False, timeout=None):
         """The next response; head=True: it answers a HEAD (no body)."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        span = timeout or self.timeout
         while b"\r\n\r\n" not in self.buf:
-            self._fill(deadline, "response head")
+            self._fill(span, "response head")
         raw, self.buf = self.buf.split(b"\r\n\r\n", 1)
         lines = raw.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
@@ -150,8 +158,14 @@ class HttpConn:
         check(clen is not None and clen.isdigit(), "no Content-Length in %r" % raw)
         check(resp.header("Transfer-Encoding") is None, "Transfer-Encoding in %r" % raw)
         n = 0 if head else int(clen)
-        while len(self.buf) < n:
-            self._fill(deadline, "%d body bytes" % n)
+        # in pieces joined once: a body of megabytes appended to a bytes
+        # object chunk by chunk costs the client seconds of copying
+        parts, have = [self.buf], len(self.buf)
+        while have < n:
+            data = self._recv(span, "%d body bytes" % n, have)
+            parts.append(data)
+            have += len(data)
+        self.buf = b"".join(parts)
         resp.body, self.buf = self.buf[:n], self.buf[n:]
         return resp
 
@@ -193,11 +207,12 @@ class HttpConn:
         return True
 
 
-def get(srv, path, method="GET", headers=None, version="HTTP/1.1"):
-    """One request on a fresh connection (Connection: close)."""
+def get(srv, path, method="GET", headers=None, version="HTTP/1.1", timeout=5.0):
+    """One request on a fresh connection (Connection: close); timeout: the
+    longest wait for the next bytes (a big render comes before any)."""
     h = dict(headers or {})
     h.setdefault("Connection", "close")
-    with srv.http() as c:
+    with srv.http(timeout=timeout) as c:
         c.request(method, path, h, version)
         return c.read_response(head=(method == "HEAD"))
 

@@ -434,7 +434,25 @@ def snapshot(c, bodies=True, ids=None):
 
     With ids None: every tube's jobs (list-tubes, list-jobs all), and the
     `stats` totals must match the count (no job outside the listing).
-    With ids: just those (a sample); a missing one is left out."""
+    With ids: just those (a sample); a missing one is left out.
+
+    The listing is not atomic: a job the server moves on its own meanwhile
+    (a max_age move into a tube listed before its own) is in no page, and
+    the totals count it (seen under ASan on a loaded machine: 'expected
+    11, got 10').  A mismatch is read again; a job really outside the
+    listing stays outside every time."""
+    for _ in range(5):
+        out, total = _snapshot(c, bodies, ids)
+        if total is None or len(out) == total:
+            return out
+    eq(len(out), total, "jobs listed by list-tubes/list-jobs against the "
+       "stats totals, five times (a job outside the listing, or one that "
+       "changed meanwhile each time)")
+    return out
+
+
+def _snapshot(c, bodies, ids):
+    """(snapshot, the stats totals or None)."""
     check_totals = ids is None
     if ids is None:
         ids = []
@@ -467,14 +485,12 @@ def snapshot(c, bodies=True, ids=None):
         left = int(st["time-left"])
         out[j] = Job(j, unq(st["tube"]), int(st["pri"]), int(st["ttr"]),
                      unq(st["state"]), left, got.get(j), seen[j] + left)
+    total = None
     if check_totals:
         s = c.stats()
         total = sum(int(s[k]) for k in ("current-jobs-ready", "current-jobs-reserved",
                                          "current-jobs-delayed", "current-jobs-buried"))
-        eq(len(out), total, "jobs listed by list-tubes/list-jobs against the "
-           "stats totals (a job outside the listing, or one that changed "
-           "meanwhile)")
-    return out
+    return out, total
 
 
 def _norm_state(s):

@@ -138,7 +138,8 @@ def main():
     ap.add_argument("-v", dest="verbose", action="store_true",
                     help="print a line for every test")
     ap.add_argument("--timeout", type=float, default=600.0,
-                    help="abort the whole run after this many seconds")
+                    help="a test still running after this many seconds is "
+                         "hung: it fails and the run ends (default 600)")
     opts = ap.parse_args()
 
     binary = os.path.abspath(opts.bin)
@@ -182,12 +183,26 @@ def main():
     # Long tests first so the pool finishes sooner.
     order = sorted(torun, key=lambda t: -getattr(getattr(t, "fn", None), "slow", 0))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opts.jobs))
-    futs = {pool.submit(run_one, t, binary): t for t in order}
+    # The limit is per test and counts from the test's own start, so a
+    # slow machine (or a busy one: tests wait for the pool) makes the run
+    # longer, never red; only a test that hangs ends it.
+    started = {}
+
+    def timed(t):
+        with lock:
+            started[t.id] = time.monotonic()
+        return run_one(t, binary)
+
+    futs = {pool.submit(timed, t): t for t in order}
     pending = set(futs)
-    deadline = start + opts.timeout
     while pending:
+        with lock:
+            running = [(started[futs[f].id], futs[f]) for f in pending
+                       if futs[f].id in started]
+        first = min((s for s, _ in running), default=None)
+        wait = 1.0 if first is None else first + opts.timeout - time.monotonic()
         done, pending = concurrent.futures.wait(
-            pending, timeout=max(0.1, deadline - time.monotonic()),
+            pending, timeout=min(max(0.1, wait), 10.0),
             return_when=concurrent.futures.FIRST_COMPLETED)
         for f in done:
             t = futs[f]
@@ -196,10 +211,18 @@ def main():
             except Exception as e:
                 status, reason, dt = "fail", "runner error: %r" % (e,), 0.0
             report(t, status, reason, dt)
-        if pending and time.monotonic() >= deadline:
+        now = time.monotonic()
+        with lock:
+            hung = [futs[f] for f in pending if futs[f].id in started
+                    and now - started[futs[f].id] >= opts.timeout]
+        if hung:
+            for t in hung:
+                report(t, "fail", "still running after %.0fs (the per-test limit, "
+                       "--timeout): hung" % opts.timeout, now - started[t.id])
             for f in pending:
-                report(futs[f], "fail", "did not finish within the run's "
-                       "%.0fs limit" % opts.timeout, 0.0)
+                if futs[f] not in hung:
+                    report(futs[f], "fail", "not finished: the run ended because "
+                           "%s hung" % hung[0].id, 0.0)
             line = "integration: %d passed, %d failed" % (counts["pass"], counts["fail"])
             if counts["skip"]:
                 line += ", %d skipped" % counts["skip"]

@@ -255,11 +255,18 @@ def _keepalived_settled_backup(trio, i):
 
 
 def _bring_up(trio):
+    """Node 0 the primary, nodes 1 and 2 its replicas.  Node 0's keepalived
+    starts alone and takes the address before the others start: with all
+    three started at once, the first whose check passed twice became
+    MASTER, and under load that was once node 1 (its own tubed promoted,
+    and nopreempt kept it there: 'node 0 to hold the address and be
+    primary (holders [1])')."""
     for i in range(3):
         trio.start_tubed(i)
-    for i in range(3):
-        trio.start_keepalived(i)
+    trio.start_keepalived(0)
     _wait_primary(trio, 0)
+    for i in (1, 2):
+        trio.start_keepalived(i)
     _wait_replica(trio, 1)
     _wait_replica(trio, 2)
 

@@ -16,8 +16,8 @@ import struct
 import time
 
 import harness
-from harness import (HOST, Client, Skip, check, eq, fail, no_server, server_args, slow,
-                     start_server, tubed_only, wait_until)
+from harness import (HOST, Client, Skip, TestFailure, check, eq, fail, no_server,
+                     server_args, slow, start_server, tubed_only, wait_until)
 
 LINGER_RST = struct.pack("ii", 1, 0)
 
@@ -96,17 +96,26 @@ def close_rst(s):
     s.close()
 
 
-def responsive(srv, within=2.0, what="server"):
-    """A fresh client gets a reply within `within` seconds."""
-    t0 = time.monotonic()
-    c = Client(None, None, timeout=within, sock=srv.connect(within))
+# How long a fresh client waits for an answer before the server counts as
+# stuck (blocked on the hostile clients, or spinning): a ceiling that only
+# a hang reaches, never a speed asked of the server (a loaded CI machine
+# made a client wait 2.05 s here with nothing wrong).
+HANG = 30.0
+
+
+def responsive(srv, within=HANG, what="server"):
+    """A fresh client gets its replies (each within `within` seconds)."""
+    try:
+        c = Client(None, None, timeout=within, sock=srv.connect(within))
+    except OSError as e:
+        fail("%s: a fresh client could not connect: %s" % (what, e))
     try:
         c.expect("list-tube-used", "USING default", timeout=within)
         st = c.stats()
+    except TestFailure as e:
+        raise TestFailure("%s: a fresh client got no answer: %s" % (what, e))
     finally:
         c.close()
-    dt = time.monotonic() - t0
-    check(dt < within, "%s: a fresh client waited %.2fs" % (what, dt))
     return st
 
 
@@ -168,7 +177,7 @@ def _many_connections(binary, n):
             # All of them are accepted: the 10,001st client sees them.
             wait_until(lambda: stat(srv, "current-connections") >= n + 1,
                        timeout=20, what="%d connections accepted" % n)
-            st = responsive(srv, within=2.0, what="with %d connections open" % n)
+            st = responsive(srv, what="with %d connections open" % n)
             check(int(st["current-connections"]) >= n + 1,
                   "current-connections %s" % st["current-connections"])
             # A sample of the crowd still gets answers, in order.
@@ -251,7 +260,7 @@ def test_slowloris_partial_lines_bounded(srv):
             for s in socks:
                 s.sendall(piece if r == 0 else b"0" * 25)
             time.sleep(0.05)
-        responsive(srv, within=2.0, what="during slowloris")
+        responsive(srv, what="during slowloris")
         grown = rss_kib(srv) - base
         check(grown < n * 24 * mem_factor(srv), "server grew %d KiB for %d slowloris connections "
               "(%.1f KiB each)" % (grown, n, grown / n))
@@ -285,7 +294,7 @@ def test_slowloris_put_bodies_bounded(srv):
             for s in socks:
                 s.sendall(b"x" * 100)
             time.sleep(0.02)
-        responsive(srv, within=2.0, what="during slow puts")
+        responsive(srv, what="during slow puts")
         grown = rss_kib(srv) - base
         check(grown < n * (size // 1024 + 12) * mem_factor(srv), "server grew %d KiB for %d slow puts of "
               "%d bytes" % (grown, n, size))
@@ -318,7 +327,7 @@ def test_client_that_never_reads(srv):
     other = srv.client()
     for _ in range(20):
         eq(other.peek("peek %d" % jid), (jid, big), "another client's peek")
-    st = responsive(srv, within=2.0, what="with a client that never reads")
+    st = responsive(srv, what="with a client that never reads")
     grown = rss_kib(srv) - base
     # 256 KiB of replies, the unparsed input, one reply over the mark.
     check(grown < 8 * 1024 * mem_factor(srv), "server grew %d KiB for one client that does not read"
@@ -383,10 +392,18 @@ def test_many_clients_that_never_read(srv):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             send_nonblocking(s, (b"peek %d\r\n" % jid) * 30000, 0.05)
             socks.append(s)
-        responsive(srv, within=2.0, what="with 40 clients that do not read")
+        responsive(srv, what="with 40 clients that do not read")
         grown = rss_kib(srv) - base
-        check(grown < 40 * 600 * mem_factor(srv), "server grew %d KiB for 40 clients that do not read "
-              "(%.0f KiB each)" % (grown, grown / 40))
+        # What each may hold by design: replies up to OUT_HIGH (256 KiB)
+        # plus the one that crossed it, in a buffer whose capacity doubles
+        # (512 KiB), the unparsed rest of a 64 KiB read (a 128 KiB buffer),
+        # and the smaller buffers freed on the way up, still resident: how
+        # much of it is touched depends on how the reads and the replies
+        # interleave (a loaded machine saw 611 KiB each). A server without
+        # back-pressure would hold 40 x 30,000 replies of 30 KB.
+        each = 2 * (256 + 30) + 2 * 64 + (256 + 30) + 64
+        check(grown < 40 * each * mem_factor(srv), "server grew %d KiB for 40 clients that do not "
+              "read (%.0f KiB each, at most %d by design)" % (grown, grown / 40, each))
     finally:
         for s in socks:
             close_rst(s)
@@ -417,7 +434,7 @@ def test_garbage_and_random_bytes(srv):
                 data = b"u" * n
             send_nonblocking(s, data[:n], 0.5)
             socks.append(s)
-        responsive(srv, within=2.0, what="after garbage")
+        responsive(srv, what="after garbage")
     finally:
         for s in socks:
             close_rst(s)

@@ -41,7 +41,7 @@ def mc_connect(s, timeout=10.0):
     return socket.create_connection((harness.HOST, s.mport), timeout=timeout)
 
 
-def mc_responsive(s, within=10.0, what="server"):
+def mc_responsive(s, within=LIVE, what="server"):
     """A fresh memcache client and a fresh beanstalk client both get
     answers; returns the memcache stats."""
     sock = mc_connect(s, within)
@@ -489,7 +489,7 @@ def _waiters(binary, n):
                 socks.append(k)
                 kind_of[k] = i % 3
             wait_for(lambda: bs_waiting(obs, "w") == n, "%d waiters" % n, timeout=LIVE)
-            st = mc_responsive(s, within=20, what="with %d memcache waiters" % n)
+            st = mc_responsive(s, what="with %d memcache waiters" % n)
             eq(st["queue_w_waiters"], str(n), "queue_w_waiters")
             eq(st["curr_connections"], str(n + 2), "curr_connections (waiters, obs, itself)")
             grown = rss_kib(s.srv) - base

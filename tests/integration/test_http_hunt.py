@@ -305,14 +305,21 @@ def test_metrics_ten_thousand_tubes(binary):
         c.send(b"".join(b"watch %s\r\n" % n.encode() for n in names))
         for i in range(10000):
             eq(c.read_line(), b"WATCHING %d" % (i + 2), "watch %d" % i)
+        # Each request on its own connection: the server closes a
+        # keep-alive connection 10 s after the last bytes of its replies
+        # went out, and a client slowed down by a loaded machine (or by
+        # the other tests' threads in this process) could still be reading
+        # the scrape's tail from its socket then ('connection closed' for
+        # the second request).
         with srv.http() as h:
-            h.request("GET", "/metrics")
+            h.request("GET", "/metrics", {"Connection": "close"})
             r = h.read_response(timeout=30)
             eq(r.status, 200, "status")
             types, series = check_exposition(r.text(), "10,000 tubes")
             eq(series["tubed_tubes"], 10001.0, "tubed_tubes")
             eq(sum(1 for k in series if k.startswith("tubed_tube_jobs{")), 4 * 10001,
                "tubed_tube_jobs series")
+        with srv.http() as h:
             h.request("GET", "/tubes.json", {"Connection": "close"})
             r = h.read_response(timeout=30)
             tubes = json.loads(r.body.decode())["tubes"]
@@ -778,7 +785,11 @@ def test_unread_replies_have_a_budget(binary):
         finally:
             for s in held:
                 s.close()
-        wait_until(lambda: get(srv, "/metrics").status == 200, what="a scrape once they left")
+        # The server renders 10,000 tubes before it sends a byte: seconds
+        # under ASan on a loaded machine ('no response head: nothing came
+        # for 5.0 s'); 60 s is a hang's ceiling.
+        wait_until(lambda: get(srv, "/metrics", timeout=60).status == 200,
+                   what="a scrape once they left")
 
 
 @no_server

@@ -1074,3 +1074,74 @@ def test_keepalived_check_fits_in_its_timeout(binary):
     check(int(m.group(1)) > sum(waits),
           "keepalived.conf: timeout %s, but the check may wait %d s (%r)"
           % (m.group(1), sum(waits), waits))
+
+
+_FAKE_CLI = """#!/bin/sh
+# tubed-cli as the keepalived check calls it: each call logged; the local
+# node answers from the files local.1, local.2, ... in turn (the last one
+# again once they run out), the floating address from vip.
+d=$(dirname "$0")
+echo "$*" >>"$d/calls"
+case "$*" in
+*" follow "*) echo "following"; exit 0 ;;
+*"-h 127.0.0.1 "*)
+    n=$(grep -c -- "-h 127.0.0.1 .*replication" "$d/calls")
+    while [ "$n" -gt 1 ] && [ ! -f "$d/local.$n" ]; do n=$((n - 1)); done
+    cat "$d/local.$n" ;;
+*) cat "$d/vip" ;;
+esac
+"""
+
+
+def _check_with_fake_cli(locals_, vip):
+    """Run the shipped keepalived check against a fake tubed-cli whose
+    local answers are locals_ in turn; returns the fake's call log."""
+    check_script = os.path.join(ROOT, "pkg", "keepalived", "tubed-keepalived-check")
+    tmp = tempfile.mkdtemp(prefix="tubed-kacheck-")
+    try:
+        cli = os.path.join(tmp, "tubed-cli")
+        with open(cli, "w") as f:
+            f.write(_FAKE_CLI)
+        os.chmod(cli, 0o755)
+        for i, text in enumerate(locals_, 1):
+            with open(os.path.join(tmp, "local.%d" % i), "w") as f:
+                f.write(text + "\n")
+        with open(os.path.join(tmp, "vip"), "w") as f:
+            f.write(vip + "\n")
+        env = os.path.join(tmp, "env")
+        with open(env, "w") as f:
+            f.write("TUBED_VIP=10.9.9.9\nTUBED_PORT=11300\nTUBED_CLI=%s\nTUBED_STATE=%s\n"
+                    % (cli, os.path.join(tmp, "state")))
+        r = subprocess.run([check_script, env], capture_output=True, timeout=60)
+        eq(r.returncode, 0, "the check's status: %s" % (r.stdout + r.stderr).decode())
+        with open(os.path.join(tmp, "calls")) as f:
+            return f.read()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+REPLICA3 = '{"role":"replica","connected":true,"epoch":3}'
+PRIMARY4 = '{"role":"primary","epoch":4}'
+
+
+@no_server
+@tubed_only(EXT)
+def test_keepalived_check_never_follows_itself(binary):
+    """The check read its node's state (a replica of the old primary,
+    epoch 3), then the floating address's (a primary, epoch 4), and told
+    its node to follow the address.  When keepalived had made this node
+    MASTER between the two reads, its notify script had promoted it and
+    the address answering epoch 4 was this node itself: it followed itself
+    and the cluster had no primary (test_keepalived_failover under load:
+    'no put acknowledged ... DRAINING'; node 2's notify log: 'MASTER:
+    tubed-cli promote: primary, epoch 4', then 'check: following
+    10.213.0.100:11300 again: it answers with epoch 4, our primary had
+    3').  The check now reads its node again under the notify script's
+    lock before it follows."""
+    calls = _check_with_fake_cli([REPLICA3, PRIMARY4], PRIMARY4)
+    check(" follow " not in calls, "a node promoted during the check was told to "
+          "follow the floating address (itself):\n" + calls)
+    # Still a replica of the old primary: it follows the new one.
+    calls = _check_with_fake_cli([REPLICA3], PRIMARY4)
+    check(" follow 10.9.9.9:11300" in calls, "a replica of a stale primary was not told "
+          "to follow the floating address:\n" + calls)

@@ -58,8 +58,11 @@ static void set_deadline(Http *h, HttpConn *hc)
 static void reply_timeout(Conn *c);
 
 /* A deadline passed: a client still reading its replies gets more time
- * (as long as it makes progress); one in the middle of a head hears 408
- * and has one more span to read it; the rest are closed. */
+ * (as long as it makes progress), and one that read the last of them
+ * after the iteration that made them has a span from now for its next
+ * request (its idle time counts from its replies, not from its request);
+ * one in the middle of a head hears 408 and has one more span to read
+ * it; the rest are closed. */
 static void deadline_passed(Http *h, HttpConn *hc)
 {
     Conn *c = &hc->conn;
@@ -69,6 +72,8 @@ static void deadline_passed(Http *h, HttpConn *hc)
         set_deadline(h, hc); /* it reads: a big reply on a slow link */
     } else if (c->state == CONN_CLOSING) {
         conn_close(c); /* its last reply is not being read */
+    } else if (!left && c->written_at > hc->deadline - HTTP_IDLE_NS) {
+        set_deadline(h, hc); /* it read them all during the span */
     } else if (c->in.len && !left) {
         log_msg(LOG_CONN, "fd %d: request head not complete in time; closing", c->ev.fd);
         reply_timeout(c);

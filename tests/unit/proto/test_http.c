@@ -3,7 +3,8 @@
  * stats documents, and whole requests through a real Server over a
  * socketpair (one loop iteration at a time, as server_run does): the
  * /healthz reasons (draining, an unhealthy binlog), tube order in
- * /metrics, a request split at every byte, pipelining, 400 and close. */
+ * /metrics, a request split at every byte, pipelining, 400 and close, the
+ * idle deadline after a reply read slowly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "serve.h"
+#include "status_page.h"
 #include "stats.h"
 #include "tubesjson.h"
 #include "unit.h"
@@ -358,6 +360,65 @@ START_TEST(json_renders_the_yaml_walk)
 }
 END_TEST
 
+/* The deadline of a connection whose client read the last of a big reply
+ * during the span: it has a whole span for its next request from then.
+ * It was closed as idle at the deadline of the request it had just read
+ * the answer to (a 10,000-tube scrape read in more than 10 s on a loaded
+ * machine, then a second request on the same connection: "connection
+ * closed"). Once a span passes with nothing left to read and nothing
+ * asked, it is idle and closed, as before. */
+static void pass_deadline(Rig *r)
+{
+    HttpConn *hc = container_of(r->conn, HttpConn, conn);
+
+    /* as if the span had passed: what happened in it, a span earlier */
+    hc->deadline -= HTTP_IDLE_NS;
+    r->conn->written_at -= HTTP_IDLE_NS;
+    ev_timer_set(&r->s.loop, &r->http.timer, 0);
+    pump(r);
+}
+
+START_TEST(reply_read_during_the_span_is_not_idle)
+{
+    static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char ping[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    Rig *r = rig_new();
+    int small = 4096, eof = 0;
+    size_t len, total = 0;
+    char *got;
+
+    ck_assert_int_eq(setsockopt(r->conn->ev.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    say(r, req, sizeof req - 1);
+    ck_assert_msg(r->conn->out.len > r->conn->out_off, "the page fit in the socket: "
+                  "nothing left to read later");
+    /* the client reads it all; the server writes the rest as it does */
+    do {
+        got = hear(r, &len, &eof);
+        free(got);
+        total += len;
+        pump(r);
+    } while (len || r->conn->out.len > r->conn->out_off);
+    ck_assert_uint_gt(total, status_page_len);
+    ck_assert_int_eq(eof, 0);
+
+    pass_deadline(r);
+    got = hear(r, &len, &eof);
+    free(got);
+    ck_assert_msg(!eof, "closed as idle right after its reply was read");
+    say(r, ping, sizeof ping - 1);
+    got = hear(r, &len, &eof);
+    ck_assert_msg(!strncmp(got, "HTTP/1.1 200 OK\r\n", 17), "%s", got);
+    free(got);
+
+    /* a span with nothing to read and nothing asked: idle, closed */
+    pass_deadline(r);
+    got = hear(r, &len, &eof);
+    free(got);
+    ck_assert_int_eq(eof, 1);
+    rig_free(r);
+}
+END_TEST
+
 START_TEST(render_out_of_memory)
 {
     Rig *r = rig_new();
@@ -389,6 +450,7 @@ static Suite *suite(void)
     tcase_add_test(t, metrics_tubes_in_name_order);
     tcase_add_test(t, json_renders_the_yaml_walk);
     tcase_add_test(t, render_out_of_memory);
+    tcase_add_test(t, reply_read_during_the_span_is_not_idle);
     suite_add_tcase(s, t);
     return s;
 }
