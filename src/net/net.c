@@ -11,7 +11,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "alloc.h"
 #include "hostport.h"
 
 #define BACKLOG 1024
@@ -216,12 +219,26 @@ static int connect_fd(int family, const struct sockaddr *sa, socklen_t len, char
     return fd;
 }
 
+/* Connect to the nth of res's addresses (modulo their number, in *count). */
+static int connect_nth(struct addrinfo *res, unsigned nth, unsigned *count, char *err,
+                       size_t errlen)
+{
+    struct addrinfo *ai;
+    unsigned n = 0;
+
+    for (ai = res; ai; ai = ai->ai_next)
+        n++;
+    *count = n;
+    for (ai = res, nth %= n; nth; nth--)
+        ai = ai->ai_next;
+    return connect_fd(ai->ai_family, ai->ai_addr, ai->ai_addrlen, err, errlen);
+}
+
 int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size_t errlen)
 {
     char host[256], portstr[16];
-    struct addrinfo hints = {0}, *res, *ai;
+    struct addrinfo hints = {0}, *res;
     int port, rc, fd;
-    unsigned n = 0;
 
     *count = 1;
     if (hostport_split(addr, host, sizeof host, &port) < 0) {
@@ -247,12 +264,123 @@ int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size
         snprintf(err, errlen, "address %s: %s", host, gai_strerror(rc));
         return -1;
     }
-    for (ai = res; ai; ai = ai->ai_next)
-        n++;
-    *count = n;
-    for (ai = res, nth %= n; nth; nth--)
-        ai = ai->ai_next;
-    fd = connect_fd(ai->ai_family, ai->ai_addr, ai->ai_addrlen, err, errlen);
+    fd = connect_nth(res, nth, count, err, errlen);
     freeaddrinfo(res);
     return fd;
+}
+
+/* ---- name lookups off the loop ------------------------------------------ */
+
+struct NetLookup {
+    struct gaicb cb;
+    struct gaicb *list[1];
+    struct addrinfo hints;
+    char host[256], port[16];
+    NetLookup *next;      /* on the orphans' list */
+};
+
+/* Lookups ended while libc's thread still works on them: freed once done. */
+static NetLookup *orphans;
+
+static void lookup_free(NetLookup *l)
+{
+    if (l->cb.ar_result)
+        freeaddrinfo(l->cb.ar_result);
+    tb_free(l);
+}
+
+static void reap_orphans(void)
+{
+    NetLookup **pp = &orphans, *l;
+
+    while ((l = *pp)) {
+        if (gai_error(&l->cb) == EAI_INPROGRESS) {
+            pp = &l->next;
+            continue;
+        }
+        *pp = l->next;
+        lookup_free(l);
+    }
+}
+
+int net_needs_lookup(const char *addr)
+{
+    char host[256];
+    int port;
+    unsigned char a[sizeof(struct in6_addr)];
+
+    return hostport_split(addr, host, sizeof host, &port) == 0 && port >= 0 &&
+           inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1;
+}
+
+NetLookup *net_lookup_start(const char *addr, char *err, size_t errlen)
+{
+    NetLookup *l;
+    int port, rc;
+
+    reap_orphans();
+    if (!(l = tb_calloc(1, sizeof *l))) {
+        snprintf(err, errlen, "out of memory for a name lookup");
+        return NULL;
+    }
+    if (hostport_split(addr, l->host, sizeof l->host, &port) < 0 || port < 0) {
+        snprintf(err, errlen, "bad address '%s' (want host:port)", addr);
+        tb_free(l);
+        return NULL;
+    }
+    snprintf(l->port, sizeof l->port, "%d", port);
+    l->hints.ai_family = AF_UNSPEC;
+    l->hints.ai_socktype = SOCK_STREAM;
+    l->hints.ai_flags = AI_NUMERICSERV;
+    l->cb.ar_name = l->host;
+    l->cb.ar_service = l->port;
+    l->cb.ar_request = &l->hints;
+    l->list[0] = &l->cb;
+    if ((rc = getaddrinfo_a(GAI_NOWAIT, l->list, 1, NULL)) != 0) {
+        snprintf(err, errlen, "address %s: %s", l->host, gai_strerror(rc));
+        tb_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int net_lookup_connect(NetLookup *l, unsigned nth, unsigned *count, char *err, size_t errlen)
+{
+    int rc = gai_error(&l->cb);
+
+    *count = 1;
+    if (rc == EAI_INPROGRESS)
+        return -2;
+    if (rc != 0 || !l->cb.ar_result) {
+        snprintf(err, errlen, "address %s: %s", l->host,
+                 gai_strerror(rc ? rc : EAI_NONAME));
+        return -1;
+    }
+    return connect_nth(l->cb.ar_result, nth, count, err, errlen);
+}
+
+void net_lookup_drain(void)
+{
+    struct timespec wait = {2, 0};
+
+    for (NetLookup *l = orphans; l; l = l->next) {
+        const struct gaicb *one[1] = {&l->cb};
+        if (gai_error(&l->cb) == EAI_INPROGRESS)
+            gai_suspend(one, 1, &wait);
+    }
+    reap_orphans();
+}
+
+void net_lookup_end(NetLookup *l)
+{
+    reap_orphans();
+    if (!l)
+        return;
+    /* (EAI_ALLDONE: it ended meanwhile; EAI_CANCELED: it never will) */
+    if (gai_error(&l->cb) == EAI_INPROGRESS && gai_cancel(&l->cb) == EAI_NOTCANCELED) {
+        l->next = orphans;
+        orphans = l;
+        return;
+    }
+    lookup_free(l);
 }

@@ -32,4 +32,25 @@ int net_peer_local(int fd);
  * Unix socket or on failure), so a caller tries each in turn. */
 int net_connect(const char *addr, unsigned nth, unsigned *count, char *err, size_t errlen);
 
+/*
+ * A host name looked up without blocking the loop: getaddrinfo_a(), whose
+ * thread is libc's (a resolver that does not answer would otherwise hold
+ * every client for its timeout, at every retry). net_needs_lookup(addr):
+ * addr is "host:port" with a host that is no address literal (literals and
+ * Unix paths connect at once with net_connect()). net_lookup_start() begins
+ * one (NULL with err on a bad address or no memory); net_lookup_connect()
+ * returns -2 while it runs, then what net_connect() would have. A lookup
+ * ended with net_lookup_end() while it runs is cancelled, or, where libc
+ * cannot cancel it, freed once it ends (by a later call of any of these).
+ */
+typedef struct NetLookup NetLookup;
+
+int net_needs_lookup(const char *addr);
+NetLookup *net_lookup_start(const char *addr, char *err, size_t errlen);
+int net_lookup_connect(NetLookup *l, unsigned nth, unsigned *count, char *err, size_t errlen);
+void net_lookup_end(NetLookup *l);
+/* At exit: wait a little (2 s each at most) for lookups still running in
+ * libc's thread, and free them. */
+void net_lookup_drain(void);
+
 #endif

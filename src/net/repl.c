@@ -781,6 +781,7 @@ void repl_free(Server *s)
      * the Repl gone. */
     store_unsubscribe(&s->eng, &(StoreSub){on_write, on_reset, s});
     replica_stop(s);
+    net_lookup_drain(); /* (what replica_stop() could not cancel) */
     buf_free(&r->in);
     buf_free(&r->out);
     tb_free(r->map);

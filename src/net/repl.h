@@ -86,6 +86,7 @@ typedef struct Repl {
     int64_t next_try;
     unsigned addr_nth;     /* which of the primary's addresses to try next */
     unsigned addr_count;   /* how many its name resolved to, last time */
+    struct NetLookup *lookup; /* its name, being looked up (net.h) */
     int64_t heard;         /* monotonic ns: connect started, or last bytes */
     int snapshot;          /* the snapshot is still coming */
     uint64_t known_pos;    /* the primary's position, as last heard */

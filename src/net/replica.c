@@ -21,6 +21,8 @@
 #include "replid.h"
 
 #define RETRY_NS NS_PER_SEC
+/* How often a name lookup in progress is looked at. */
+#define LOOKUP_POLL_NS (10 * NS_PER_MSEC)
 #define READ_CHUNK (256 * 1024)
 #define HANDSHAKE_MAX 128
 #define ACK_OUT_MAX 4096
@@ -82,6 +84,8 @@ void replica_stop(Server *s)
 
     if (!r)
         return;
+    net_lookup_end(r->lookup); /* (of the primary it followed) */
+    r->lookup = NULL;
     if (r->ev.fd >= 0) {
         ev_del(&s->loop, &r->ev);
         close(r->ev.fd);
@@ -104,6 +108,9 @@ void replica_expect_answer(Server *s)
 void replica_begin(Server *s)
 {
     Repl *r = R(s);
+
+    net_lookup_end(r->lookup); /* (of the primary it followed) */
+    r->lookup = NULL;
 
     r->rstate = RS_IDLE;
     r->next_try = s->eng.now; /* at once */
@@ -184,12 +191,29 @@ static void connect_failed(Server *s, const char *why)
     }
 }
 
+/* A name is looked up off the loop (net.h): the attempt starts the lookup
+ * and the next iterations poll it; literals and Unix paths connect at
+ * once. */
 static void try_connect(Server *s)
 {
     Repl *r = R(s);
     char err[256];
-    int fd = net_connect(r->primary, r->addr_nth, &r->addr_count, err, sizeof err);
+    int fd;
 
+    if (!r->lookup && net_needs_lookup(r->primary) &&
+        !(r->lookup = net_lookup_start(r->primary, err, sizeof err))) {
+        connect_failed(s, err);
+        return;
+    }
+    if (r->lookup) {
+        fd = net_lookup_connect(r->lookup, r->addr_nth, &r->addr_count, err, sizeof err);
+        if (fd == -2)
+            return; /* still looking it up */
+        net_lookup_end(r->lookup);
+        r->lookup = NULL;
+    } else {
+        fd = net_connect(r->primary, r->addr_nth, &r->addr_count, err, sizeof err);
+    }
     if (fd < 0) {
         connect_failed(s, err);
         return;
@@ -710,7 +734,7 @@ void replica_tick(Server *s)
 {
     Repl *r = R(s);
 
-    if (r->rstate == RS_IDLE && r->primary[0] && s->eng.now >= r->next_try) {
+    if (r->rstate == RS_IDLE && r->primary[0] && (r->lookup || s->eng.now >= r->next_try)) {
         try_connect(s);
         return;
     }
@@ -744,5 +768,7 @@ int64_t repl_next_due(const Server *s)
         return r->nlinks ? r->beat_at : INT64_MAX;
     if (r->rstate != RS_IDLE)
         return r->ev.fd >= 0 ? r->heard + REPL_SILENCE_NS + 1 : INT64_MAX;
+    if (r->lookup)
+        return s->eng.now + LOOKUP_POLL_NS; /* (libc's thread tells nobody) */
     return r->primary[0] ? r->next_try : INT64_MAX;
 }

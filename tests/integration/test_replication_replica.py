@@ -16,9 +16,14 @@
 import os
 import re
 import shutil
+import socket
+import struct
+import subprocess
 import tempfile
+import threading
 
 import harness
+import repl_util
 from harness import check, check_cases, eq, no_server, tubed_only, unq
 from policy_util import port_listening, run_tubed
 from repl_util import (EXT, REPL_KEYS, Cluster, body, put_many, reserve_job,
@@ -422,3 +427,103 @@ def test_replication_metrics_match_stats(binary):
         check(labels.get("replica", "").startswith(harness.HOST + ":"),
               "the replica label: %r" % labels)
         eq(value, 0.0, "the caught-up replica's lag")
+
+
+# ------------------------------------------------- a name that takes long
+
+class _NsNode(repl_util.Node):
+    """A node started in a mount namespace of its own whose
+    /etc/resolv.conf is the file `resolv`."""
+    resolv = None
+
+    def _argv(self, port):
+        return (["unshare", "-m", "sh", "-c",
+                 'mount --bind "$0" /etc/resolv.conf && exec "$@"', self.resolv]
+                + super()._argv(port))
+
+
+def _nxdomain(query):
+    """A DNS answer to query: no such name (RCODE 3), the question kept."""
+    flags = 0x8180 | 3 | (query[2] & 0x01) << 8   # QR, RD as asked, RA, NXDOMAIN
+    return query[:2] + struct.pack(">HHHHH", flags, 1, 0, 0, 0) + query[12:]
+
+
+class _SilentDns:
+    """A name server on 127.0.0.1:53 that answers nothing until told to
+    (then no such name, to the queries held and to later ones)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.bind(("127.0.0.1", 53))
+        except OSError as e:
+            self.sock.close()
+            raise harness.Skip("cannot serve DNS on 127.0.0.1:53: %s" % e)
+        self.sock.settimeout(0.2)
+        self.queries = []
+        self.answer = threading.Event()
+        self.done = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        held = []
+        while not self.done:
+            try:
+                q, peer = self.sock.recvfrom(4096)
+                self.queries.append(q)
+                held.append((q, peer))
+            except socket.timeout:
+                pass
+            if self.answer.is_set():
+                for q, peer in held:
+                    self.sock.sendto(_nxdomain(q), peer)
+                held = []
+
+    def close(self):
+        self.done = True
+        self.thread.join()
+        self.sock.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_replica_serves_while_its_primarys_name_is_looked_up(binary):
+    # replication.md §1: a replica whose primary is unreachable keeps
+    # serving reads. Its primary's name goes to a name server that does
+    # not answer (the resolver would wait 30 s): the replica answers its
+    # clients meanwhile (the lookup blocked the loop for the resolver's
+    # whole timeout, at every retry), then reports the failed lookup.
+    # 20 s is a hang ceiling, not a speed: the reply needs no lookup.
+    if harness.VALGRIND or not shutil.which("unshare"):
+        raise harness.Skip("needs unshare (and no valgrind)")
+    dns = _SilentDns()
+    try:
+        with Cluster(binary) as cl:
+            resolv = os.path.join(cl.tmp, "resolv.conf")
+            with open(resolv, "w") as f:
+                f.write("nameserver 127.0.0.1\noptions timeout:30 attempts:1\n")
+            probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                                    'mount --bind "$0" /etc/resolv.conf', resolv],
+                                   capture_output=True, timeout=30)
+            if probe.returncode != 0:
+                raise harness.Skip("cannot bind-mount resolv.conf in a mount namespace: %s"
+                                   % probe.stderr.decode(errors="replace").strip())
+            r = _NsNode(cl, "r", (), None, "tubed-primary.example:11300", True, True,
+                        True, None)
+            r.resolv = resolv
+            cl.nodes.append(r)
+            r.start()
+            wait_for(lambda: dns.queries, "the replica's lookup of its primary's name")
+            c = r.bs()
+            line = c.cmd("list-tubes", timeout=20)
+            check(line.startswith(b"OK "), "list-tubes during the lookup: %r" % line)
+            c.read_exact(int(line.split()[1]) + 2)
+            eq(c.cmd("put 0 0 1 1\r\nx", timeout=20), b"DRAINING", "put on the replica")
+            dns.answer.set()
+            wait_for(lambda: "tubed-primary.example" in r.repl().get("last-error", ""),
+                     "last-error naming the lookup that failed")
+            eq(r.repl()["connected"], "false", "connected")
+    finally:
+        dns.close()
+
