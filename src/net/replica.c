@@ -335,12 +335,26 @@ static void heard_no_higher(Server *s)
     engine_set_position_unheard(&s->eng, epoch, pos, start, 1, 0); /* (no room: kept) */
 }
 
+/* At most n - 1 bytes of what a peer said, printable ASCII only ('?' for
+ * any other byte): it goes into the log and into last-error, where a raw
+ * escape sequence would reach an operator's terminal and a stray byte
+ * would make stats-replication YAML that strict readers refuse. */
+static const char *peer_text(const char *p, size_t len, char *out, size_t n)
+{
+    size_t k = 0;
+
+    for (; k < len && k + 1 < n; k++)
+        out[k] = p[k] >= ' ' && p[k] <= '~' ? p[k] : '?';
+    out[k] = '\0';
+    return out;
+}
+
 /* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start, pe, pp, ps, d;
-    char why[200];
+    char why[200], said[64];
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (len > 11 && !memcmp(line, "CONTINUING ", 11) &&
@@ -386,13 +400,14 @@ static void handshake_answer(Server *s, const char *line, size_t len)
         return;
     }
     if (len > 7 && !memcmp(line, "FENCED ", 7))
-        snprintf(why, sizeof why, "the primary's epoch (%.*s) is lower than ours: "
-                 "not following a stale primary", (int)(len - 7), line + 7);
+        snprintf(why, sizeof why, "the primary's epoch (%s) is lower than ours: "
+                 "not following a stale primary",
+                 peer_text(line + 7, len - 7, said, sizeof said));
     else if (len == 11 && !memcmp(line, "NOT_PRIMARY", 11))
         snprintf(why, sizeof why, "it is not a primary (a replica itself)");
     else
-        snprintf(why, sizeof why, "it does not replicate: answered '%.*s'",
-                 (int)(len > 60 ? 60 : len), line);
+        snprintf(why, sizeof why, "it does not replicate: answered '%s'",
+                 peer_text(line, len, said, sizeof said));
     heard_no_higher(s);
     fail(s, why);
 }

@@ -315,8 +315,18 @@ def test_memcache_across_promotion_and_follow(binary):
             eq(rm.read_line(), b"SERVER_ERROR replica", "%s on R" % cmd.split("\r")[0])
         rm.send(b"get q/peek\r\n")
         eq(rm.read_value(), b"item0", "get q/peek on R")
+        # kestrel's READONLY: reads only, so a health check sends no sets
+        rm.send(b"status\r\n")
+        eq(rm.read_line(), b"READONLY", "status on R")
+        m.send(b"status\r\n")
+        eq(m.read_line(), b"UP", "status on P")
         _promote(r)
+        rm.send(b"status\r\n")
+        eq(rm.read_line(), b"UP", "status on R once promoted")
         eq(p.admin().cmd("follow %s" % r.addr), b"FOLLOWING", "follow on P")
+        pm = p.mc()
+        pm.send(b"status\r\n")
+        eq(pm.read_line(), b"READONLY", "status on P once it follows")
         for h, cmd in ((held[0], "get q/close"), (held[1], "get q/abort")):
             h.send(cmd.encode() + b"\r\n")
             eq(h.read_line(), b"SERVER_ERROR replica", "%s on the old P" % cmd)

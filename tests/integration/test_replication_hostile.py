@@ -535,6 +535,45 @@ def test_primary_is_plain_beanstalkd(binary):
     _fake_primary_case(binary, serve, "UNKNOWN_COMMAND")
 
 
+@no_server
+@tubed_only(EXT)
+def test_primary_answers_bytes_that_are_not_text(binary):
+    """A primary whose answer holds a byte that is not UTF-8, an escape
+    sequence and a bell: last-error still says what it answered, but
+    stats-replication stays YAML a strict reader takes (UTF-8, no raw
+    control), and the log gets no escape sequence for an operator's
+    terminal."""
+    said = b"\xff\xfe\x1b[31mRED\x07 \xc2\x9b2J"
+
+    def serve(conn, n):
+        conn.sendall(said + b"\r\n")
+        time.sleep(0.2)
+    fp = FakePrimary(serve)
+    try:
+        with Cluster(binary) as cl:
+            r = cl.node("r", "-f", "0", replica_of=fp.addr)
+            wait_for(lambda: len(fp.arrivals) >= 2, "the replica to connect twice",
+                     timeout=20)
+            line, body = r.admin().cmd_body("stats-replication")
+            check(line.startswith(b"OK "), "stats-replication: %r" % line)
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as e:
+                fail("stats-replication is not UTF-8 (%s): %r" % (e, body))
+            bad = [ch for ch in text if ch != "\n" and (ord(ch) < 32 or 127 <= ord(ch) < 160)]
+            eq(bad, [], "raw controls in stats-replication: %r" % body)
+            last = unq(r.repl()["last-error"])
+            check("does not replicate" in last and "RED" in last,
+                  "last-error should quote the answer: %r" % last)
+            log = r.stderr()
+            check("RED" in log, "the log should say what the primary answered: %r"
+                  % log[-600:])
+            check("\x1b" not in log and "\x07" not in log,
+                  "raw controls in the log: %r" % log[-600:])
+    finally:
+        fp.close()
+
+
 # ------------------------------------------------------------ snapshots
 
 @no_server

@@ -7,16 +7,30 @@
 #include "alloc.h"
 #include "clock.h"
 #include "engine.h"
+#include "utf8.h"
 
-/* A YAML double-quoted scalar: only '"' and '\' need escaping in the
- * values we print (tube names cannot hold either). */
+/* A YAML double-quoted scalar. Most values are ours, but some carry text
+ * from outside (a binlog directory's path, a peer's answer): YAML is
+ * Unicode, and one byte that is not UTF-8, or a raw control, makes strict
+ * readers (Psych, PyYAML) refuse the whole reply, so each such byte is
+ * written as '?'. */
 static void quoted(Buf *b, const char *s)
 {
+    size_t n = strlen(s), k;
+
     buf_append(b, "\"", 1);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
+    for (; n; s += k, n -= k) {
+        unsigned char c = (unsigned char)*s;
+
+        k = c < 0x80 ? 1 : utf8_seq(s, n);
+        if (k == 0 || c < ' ' || c == 127 || utf8_c1(s, k)) {
+            buf_append(b, "?", 1);
+            k = 1;
+            continue;
+        }
+        if (c == '"' || c == '\\')
             buf_append(b, "\\", 1);
-        buf_append(b, s, 1);
+        buf_append(b, s, k);
     }
     buf_append(b, "\"\n", 2);
 }

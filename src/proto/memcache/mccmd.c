@@ -372,9 +372,12 @@ static void do_shutdown(McConn *m, const McCmd *cmd)
     conn_finish(&m->conn);
 }
 
+/* READONLY is kestrel's word for "reads only": a draining server, and a
+ * replica, which refuses every change (SERVER_ERROR replica) until it is
+ * promoted. A health check asking status then sends it no writes. */
 static void do_status(McConn *m, const McCmd *cmd)
 {
-    if (m->conn.srv->draining)
+    if (m->conn.srv->draining || repl_is_replica(m->conn.srv))
         mc_reply_lit(m, "READONLY\r\n");
     else
         mc_reply_lit(m, "UP\r\n");
