@@ -186,6 +186,10 @@ Status cmd_follow(const Cli *cli, Client *c, char **args, int nargs, Err *e)
         buf_free(&b);
     } else if (reply_is(&r, "BAD_FORMAT")) {
         st = err_set(e, ST_USAGE, "follow: the server refused the address '%s'", args[0]);
+    } else if (reply_is(&r, "NO_BINLOG")) {
+        st = err_set(e, ST_SERVER, "%s: follow: refused (NO_BINLOG): a replica keeps "
+                     "what it receives in its binlog, and this server runs without "
+                     "one (-b)", c->where);
     } else {
         st = admin_reply(cli, c, &r, "follow", e);
     }

@@ -344,7 +344,13 @@ ReplLink *repl_attach(Server *s, Conn *c, uint64_t epoch, uint64_t pos)
     char line[128];
 
     engine_repl_state(&s->eng, &my_epoch, &p, &start);
-    if (!r || r->role != ROLE_PRIMARY || !s->eng.binlog.enabled) {
+    if (!s->eng.binlog.enabled) {
+        /* Nothing to stream: said as such, so the replica's last-error
+         * does not call this server a replica. */
+        conn_reply_lit(c, "NO_BINLOG\r\n");
+        return NULL;
+    }
+    if (!r || r->role != ROLE_PRIMARY) {
         conn_reply_lit(c, "NOT_PRIMARY\r\n");
         return NULL;
     }
@@ -876,7 +882,7 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
 
     if (!r || !s->eng.binlog.enabled) {
         snprintf(err, errlen, "replication needs a binlog (-b)");
-        return -1;
+        return -2;
     }
     if (len >= sizeof a) {
         snprintf(err, errlen, "address too long");

@@ -138,8 +138,10 @@ void repl_link_close(ReplLink *l);
 
 /* promote: the epoch now (a primary: unchanged), or 0 with err. */
 uint64_t repl_promote(Server *s, char *err, size_t errlen);
-/* follow ADDRESS: 0, or -1 with err. `except` (the connection asking)
- * keeps its connection; every other one gives back what it holds. */
+/* follow ADDRESS: 0, or -1 with err (a bad address), or -2 with err when
+ * this server keeps no binlog (-b), without which it cannot be a replica.
+ * `except` (the connection asking) keeps its connection; every other one
+ * gives back what it holds. */
 int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err,
                 size_t errlen);
 

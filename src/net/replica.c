@@ -405,6 +405,9 @@ static void handshake_answer(Server *s, const char *line, size_t len)
                  peer_text(line + 7, len - 7, said, sizeof said));
     else if (len == 11 && !memcmp(line, "NOT_PRIMARY", 11))
         snprintf(why, sizeof why, "it is not a primary (a replica itself)");
+    else if (len == 9 && !memcmp(line, "NO_BINLOG", 9))
+        snprintf(why, sizeof why, "it keeps no binlog (started without -b): it has "
+                 "nothing to stream");
     else
         snprintf(why, sizeof why, "it does not replicate: answered '%s'",
                  peer_text(line, len, said, sizeof said));

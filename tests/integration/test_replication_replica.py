@@ -228,6 +228,31 @@ def test_http_primary_and_replica(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_server_without_a_binlog_says_so(binary):
+    """Replication needs a binlog on both ends. A server started without -b
+    answers `follow` NO_BINLOG (not BAD_FORMAT: the address was fine) and
+    stays a primary; tubed-cli says why; a replica pointed at it says in
+    last-error that it keeps no binlog (it used to call it a replica)."""
+    from cli_util import run_cli
+    with Cluster(binary) as cl:
+        plain = cl.node("plain", bdir=False)
+        p = cl.node("p", "-f", "0")
+        eq(plain.admin().cmd("follow %s" % p.addr, timeout=10), b"NO_BINLOG",
+           "follow on a server without -b")
+        eq(unq(plain.repl()["role"]), "primary", "it stays a primary")
+        plain.admin().put(b"still taken")
+        run = run_cli(binary, plain.port, "follow", p.addr)
+        check(run.rc != 0 and "NO_BINLOG" in run.err and "-b" in run.err,
+              "tubed-cli follow on a server without -b: %r" % run)
+        r = cl.node("r", "-f", "0", replica_of=plain)
+        wait_for(lambda: "no binlog" in unq(r.repl()["last-error"]),
+                 "the replica's last-error to say its primary keeps no binlog",
+                 timeout=20)
+        eq(r.repl()["connected"], "false", "connected")
+
+
+@no_server
+@tubed_only(EXT)
 def test_stats_replication_keys_and_values(binary):
     with Cluster(binary) as cl:
         plain = cl.node("plain", bdir=False)

@@ -596,12 +596,17 @@ static void do_promote(BsConn *b, const Cmd *cmd)
 static void do_follow(BsConn *b, const Cmd *cmd)
 {
     char err[160];
+    int rc;
 
     if (!admin_allowed(b, "follow"))
         return;
-    if (repl_follow(b->conn.srv, cmd->name, cmd->name_len, conn(b), err, sizeof err) < 0) {
+    rc = repl_follow(b->conn.srv, cmd->name, cmd->name_len, conn(b), err, sizeof err);
+    if (rc < 0) {
         log_warn("replication: follow refused: %s", err);
-        conn_reply_lit(conn(b), "BAD_FORMAT\r\n");
+        if (rc == -2)
+            conn_reply_lit(conn(b), "NO_BINLOG\r\n");
+        else
+            conn_reply_lit(conn(b), "BAD_FORMAT\r\n");
         return;
     }
     conn_reply_lit(conn(b), "FOLLOWING\r\n");
