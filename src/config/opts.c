@@ -858,14 +858,33 @@ static void note_key(char *note, size_t notelen, int k)
                  conf_server_key_name(k));
 }
 
-void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen)
+/* What the file alone would give; strings point into next. */
+static void file_alone(Config *want, const ConfFile *next)
 {
-    Config want; /* what the file alone would give; strings point into next */
-
-    opts_defaults(&want);
+    opts_defaults(want);
     for (int k = 0; next && k < SK_COUNT; k++)
         if (next->server.set & CONF_BIT(k))
-            set_key(&want, &next->server, k);
+            set_key(want, &next->server, k);
+}
+
+void opts_reload_kept(Config *live, const ConfFile *next, char *out, size_t outlen)
+{
+    Config want;
+
+    file_alone(&want, next);
+    if (outlen)
+        out[0] = '\0';
+    for (int k = 0; next && k < SK_COUNT; k++)
+        if ((live->cli_set & CONF_BIT(k)) && (next->server.set & CONF_BIT(k)) &&
+            !same_value(live, &want, k))
+            note_key(out, outlen, k);
+}
+
+void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen)
+{
+    Config want;
+
+    file_alone(&want, next);
     if (notelen)
         note[0] = '\0';
     for (int k = 0; k < SK_COUNT; k++) {

@@ -343,7 +343,7 @@ static int open_signals(Server *s)
 
 int server_reload(Server *s, char *err, size_t errlen)
 {
-    char buf[512], note[256] = "";
+    char buf[512], note[256] = "", kept[256] = "";
     ConfFile *next;
 
     if (!err) {
@@ -372,6 +372,7 @@ int server_reload(Server *s, char *err, size_t errlen)
         log_err("reload: %s; the old configuration stays in force", err);
         return -1;
     }
+    opts_reload_kept(&s->cfg, next, kept, sizeof kept);
     opts_reload_apply(&s->cfg, next, note, sizeof note);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
@@ -381,6 +382,9 @@ int server_reload(Server *s, char *err, size_t errlen)
     if (note[0])
         log_warn("reload: %s changed in %s; that takes effect at the next restart",
                  note, s->cfg.config_path);
+    if (kept[0])
+        log_warn("reload: %s in %s differs from the command line, whose value stays "
+                 "(the command line wins over the file)", kept, s->cfg.config_path);
     return 0;
 }
 

@@ -352,6 +352,27 @@ def test_waiting_replies_counts_replies_not_connections(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_reload_says_the_command_line_wins(binary):
+    """--sync-replicas 1 given, and the file says sync_replicas = 0: the
+    command line wins over the file (extensions.md §1), so the reload keeps
+    1, and says so in the log rather than leaving an operator who meant to
+    release the held replies wondering why nothing happened."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0", "--sync-replicas", 1, conf="sync_replicas = 1\n")
+        p.reload("sync_replicas = 0\n")
+        eq(p.repl()["sync-replicas"], "1", "sync-replicas after the reload")
+        check(re.search(r"reload: sync_replicas in .* differs from the command line, "
+                        r"whose value stays", p.stderr()),
+              "the reload names sync_replicas: %r" % p.stderr()[-400:])
+        q = cl.node("q", "-f", "0", conf="sync_replicas = 1\n")
+        q.reload("sync_replicas = 0\n")
+        eq(q.repl()["sync-replicas"], "0", "a file's own value changes at a reload")
+        check("differs from the command line" not in q.stderr(),
+              "no such line without the flag: %r" % q.stderr()[-400:])
+
+
+@no_server
+@tubed_only(EXT)
 def test_reload_of_replica_of(binary):
     """replica_of is read at start only: a reload that changes it is
     accepted, logs that it waits for the restart, and the replica keeps

@@ -987,6 +987,8 @@ START_TEST(reload)
                "allow_shutdown = true\nuser = root\n[tube x]\npriority = 3\n");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_nonnull(next);
+    opts_reload_kept(&r.cfg, next, note, sizeof note);
+    ck_assert_str_eq(note, "max_connections"); /* 20 in the file, 99 given */
     opts_reload_apply(&r.cfg, next, note, sizeof note);
     ck_assert_ptr_eq(r.cfg.conf, next);
     ck_assert_str_eq(note, "port, user");
@@ -1026,6 +1028,8 @@ START_TEST(reload)
     RUN(&r, "-V");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_null(next);
+    opts_reload_kept(&r.cfg, next, note, sizeof note);
+    ck_assert_str_eq(note, "");
     opts_reload_apply(&r.cfg, next, note, sizeof note);
     ck_assert_str_eq(note, "");
     ck_assert_int_eq(r.cfg.verbosity, 1);
