@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "storestate.h"
+#include "clock.h"
 #include "event.h"
 #include "hash.h"
 #include "heap.h"
@@ -41,6 +42,8 @@ struct Engine {
     const Config *cfg;
     EvLoop *loop;           /* the binlog's eventfds, posted deliveries */
     int64_t now;            /* monotonic ns, refreshed after each wake-up */
+    ClockOffset wall;       /* realtime - monotonic, read once per `now`: the
+                             * binlog's realtimes and a replica's apply */
     int64_t started;        /* monotonic ns */
     int64_t stamp;          /* last deadline base given out (queue.c) */
     uint64_t next_id;

@@ -21,24 +21,12 @@
 #include "queue.h"
 #include "store.h"
 
-/* A logged realtime on this server's monotonic clock. The wall clock is
- * read once per loop iteration (e->now changes with it), not once per
- * record: a catch-up applies hundreds of thousands a second. */
+/* A logged realtime on this server's monotonic clock: one pair of clock
+ * reads a loop iteration (clock.h), not one a record, as a catch-up
+ * applies hundreds of thousands a second. */
 static int64_t mono_of(Engine *e, int64_t wall)
 {
-    static const Engine *for_e;
-    static int64_t at, wall_now, mono_now;
-
-    /* Both clocks now, together: e->now is the iteration's start, and
-     * pairing it with a later realtime would place every deadline early
-     * by the gap. */
-    if (for_e != e || at != e->now) {
-        for_e = e;
-        at = e->now;
-        wall_now = clock_wall();
-        mono_now = clock_mono();
-    }
-    return bl_mono_of(wall, wall_now, mono_now);
+    return bl_mono_of(wall, e->now + clock_offset(&e->wall, e->now), e->now);
 }
 
 static void see_id(Engine *e, uint64_t id)

@@ -18,3 +18,13 @@ int64_t clock_wall(void)
 {
     return read_clock(CLOCK_REALTIME);
 }
+
+int64_t clock_offset(ClockOffset *c, int64_t at)
+{
+    if (!c->have || c->at != at) {
+        c->off = clock_wall() - clock_mono();
+        c->at = at;
+        c->have = 1;
+    }
+    return c->off;
+}

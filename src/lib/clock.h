@@ -17,4 +17,18 @@
 int64_t clock_mono(void);
 int64_t clock_wall(void);
 
+/* Realtime less monotonic time, for converting times between the two
+ * clocks (the binlog stores realtimes, the server runs on monotonic
+ * ones). Both clocks are read together, and once per `at`: the caller
+ * passes its loop iteration's time, so a burst of conversions costs one
+ * pair of reads. Never pair `at` itself with a realtime read later: `at`
+ * may be long past (a descheduled loop, a long replay), and every time
+ * converted would be off by the gap. */
+typedef struct ClockOffset {
+    int64_t at, off;
+    int have;
+} ClockOffset;
+
+int64_t clock_offset(ClockOffset *c, int64_t at);
+
 #endif

@@ -58,21 +58,11 @@ static uint64_t del_room(uint64_t free)
     return free - free % DEL;
 }
 
-/* A monotonic time as realtime, for the log: the clocks' difference is
- * read once per loop iteration (e->now is fixed for one), not per record.
- * Both clocks are read now, together: e->now is when the iteration began,
- * maybe long before its first record (after a long replay, the whole
- * replay), and pairing it with the realtime of now would log every
- * deadline late by that gap, which the next replay would then keep. */
+/* A monotonic time as realtime, for the log (one pair of clock reads a
+ * loop iteration, clock.h). */
 static int64_t wall_of(Engine *e, int64_t mono)
 {
-    Binlog *b = &e->binlog;
-
-    if (b->wall_mono != e->now || !b->wall_off) {
-        b->wall_off = clock_wall() - clock_mono();
-        b->wall_mono = e->now;
-    }
-    return mono + b->wall_off;
+    return mono + clock_offset(&e->wall, e->now);
 }
 
 /* The durable view of a job: a reserved job is logged as ready. */

@@ -43,9 +43,6 @@ typedef struct Binlog {
     uint64_t cur_used;     /* bytes placed in the current file */
     uint64_t cur_written;  /* bytes of it already written */
     Buf wbuf;              /* placed but not yet written */
-    int64_t wall_mono;     /* the e->now that wall_off was read for */
-    int64_t wall_off;      /* realtime less monotonic time, both read then
-                            * (one pair of clock reads a loop iteration) */
     int *spares;           /* preallocated next files, in index order */
     size_t nspares, spares_cap;
     uint64_t reserved;     /* room promised to future delete records */
