@@ -83,25 +83,32 @@ def ocf_skip_reason():
 class OcfNode:
     """One instance of the clone: a node name and its tubed's files."""
 
-    def __init__(self, site, name, params):
+    def __init__(self, site, name, params, reserved=None):
         self.site = site
         self.name = name
         self.dir = os.path.join(site.tmp, name)
         os.mkdir(self.dir)
-        self.port = harness._free_port()
-        self.started = False
         self.params = {
             "binary": site.binary,
             "cli": site.cli,
             "binlog_dir": os.path.join(self.dir, "binlog"),
             "listen": "127.0.0.1",
-            "port": str(self.port),
             "pidfile": os.path.join(self.dir, "tubed.pid"),
             "logfile": os.path.join(self.dir, "tubed.log"),
             "sync_replicas": "1",
             "fsync": "0",
         }
         self.params.update(params)
+        # The port is held for the node from now to the site's end (a
+        # harness.PortReservation; shared by nodes given the same one), so
+        # nothing else takes it between its starts.  A node on a Unix
+        # socket has no port to hold.
+        listen = self.params["listen"]
+        if reserved is None and not listen.startswith("unix:"):
+            reserved = site.reserve_port(listen)
+        self.reserved = reserved
+        self.port = reserved.port if reserved else harness._free_port()
+        self.params.setdefault("port", str(self.port))
 
     @property
     def addr(self):
@@ -136,24 +143,30 @@ class OcfNode:
                            timeout=timeout)
         return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
 
+    def start(self, extra=None):
+        """(exit status, output) of the agent's start, through the node's
+        port reservation: the one path every start of a node takes (see
+        harness.PortReservation.start: a start that failed on the port
+        before any node ran on it is tried again on a new one, every node
+        sharing it and every peer list moved along)."""
+        res = {}
+
+        def attempt():
+            if self.reserved is not None and self.port != self.reserved.port:
+                self.site.moved(self.reserved)
+            res["got"], res["out"] = self.run("start", extra)
+            return None if res["got"] == 0 else res["out"]
+        if self.reserved is None:
+            attempt()
+        else:
+            self.reserved.start(attempt)
+        return res["got"], res["out"]
+
     def must(self, action, rc=0, extra=None):
-        got, out = self.run(action, extra)
-        # The port was free when the node was made: a node's first start
-        # may find it taken since by another test's socket (an outgoing
-        # connection gets its port from the same range): a new one is
-        # picked, as harness.Server does.  Its own earlier tubed cannot
-        # hold it then, so no failure of the agent's is hidden.
-        for _ in range(5):
-            if not (action == "start" and got != 0 and not self.started and
-                    "Address already in use" in out):
-                break
-            self.port = harness._free_port()
-            self.params["port"] = str(self.port)
-            if "peers" in self.params:
-                self.site.set_peers()
+        if action == "start":
+            got, out = self.start(extra)
+        else:
             got, out = self.run(action, extra)
-        if action == "start" and got == 0:
-            self.started = True
         if got != rc:
             fail("agent %s on %s: expected exit %d, got %d: %s | agent log: %s"
                  " | tubed log: %s" % (action, self.name, rc, got, out.strip()[-600:],
@@ -271,11 +284,31 @@ class OcfSite:
         for name in ("pacemakerd", "crm_node", "crm_master", "crm_attribute"):
             os.symlink(fake, os.path.join(self.fakes, name))
         self.nodes = []
+        self.reservations = []
 
-    def node(self, name, **params):
-        n = OcfNode(self, name, params)
+    def node(self, name, reserved=None, **params):
+        """A node; params are its OCF_RESKEY_ parameters.  reserved: a
+        port reservation (reserve_port()) it shares with other nodes, for
+        nodes on different addresses with one port."""
+        n = OcfNode(self, name, params, reserved)
         self.nodes.append(n)
         return n
+
+    def reserve_port(self, *hosts):
+        """A harness.PortReservation on hosts, held until the site's end."""
+        r = harness.PortReservation(*hosts)
+        self.reservations.append(r)
+        return r
+
+    def moved(self, reserved):
+        """reserved has a new port (a collision at a first start): every
+        node on it takes it, and peer lists name it."""
+        for n in self.nodes:
+            if n.reserved is reserved:
+                n.port = reserved.port
+                n.params["port"] = str(reserved.port)
+        if any("peers" in n.params for n in self.nodes):
+            self.set_peers()
 
     def peers(self):
         return " ".join("%s=%s" % (n.name, n.addr) for n in self.nodes)
@@ -318,6 +351,8 @@ class OcfSite:
             deadline = time.monotonic() + 10
             while n.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
+        for r in self.reservations:
+            r.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
         return False
 

@@ -17,7 +17,9 @@ Decorators understood by run.py:
 A test file can set ``SERVER_ARGS = [...]`` to give every test in it extra
 arguments, or ``SERVER = "none"`` to run its tests without a server.
 
-Servers are found a free port (bound to port 0, retried on collision), are
+Servers are found a free port (bound to port 0, retried on collision); a
+port a test must choose before it starts a server of its own (an OCF
+agent's, one a script is told) is held with PortReservation.  Servers are
 considered up once /proc shows them listening (no probe connection, so the
 connection counters start at zero), and are always stopped by pid: SIGTERM,
 then SIGKILL after 5 s.  Server.stop() reports a crash (death by a signal we
@@ -151,6 +153,90 @@ def _free_port():
         return s.getsockname()[1]
     finally:
         s.close()
+
+
+class PortReservation:
+    """A TCP port chosen in advance for servers a test starts on a command
+    line or an agent's parameters of its own (an OCF node, a tubed whose
+    port a script is told), held until close().
+
+    A port from _free_port() is free when picked and used seconds later: in
+    between, another test's outgoing connection may get it (connect() takes
+    its port from the same range) and the server fails with 'Address
+    already in use'.  Here a socket stays bound to the port on each of
+    `hosts`, with SO_REUSEADDR and never listening: while it is, connect()
+    skips the port, binds to port 0 and binds without SO_REUSEADDR are
+    refused it, and the server (tubed binds with SO_REUSEADDR) still binds
+    and listens there, at its first start and at every restart.  port_taken()
+    and listening() do not count it (it does not listen).
+
+    One way around it remains: a server of another test that was given the
+    same number just before it was reserved, and binds it with SO_REUSEADDR.
+    start() tries such a start again on a new port, but only before anything
+    ever ran on the reservation: after that the port is an address others
+    know (a replica follows it, a peer list names it), and a collision is
+    reported, not moved past.  A reservation may cover several addresses
+    (nodes on 127.0.0.2 and 127.0.0.3 that share one port)."""
+
+    ATTEMPTS = 5
+
+    def __init__(self, *hosts):
+        self.hosts = hosts or (HOST,)
+        self.socks = []
+        self.port = None
+        self.used = False      # something ran on it: it no longer moves
+        self.move()
+
+    def move(self):
+        """Give the port up and hold another one; returns it."""
+        check(not self.used, "port %s moved after a server ran on it" % self.port)
+        self.close()
+        for _ in range(100):
+            socks = []
+            try:
+                for host in self.hosts:
+                    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                      socket.SOCK_STREAM)
+                    socks.append(s)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind((host, socks[0].getsockname()[1] if len(socks) > 1 else 0))
+            except OSError as e:
+                for s in socks:
+                    s.close()
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                continue
+            self.socks = socks
+            self.port = socks[0].getsockname()[1]
+            return self.port
+        raise TestFailure("no port free on every one of %s" % (self.hosts,))
+
+    def start(self, attempt):
+        """attempt() starts the server on self.port and returns None once it
+        runs, else the output of the start that failed; returned as is,
+        unless it failed on the port before anything ran here (see the
+        class): then it is tried again on a new port."""
+        for _ in range(self.ATTEMPTS):
+            out = attempt()
+            if out is None:
+                self.used = True
+                return None
+            if self.used or "Address already in use" not in out:
+                break
+            self.move()
+        return out
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+        self.socks = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.close()
+        return False
 
 
 def _listening_inodes(ports=(), unix_path=None):

@@ -209,12 +209,11 @@ def test_ocf_post_start_follows_the_promoted_instance(binary):
     primary until the next promotion. The post-start notification names
     the promoted instance; the agent now follows it."""
     _need_ocf()
-    port = str(harness._free_port())
     with OcfSite(binary) as site:
         # Node names are addresses: 127.0.0.2 and 127.0.0.3, one port.
-        a = site.node("127.0.0.2", listen="127.0.0.2", port=port)
-        b = site.node("127.0.0.3", listen="127.0.0.3", port=port)
-        a.port = b.port = int(port)
+        common = site.reserve_port("127.0.0.2", "127.0.0.3")
+        a = site.node("127.0.0.2", listen="127.0.0.2", reserved=common)
+        b = site.node("127.0.0.3", listen="127.0.0.3", reserved=common)
         a.must("start")
         a.must("promote")
         a.must("monitor", rc=8)
@@ -238,7 +237,7 @@ def test_ocf_post_start_follows_the_promoted_instance(binary):
             finally:
                 c.close()
 
-        want = "%s:%s" % (a.name, port)
+        want = "%s:%d" % (a.name, a.port)
         wait_for(lambda: repl(b)["primary"] == want and repl(b)["connected"] == "true",
                  "%s to follow %s" % (b.name, want), timeout=20)
         c = harness.Client(a.params["listen"], a.port)
@@ -288,15 +287,34 @@ def test_cli_host_in_brackets(binary):
 
 
 def _tubed(binary, tmp, name, listen, port, *args):
+    """tubed -l LISTEN -p PORT -b TMP/NAME ARGS, returned once it listens.
+    port: a harness.PortReservation on listen (the scripts under test are
+    told the port: it must stay this node's); "{port}" in ARGS is its port."""
     d = os.path.join(tmp, name)
     os.makedirs(d)
-    log = open(os.path.join(d, "log"), "wb")
-    p = subprocess.Popen([binary, "-l", listen, "-p", str(port), "-b", d] + list(args),
-                         stdout=log, stderr=log)
-    log.close()
-    wait_for(lambda: harness.listening(p.pid, port), "tubed %s listening" % name,
-             timeout=10)
-    return p
+    path = os.path.join(d, "log")
+    box = {}
+
+    def attempt():
+        with open(path, "wb") as log:
+            p = box["p"] = subprocess.Popen(
+                [binary, "-l", listen, "-p", str(port.port), "-b", d]
+                + [a.replace("{port}", str(port.port)) for a in args],
+                stdout=log, stderr=log)
+        try:
+            wait_for(lambda: p.poll() is not None or harness.listening(p.pid, port.port),
+                     "tubed %s listening" % name, timeout=10)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        if p.poll() is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    out = port.start(attempt)
+    check(out is None, "tubed %s did not start: %s" % (name, out))
+    return box["p"]
 
 
 def _repl(host, port):
@@ -323,14 +341,17 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
     cli = os.path.join(os.path.dirname(binary), "tubed-cli")
     tmp = tempfile.mkdtemp(prefix="tubed-ka-")
     procs = []
+    ports = []
     try:
-        pl, pr = harness._free_port(), harness._free_port()
+        ports = [harness.PortReservation("127.0.0.1"), harness.PortReservation("::1")]
         # The VIP is a loopback address nothing listens on at that port.
         vip = "127.0.0.9"
-        procs.append(_tubed(binary, tmp, "local", "127.0.0.1", pl,
+        procs.append(_tubed(binary, tmp, "local", "127.0.0.1", ports[0],
+                            "--replica-of", "%s:{port}" % vip))
+        pl = ports[0].port
+        procs.append(_tubed(binary, tmp, "peer", "::1", ports[1],
                             "--replica-of", "%s:%d" % (vip, pl)))
-        procs.append(_tubed(binary, tmp, "peer", "::1", pr,
-                            "--replica-of", "%s:%d" % (vip, pl)))
+        pr = ports[1].port
         d = os.path.join(tmp, "etc dir")
         os.mkdir(d)
         env = os.path.join(d, "keepalived env")
@@ -401,6 +422,8 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
             if p.poll() is None:
                 p.kill()
             p.wait()
+        for r in ports:
+            r.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -977,12 +1000,15 @@ def test_keepalived_stop_hands_off_before_following(binary):
     cli = os.path.join(os.path.dirname(binary), "tubed-cli")
     tmp = tempfile.mkdtemp(prefix="tubed-ho-")
     procs = []
+    ports = []
     try:
-        pp, pr = harness._free_port(), harness._free_port()
+        ports = [harness.PortReservation(), harness.PortReservation()]
         vip = "127.0.0.9"
-        procs.append(_tubed(binary, tmp, "primary", "127.0.0.1", pp))
-        procs.append(_tubed(binary, tmp, "replica", "127.0.0.1", pr,
+        procs.append(_tubed(binary, tmp, "primary", "127.0.0.1", ports[0]))
+        pp = ports[0].port
+        procs.append(_tubed(binary, tmp, "replica", "127.0.0.1", ports[1],
                             "--replica-of", "127.0.0.1:%d" % pp))
+        pr = ports[1].port
         wait_for(lambda: _repl("127.0.0.1", pr)["connected"] == "true"
                  and _repl("127.0.0.1", pr)["position"] == _repl("127.0.0.1", pp)["position"],
                  "the replica to catch up", timeout=20)
@@ -1019,6 +1045,8 @@ def test_keepalived_stop_hands_off_before_following(binary):
                 os.kill(p.pid, signal.SIGCONT)
                 p.kill()
             p.wait()
+        for r in ports:
+            r.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -1049,7 +1077,7 @@ def test_ocf_config_typo_while_running(binary):
         rc, out = n.run("validate-all")
         eq(rc, 6, "validate-all with the typo: %s" % out)
         n.must("stop")
-        rc, out = n.run("start")
+        rc, out = n.start()
         eq(rc, 6, "start with the typo (OCF_ERR_CONFIGURED): %s" % out)
         check(not n.alive(), "a start refused left tubed running")
 
