@@ -218,13 +218,20 @@ def figures(node):
     check(body is not None, "node %s: stats-binlog: %r" % (node.name, line))
     b = harness.parse_yaml_dict(body)
     _, tasks, rss = proc_figures(node.pid)
+    # The fds before the scrape below, not after: the server closes the
+    # scrape's socket only after sending the reply, so a test that reads
+    # /proc as soon as it has the reply may still see it (CLOSE_WAIT on the
+    # HTTP port, under load).  Counted at the warm-up, that fd made every
+    # later cycle look one fd short.  Here, every client of the cycle is
+    # gone (wait_conns(); a connection's fd is closed as it is uncounted)
+    # and only the admin connection of the test is open.
+    fdl = fd_targets(node.pid)
     # The server-wide count of unsent replies (outbudget): with every
     # client gone or read, it is back to zero, or large replies would one
     # day be refused to everyone.
     r = http_get(node, "/metrics")
     m = re.search(rb"^tubed_unread_reply_bytes (\d+)$", r.body, re.M)
     check(m is not None, "node %s: no tubed_unread_reply_bytes in /metrics" % node.name)
-    fdl = fd_targets(node.pid)
     logs = [t for t in fdl if BINLOG_FD.search(t)]
     return {
         "pid": node.pid, "fds": len(fdl) - len(logs), "threads": tasks, "rss": rss,
