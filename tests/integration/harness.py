@@ -216,15 +216,7 @@ class PortReservation:
         runs, else the output of the start that failed; returned as is,
         unless it failed on the port before anything ran here (see the
         class): then it is tried again on a new port."""
-        for _ in range(self.ATTEMPTS):
-            out = attempt()
-            if out is None:
-                self.used = True
-                return None
-            if self.used or "Address already in use" not in out:
-                break
-            self.move()
-        return out
+        return start_on([self], attempt)
 
     def close(self):
         for s in self.socks:
@@ -237,6 +229,62 @@ class PortReservation:
     def __exit__(self, et, ev, tb):
         self.close()
         return False
+
+
+def start_on(reservations, attempt):
+    """PortReservation.start() for a server on several reserved ports (its
+    beanstalk port, a [listen] section's, a metrics port): attempt() starts
+    it on their current ports and returns None once it runs, else the
+    output of the start that failed.  A start that failed with 'Address
+    already in use' while nothing ever ran on any of them is tried again
+    with every one moved (the message need not say which port it was)."""
+    out = None
+    for _ in range(PortReservation.ATTEMPTS):
+        out = attempt()
+        if out is None:
+            for r in reservations:
+                r.used = True
+            return None
+        if any(r.used for r in reservations) or "Address already in use" not in out:
+            break
+        for r in reservations:
+            r.move()
+    return out
+
+
+def spawn_on(reservations, argv, what, log_path=None, timeout=10, **popen_kw):
+    """A process (a tubed, another server) started on reserved ports, once
+    /proc shows it listening on every one of them: argv() is its command
+    line for their current ports (called at each attempt), its output goes
+    to log_path (None: a temporary file); a start that exits first is
+    tried again through start_on(), and fails the test with the output if
+    it cannot be.  The caller stops it by pid."""
+    box = {}
+
+    def attempt():
+        ports = [r.port for r in reservations]
+        if log_path is None:
+            log = tempfile.TemporaryFile()
+        else:
+            log = open(log_path, "w+b")
+        with log:
+            p = subprocess.Popen(argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=log, **popen_kw)
+            try:
+                wait_for(lambda: p.poll() is not None or listening(p.pid, ports=ports),
+                         "%s listening on %s" % (what, ports), timeout=timeout)
+            except BaseException:
+                p.kill()
+                p.wait()
+                raise
+            if p.poll() is None:
+                box["p"] = p
+                return None
+            log.seek(0)
+            return log.read().decode("utf-8", "replace")
+    out = start_on(reservations, attempt)
+    check(out is None, "%s did not start: %s" % (what, out))
+    return box["p"]
 
 
 def _listening_inodes(ports=(), unix_path=None):

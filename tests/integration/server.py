@@ -19,7 +19,10 @@ users of it.
 The command line is  -l 127.0.0.1 -p PORT [--memcache-port M]
 [--metrics-port H] [--config FILE] [-b DIR] ARGS EXTRA  (or -l unix:PATH).
 Each start attempt picks free ports afresh (the beanstalk one is kept
-across restarts with keep_port=True); the server counts as started once
+across restarts with keep_port=True); ports the config file or the
+arguments name (a [listen] section's address) are harness.PortReservations
+given as ports=, held until the end, with conf a function that renders the
+file for their current ports; the server counts as started once
 /proc shows it listening on every one of them and it has logged that its
 binlog is replayed (it listens before it replays), and a start that fails
 because a port was taken meanwhile is tried again.  Servers are stopped by
@@ -52,8 +55,16 @@ class Tubed:
 
     def __init__(self, binary, *args, conf=None, bdir=False, memcache=False,
                  metrics=False, env=None, keep_port=False, unix=False,
-                 tmp=None, prefix="tubed-", label="server"):
+                 tmp=None, prefix="tubed-", label="server", ports=()):
         self.binary = binary
+        # Ports chosen in advance that the config (or args) name: held
+        # until __exit__, and moved by a first start that collides on one
+        # (harness.start_on); conf is then a function of nothing that
+        # renders the file for their current ports.
+        self.reserved = list(ports)
+        self.conf_fn = conf if callable(conf) else None
+        if self.conf_fn is not None:
+            conf = self.conf_fn()
         self.args = [str(a) for a in args]
         self.label = label          # in failure messages ("node r", ...)
         self.own_tmp = tmp is None
@@ -130,7 +141,26 @@ class Tubed:
         """Start (or start again: same directory, config and binlog; the same
         beanstalk port with keep_port).  `extra` arguments go last and hold
         for this start only.  Returns the harness.Server once the binlog is
-        replayed (replayed=False: once it listens)."""
+        replayed (replayed=False: once it listens).  With reserved ports, a
+        start before any ran on them that collides on one is tried again
+        with them moved (and the file rendered again)."""
+        if not self.reserved:
+            return self._start(extra, replayed)
+        box = {}
+
+        def attempt():
+            if self.conf_fn is not None:
+                self.write_conf(self.conf_fn())
+            try:
+                box["srv"] = self._start(extra, replayed)
+            except harness.ServerError as e:
+                return str(e)
+            return None
+        out = harness.start_on(self.reserved, attempt)
+        check(out is None, "%s did not start: %s" % (self.label, out))
+        return box["srv"]
+
+    def _start(self, extra, replayed):
         self.extra = [str(x) for x in extra]
         fixed = self.keep_port and self.port is not None
         last = ""
@@ -267,6 +297,8 @@ class Tubed:
             self.start()
         except BaseException:
             self.remove_dir()
+            for r in self.reserved:
+                r.close()
             raise
         return self
 
@@ -277,6 +309,8 @@ class Tubed:
     def __exit__(self, et, ev, tb):
         problems = self.stop()
         self.remove_dir()
+        for r in self.reserved:
+            r.close()
         raise_problems(problems, et, ev)
         return False
 

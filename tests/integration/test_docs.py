@@ -523,10 +523,12 @@ def test_docs_stats_keys_and_metrics_families_match_a_live_server(binary):
     from server import Tubed
     from http_util import Metrics, get
     docs, n_bs = _documented_stats()
-    lport = harness._free_port()
+    # [listen ro]'s port is in the file: held, and moved with the file
+    # rewritten if the first start collides on it (server.Tubed ports=).
+    lport = harness.PortReservation()
     problems = []
-    with Tubed(binary, conf=LISTEN_CONF % lport, bdir=True, memcache=True,
-               metrics=True, prefix="tubed-docs-") as p:
+    with Tubed(binary, conf=lambda: LISTEN_CONF % lport.port, ports=[lport], bdir=True,
+               memcache=True, metrics=True, prefix="tubed-docs-") as p:
         c = p.client()
         c.use("default")
         jid = c.put(b"x")
@@ -1190,32 +1192,26 @@ def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
     were (the jobs are still beanstalkd's)."""
     import hashlib
     import socket
-    import time
     bsd = shutil.which("beanstalkd")
     if not bsd:
         raise harness.Skip("no beanstalkd to write a binlog")
+    from binlog_util import run_refusing
     d = tempfile.mkdtemp(prefix="tubed-docs-bsd-")
     try:
-        port = harness._free_port()
-        p = subprocess.Popen([bsd, "-l", harness.HOST, "-p", str(port), "-b", d],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    s = socket.create_connection((harness.HOST, port), timeout=5)
-                    break
-                except OSError:
-                    check(time.monotonic() < deadline and p.poll() is None,
-                          "beanstalkd did not start")
-                    time.sleep(0.05)
-            s.sendall(b"put 0 0 60 2\r\nhi\r\n")
-            eq(s.recv(100), b"INSERTED 1\r\n", "beanstalkd's put")
-            s.close()
-        finally:
-            p.terminate()
-            p.wait(10)
+        # beanstalkd binds its port before it opens the binlog: the port is
+        # held from now on, and a start that collides on it is tried again
+        # on a new one (harness.spawn_on).
+        with harness.PortReservation() as port:
+            p = harness.spawn_on([port], lambda: [bsd, "-l", harness.HOST, "-p",
+                                                  str(port.port), "-b", d], "beanstalkd")
+            try:
+                s = socket.create_connection((harness.HOST, port.port), timeout=5)
+                s.sendall(b"put 0 0 60 2\r\nhi\r\n")
+                eq(s.recv(100), b"INSERTED 1\r\n", "beanstalkd's put")
+                s.close()
+            finally:
+                p.terminate()
+                p.wait(10)
         files = sorted(f for f in os.listdir(d) if f.startswith("binlog."))
         check(files, "beanstalkd wrote no binlog in %s" % d)
 
@@ -1227,9 +1223,10 @@ def test_docs_beanstalkds_binlog_is_refused_even_with_recover(binary):
             return h.hexdigest()
         before = digest()
         for extra in ([], ["--recover"]):
-            r = _run([binary, "-l", harness.HOST, "-p", str(harness._free_port()), "-b", d] + extra)
-            out = (r.stdout + r.stderr).decode()
-            eq(r.returncode, 1, "tubed %s on beanstalkd's binlog: exit status (%s)" % (extra, out))
+            # tubed binds its port before it opens the binlog: run_refusing
+            # runs it again on a new port if the first was taken meanwhile.
+            rc, out = run_refusing(binary, ["-b", d] + extra, timeout=10)
+            eq(rc, 1, "tubed %s on beanstalkd's binlog: exit status (%s)" % (extra, out))
             check("is a beanstalkd binlog, not tubed's" in out, "tubed's message: %r" % out)
             eq(sorted(f for f in os.listdir(d) if f.startswith("binlog.")), files,
                "binlog files after tubed %s" % extra)

@@ -343,8 +343,12 @@ def test_counters_never_go_down_across_reloads(binary):
     """SIGHUP with a config that changes tube policies and a listener's
     role: every counter of the scrape before is in the scrape after, not
     lower (a counter that resets breaks rate())."""
-    port = harness._free_port()
-    with Tubed(binary, conf=RELOAD_CONF.format(port=port, max=100), metrics=True) as srv:
+    # The [listen] port is in the file: held, and moved with the file
+    # rewritten if the first start collides on it (server.Tubed ports=).
+    res = harness.PortReservation()
+    with Tubed(binary, conf=lambda: RELOAD_CONF.format(port=res.port, max=100),
+               ports=[res], metrics=True) as srv:
+        port = res.port
         conns = busy(srv)
         p = socket.create_connection((harness.HOST, port), timeout=5)
         f = p.makefile("rwb")
@@ -592,9 +596,10 @@ def test_http_listener_that_shows_no_tube(binary):
     """An http [listen] section whose tubes match none: /metrics clean with
     no tube series, /tubes.json with an empty "tubes", the page says 0
     tubes with no console error."""
-    port = harness._free_port()
-    conf = "[listen h]\naddress = 127.0.0.1:%d\nprotocol = http\ntubes = nothing-*\n" % port
-    with Tubed(binary, conf=conf, metrics=True) as srv:
+    res = harness.PortReservation()     # held; moved by a first start's collision
+    conf = "[listen h]\naddress = 127.0.0.1:%d\nprotocol = http\ntubes = nothing-*\n"
+    with Tubed(binary, conf=lambda: conf % res.port, ports=[res], metrics=True) as srv:
+        port = res.port
         c = srv.client()
         c.use("other")
         c.put(b"x")
@@ -721,10 +726,13 @@ def test_listeners_sharing_a_name_are_one_series(binary):
 def test_a_section_named_like_a_builtin_listener(binary):
     """[listen main] and [listen metrics] beside the -l/-p and
     --metrics-port listeners: one series per name (summed), not two."""
-    ports = [harness._free_port(), harness._free_port()]
+    # Held; moved, the file rewritten, by a first start that collides.
+    res = [harness.PortReservation(), harness.PortReservation()]
     conf = ("[listen main]\naddress = 127.0.0.1:%d\nrole = producer\n\n"
-            "[listen metrics]\naddress = 127.0.0.1:%d\nprotocol = http\n" % tuple(ports))
-    with Tubed(binary, conf=conf, metrics=True) as srv:
+            "[listen metrics]\naddress = 127.0.0.1:%d\nprotocol = http\n")
+    with Tubed(binary, conf=lambda: conf % tuple(r.port for r in res), ports=res,
+               metrics=True) as srv:
+        ports = [r.port for r in res]
         a = srv.client()
         b = socket.create_connection((harness.HOST, ports[0]), timeout=5)
         b.sendall(b"reserve-with-timeout 0\r\n")

@@ -265,11 +265,14 @@ def test_cli_host_in_brackets(binary):
     scripts (the keepalived notify script's TUBED_PEERS) split from
     [v6]:PORT. It was "cannot resolve [[::1]]:PORT"."""
     _need_ipv6_loopback()
-    port = harness._free_port()
-    p = subprocess.Popen([binary, "-l", "::1", "-p", str(port)],
-                         stderr=subprocess.DEVNULL)
+    # The port is held from its choice on; a start that collides on it is
+    # tried again on a new one (harness.spawn_on).
+    res = harness.PortReservation("::1")
+    p = None
     try:
-        wait_for(lambda: harness.listening(p.pid, port), "tubed on [::1]", timeout=10)
+        p = harness.spawn_on([res], lambda: [binary, "-l", "::1", "-p", str(res.port)],
+                             "tubed on [::1]")
+        port = res.port
         cli = os.path.join(os.path.dirname(binary), "tubed-cli")
         for host in ("[::1]", "::1"):
             r = subprocess.run([cli, "-h", host, "-p", str(port), "--json", "replication"],
@@ -282,8 +285,10 @@ def test_cli_host_in_brackets(binary):
             eq(r.returncode, 3, "tubed-cli -h %s (cannot resolve)" % host)
             check(r.stderr.strip(), "tubed-cli -h %s: no message" % host)
     finally:
-        p.terminate()
-        p.wait(timeout=10)
+        if p is not None:
+            p.terminate()
+            p.wait(timeout=10)
+        res.close()
 
 
 def _tubed(binary, tmp, name, listen, port, *args):
@@ -586,15 +591,20 @@ def test_cli_not_allowed_says_why(binary):
     which it was, and flush "unexpected reply (NOT_ALLOWED)". Both now
     name the listener's role; the exit status stays 4."""
     tmp = tempfile.mkdtemp(prefix="tubed-na-")
-    port, ro = harness._free_port(), harness._free_port()
+    # Both ports (-p and [listen ro]'s) held from their choice on; a start
+    # that collides on one is tried again on new ones (harness.spawn_on).
+    res = [harness.PortReservation(), harness.PortReservation()]
     conf = os.path.join(tmp, "tubed.conf")
-    with open(conf, "w") as f:
-        f.write("[listen ro]\naddress = 127.0.0.1:%d\nrole = read\n" % ro)
-    p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port), "-b", tmp,
-                          "--config", conf], stderr=subprocess.DEVNULL)
+
+    def argv():
+        with open(conf, "w") as f:
+            f.write("[listen ro]\naddress = 127.0.0.1:%d\nrole = read\n" % res[1].port)
+        return [binary, "-l", "127.0.0.1", "-p", str(res[0].port), "-b", tmp,
+                "--config", conf]
+    p = None
     try:
-        wait_for(lambda: harness.listening(p.pid, ports=[port, ro]), "tubed listening",
-                 timeout=10)
+        p = harness.spawn_on(res, argv, "tubed")
+        port, ro = res[0].port, res[1].port
         cli = os.path.join(os.path.dirname(binary), "tubed-cli")
         for args, words in ((["promote"], ("NOT_ALLOWED", "admin")),
                             (["follow", "127.0.0.1:1"], ("NOT_ALLOWED", "admin")),
@@ -608,8 +618,11 @@ def test_cli_not_allowed_says_why(binary):
         r = subprocess.run([cli, "-p", str(port), "promote"], capture_output=True, timeout=30)
         eq(r.returncode, 0, "promote on the main listener: %s" % r.stderr)
     finally:
-        p.terminate()
-        p.wait(timeout=10)
+        if p is not None:
+            p.terminate()
+            p.wait(timeout=10)
+        for r in res:
+            r.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -744,18 +757,20 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
     check(not missing, "tubed.service refuses %s, which src/ calls" % missing)
 
     tmp = tempfile.mkdtemp(prefix="tubed-sc-")
-    port, mport, kport = harness._free_port(), harness._free_port(), harness._free_port()
+    # The three ports are held from their choice on; a start that collides
+    # on one is tried again on new ones (harness.start_on: tubed binds
+    # before it opens the binlog, so the attempt left nothing behind).
+    res = [harness.PortReservation() for _ in range(3)]
     conf = os.path.join(tmp, "tubed.conf")
     with open(conf, "w") as f:
         f.write("[tube t*]\nmax_items = 10\n")
     trace = os.path.join(tmp, "trace")
+    log = os.path.join(tmp, "log")
     tpid = None
-    p = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, binary, "-b",
-                          os.path.join(tmp, "binlog"), "-l", "127.0.0.1", "-p", str(port),
-                          "--metrics-port", str(mport), "--memcache-port", str(kport),
-                          "--config", conf], stderr=subprocess.DEVNULL)
+    p = None
     try:
         def pid():
+            """tubed's pid: strace's child."""
             for d in os.listdir("/proc"):
                 if d.isdigit():
                     try:
@@ -765,9 +780,33 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
                     except (OSError, ValueError, IndexError):
                         pass
             return None
-        wait_for(lambda: harness.port_taken(port) and harness.port_taken(mport)
-                 and harness.port_taken(kport), "tubed under strace", timeout=20)
-        tpid = pid()
+
+        def up():
+            """tubed (not strace, not another test's server that collided
+            on a port) listens on the three ports."""
+            nonlocal tpid
+            if tpid is None:
+                tpid = pid()
+            return tpid is not None and harness.listening(tpid, ports=[r.port for r in res])
+
+        def attempt():
+            nonlocal p, tpid
+            port, mport, kport = (r.port for r in res)
+            tpid = None
+            with open(log, "wb") as f:
+                p = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, binary, "-b",
+                                      os.path.join(tmp, "binlog"), "-l", "127.0.0.1",
+                                      "-p", str(port), "--metrics-port", str(mport),
+                                      "--memcache-port", str(kport), "--config", conf],
+                                     stderr=f)
+            wait_for(lambda: p.poll() is not None or up(), "tubed under strace", timeout=20)
+            if p.poll() is None:
+                return None
+            with open(log, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        out = harness.start_on(res, attempt)
+        check(out is None, "tubed under strace did not start: %s" % out)
+        port, mport, kport = (r.port for r in res)
         check(tpid is not None, "no tubed under strace")
         c = harness.Client("127.0.0.1", port)
         c.use("t1")
@@ -803,17 +842,19 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
         check(not refused, "tubed.service refuses %s, which tubed called" % refused)
     finally:
         # tubed first: strace killed would leave it running, detached.
-        if tpid is not None and p.poll() is None:
+        if p is not None and tpid is not None and p.poll() is None:
             try:
                 os.kill(tpid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if p.poll() is None:
+        if p is not None and p.poll() is None:
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        for r in res:
+            r.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

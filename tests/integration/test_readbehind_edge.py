@@ -328,12 +328,12 @@ def test_timeout0_takes_the_job_a_worker_waits_for(binary):
         wait_spilled(c, 1, KIB, "y spilled")
         s.slow_reads()
         w = worker(s, "rb")
-        _parked(s, w, "reserve-with-timeout 5")
+        _parked(s, w, "reserve-with-timeout %d" % PARKED_TIMEOUT)
         w2 = worker(s, "rb")
         eq(w2.cmd_body("reserve-with-timeout 0"), (b"RESERVED %d %d" % (y, KIB), a[1]),
            "reserve-with-timeout 0 takes y, read on the loop")
-        eq(w.read_reply(timeout=5), (b"RESERVED %d %d" % (x, KIB), a[0]),
-           "the parked worker gets x")
+        eq(w.read_reply(timeout=2 * PARKED_TIMEOUT), (b"RESERVED %d %d" % (x, KIB), a[0]),
+           "the parked worker gets x (TIMED_OUT: it waited for its %d s)" % PARKED_TIMEOUT)
 
 
 @no_server
@@ -350,10 +350,10 @@ def test_delete_of_the_job_a_worker_waits_for(binary):
         wait_spilled(c, 1, KIB, "y spilled")
         s.slow_reads()
         w = worker(s, "rb")
-        _parked(s, w, "reserve-with-timeout 5")
+        _parked(s, w, "reserve-with-timeout %d" % PARKED_TIMEOUT)
         c.expect("delete %d" % y, "DELETED")
-        eq(w.read_reply(timeout=5), (b"RESERVED %d %d" % (x, KIB), a[0]),
-           "the parked worker gets x")
+        eq(w.read_reply(timeout=2 * PARKED_TIMEOUT), (b"RESERVED %d %d" % (x, KIB), a[0]),
+           "the parked worker gets x (TIMED_OUT: it waited for its %d s)" % PARKED_TIMEOUT)
         eq(spilled(c), (0, 0), "spilled after the delete")
 
 
