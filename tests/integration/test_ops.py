@@ -357,6 +357,23 @@ def run(cmd, timeout=60, env=None, cwd=REPO):
         fail("%s did not finish within %ds" % (" ".join(cmd), timeout))
 
 
+def run_refused(binary, args, timeout=10, env=None):
+    """tubed -l HOST -p PORT ARGS, expected to refuse to start for a reason
+    of its own (it may bind first): the completed run.  PORT is held
+    (harness.PortReservation) from the pick to the run, and a run refused
+    with 'Address already in use' is tried again on a new port, so the
+    refusal returned is not one about the port (unless every attempt
+    collided: then the caller's check of the message reports it)."""
+    box = {}
+    with harness.PortReservation() as res:
+        def attempt():
+            box["r"] = run([binary, "-l", harness.HOST, "-p", str(res.port)] + list(args),
+                           timeout=timeout, env=env)
+            return box["r"].stderr.decode("utf-8", "replace")
+        res.start(attempt)
+    return box["r"]
+
+
 # -------------------------------------------------------------------- drain
 
 @ONLY
@@ -827,11 +844,13 @@ def test_failed_start_is_not_ready(binary):
         try:
             env = _env()
             env["NOTIFY_SOCKET"] = os.path.join(d, "notify")
-            r = run([binary, "-l", harness.HOST, "-p", str(harness._free_port()),
-                     "-b", bdir], timeout=10, env=env)
+            r = run_refused(binary, ["-b", bdir], env=env)
             err = r.stderr.decode("utf-8", "replace")
             eq(r.returncode, 1, "exit status with a locked binlog (stderr: %s)" % err)
-            check(re.search(r"^tubed: error: .*in use", err, re.M),
+            # The lock's own message: "Address already in use" (a port
+            # taken) is also an error that ends in "in use".
+            check(re.search(r"^tubed: error: binlog directory %s is in use: another "
+                            r"tubed holds the lock" % re.escape(bdir), err, re.M),
                   "no clear error about the lock: %r" % err)
             ns.setblocking(False)
             try:
@@ -892,20 +911,19 @@ def test_drop_privileges_to_nobody(binary):
         # so opening it fails and tubed refuses to start.
         rootdir = os.path.join(d, "rootonly")
         os.mkdir(rootdir, 0o700)
-        r = run([binary, "-l", harness.HOST, "-p", str(harness._free_port()),
-                 "-u", "nobody", "-b", rootdir], timeout=10)
+        r = run_refused(binary, ["-u", "nobody", "-b", rootdir])
         err = r.stderr.decode("utf-8", "replace")
         eq(r.returncode, 1, "exit status, binlog directory not writable by -u user "
            "(stderr: %s)" % err)
-        check("ermission denied" in err, "no clear message: %r" % err)
+        check(re.search(r"^tubed: error: .*%s.*ermission denied" % re.escape(rootdir),
+                        err, re.M), "no clear message: %r" % err)
 
 
 @ONLY
 @no_server
 def test_drop_privileges_unknown_user(binary):
     user = "tubed-no-such-user-%d" % os.getpid()
-    r = run([binary, "-l", harness.HOST, "-p", str(harness._free_port()), "-u", user],
-            timeout=10)
+    r = run_refused(binary, ["-u", user])
     err = r.stderr.decode("utf-8", "replace")
     eq(r.returncode, 1, "exit status with -u %s (stderr: %s)" % (user, err))
     check(re.search(r"^tubed: error: .*%s" % re.escape(user), err, re.M)
