@@ -69,17 +69,50 @@ def test_reload_refuses_a_file_port_on_the_command_lines_port(binary):
 class _FileServer:
     """A tubed whose only arguments are --config FILE (and `extra`): its
     listen address comes from the file. `listener`: a socket handed over
-    by socket activation."""
+    by socket activation. `ports`: harness.PortReservations the file (a
+    function of nothing, then) or `extra` (a function too) name, held by
+    the caller; a first start that fails on one of them ('Address already
+    in use') is tried again with both rendered for new ones."""
 
-    def __init__(self, binary, text, sock_name="bs.sock", listener=None, extra=()):
+    def __init__(self, binary, text, sock_name="bs.sock", listener=None, extra=(), ports=()):
         self.tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
         self.sock = os.path.join(self.tmp, sock_name)
         self.conf = os.path.join(self.tmp, "tubed.conf")
-        self.write(text)
-        argv = [binary, "--config", self.conf] + list(extra)
-        self.srv = harness.Server(binary, argv=lambda port: harness.VALGRIND + argv,
-                                  unix_path=None if listener else self.sock,
-                                  listener=listener)
+        self.binary, self.text, self.listener, self.extra = binary, text, listener, extra
+        self.ports = list(ports)
+        self.write(text() if callable(text) else text)
+        self.srv = self._server()
+
+    def _server(self):
+        extra = self.extra() if callable(self.extra) else self.extra
+        argv = [self.binary, "--config", self.conf] + list(extra)
+        return harness.Server(self.binary, argv=lambda port: harness.VALGRIND + argv,
+                              unix_path=None if self.listener else self.sock,
+                              listener=self.listener)
+
+    def _attempt(self):
+        """Start once: None if it runs (and listens on every reserved
+        port), else its output."""
+        if callable(self.text):
+            self.write(self.text())
+        self.srv = self._server()
+        try:
+            self.srv.start()
+        except harness.ServerError as e:
+            return str(e)
+        if not self.ports:
+            return None
+        # With a handed-over listener start() returns at once: the
+        # reserved ports are bound (or refused) after.
+        ports = [r.port for r in self.ports]
+        harness.wait_for(lambda: self.srv.proc.poll() is not None
+                         or harness.listening(self.srv.pid, ports=ports),
+                         "tubed listening on %s" % ports, timeout=10)
+        if self.srv.proc.poll() is None:
+            return None
+        out = self.srv.stderr_text()
+        self.srv.stop()
+        return out or "server exited (%s)" % self.srv.proc.returncode
 
     def write(self, text):
         tmp = self.conf + ".new"
@@ -93,7 +126,8 @@ class _FileServer:
 
     def __enter__(self):
         try:
-            self.srv.start()
+            out = harness.start_on(self.ports, self._attempt)
+            check(out is None, "tubed --config %s did not start: %s" % (self.conf, out))
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
@@ -134,12 +168,14 @@ def test_reload_under_socket_activation_judges_as_that_start_did(binary):
     lst.bind((harness.HOST, 0))
     lst.listen(16)
     try:
-        mport = harness._free_port()
-        text = ("listen = %s\nport = %d\nmemcache_port = %d\nmax_items = %%d\n"
-                % (harness.HOST, mport, mport))
-        with _FileServer(binary, text % 1, listener=lst) as s:
+        # The file's port, held until the server has it (PortReservation).
+        mres = harness.PortReservation()
+        text = lambda: ("listen = %s\nport = %d\nmemcache_port = %d\nmax_items = %%d\n"
+                        % (harness.HOST, mres.port, mres.port))
+        with mres, _FileServer(binary, lambda: text() % 1, listener=lst, ports=[mres]) as s:
+            mport = mres.port
             check(harness.listening(s.srv.pid, port=mport), "memcache on port %d" % mport)
-            s.reload(text % 2, True)
+            s.reload(text() % 2, True)
             c = s.srv.client()
             c.expect("put 0 0 60 1\r\nx", "INSERTED 1")
             c.expect("put 0 0 60 1\r\nx", "INSERTED 2")
@@ -248,9 +284,20 @@ def test_unknown_user_is_refused_by_check_start_and_reload_alike(binary):
         check(want in line, "reload: %r" % line)
     rc, out, err = run_tubed(binary, ["-u", user, "--config", "/dev/null", "--check-config"])
     eq((rc, err.strip()), (2, "-u %s: no such user" % user), "-u with --check-config")
-    rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", str(harness._free_port()),
-                                      "-u", user])
-    eq(rc, 1, "start with -u %s (%r)" % (user, err))
+    # tubed binds -p before it drops privileges: the port is held and a
+    # start refused with 'Address already in use' is tried on another, and
+    # the refusal must be the privilege drop's (status 1 alone would also
+    # be a port taken).
+    box = {}
+    with harness.PortReservation() as res:
+        def attempt():
+            box["r"] = run_tubed(binary, ["-l", harness.HOST, "-p", str(res.port), "-u", user])
+            return box["r"][2]
+        res.start(attempt)
+    rc, out, err = box["r"]
+    eq((rc, err.strip().splitlines()[-1:]),
+       (1, ["tubed: error: cannot drop privileges: user %s: no such user" % user]),
+       "start with -u %s (%r)" % (user, err))
 
 
 @no_server
@@ -497,9 +544,14 @@ def test_section_on_the_ignored_p_port_starts_under_socket_activation(binary):
     lst.bind((harness.HOST, 0))
     lst.listen(16)
     try:
-        sport = harness._free_port()
-        text = "[listen pub]\naddress = %s:%d\nrole = producer\n" % (harness.HOST, sport)
-        with _FileServer(binary, text, listener=lst, extra=["-p", str(sport)]) as s:
+        # The section's port (and the ignored -p), held until the server
+        # has it (PortReservation).
+        sres = harness.PortReservation()
+        text = lambda: ("[listen pub]\naddress = %s:%d\nrole = producer\n"
+                        % (harness.HOST, sres.port))
+        with sres, _FileServer(binary, text, listener=lst, extra=lambda: ["-p", str(sres.port)],
+                               ports=[sres]) as s:
+            sport = sres.port
             check(harness.listening(s.srv.pid, port=sport), "[listen pub] on %d" % sport)
             pub = harness.Client(harness.HOST, sport)
             try:
