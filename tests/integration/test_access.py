@@ -446,11 +446,23 @@ def test_main_listener_false(binary):
     """main_listener = false: only the sections listen (the -l/-p port
     given to the harness stays closed)."""
     a = Access(binary, {"only": {"role": "admin"}}, top="main_listener = false\n")
-    a.write(a.render(a.sections, fresh=True))
-    port = harness._free_port()
-    p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port), "--config", a.path],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    # The section's port is held (PortReservation) from the pick to the
+    # bind, moved if the first start collides; the -l/-p port is held too
+    # (bound, never listening), so no other server listens there.
+    sres, mres = harness.PortReservation(), harness.PortReservation()
+
+    def argv():
+        a.addr["only"] = ("tcp", sres.port)
+        a.write(a.render(a.sections, fresh=False))
+        return [binary, "-l", "127.0.0.1", "-p", str(mres.port), "--config", a.path]
+    try:
+        p = harness.spawn_on([sres], argv, "tubed with main_listener = false")
+    except BaseException:
+        sres.close()
+        mres.close()
+        shutil.rmtree(a.tmp, ignore_errors=True)
+        raise
+    port = mres.port
     try:
         c = wait_for(lambda: _try_client(a.port("only")), "the section's listener")
         c.expect("list-tube-used", "USING default")
@@ -462,6 +474,8 @@ def test_main_listener_false(binary):
     finally:
         p.terminate()
         p.wait(10)
+        sres.close()
+        mres.close()
         shutil.rmtree(a.tmp, ignore_errors=True)
 
 

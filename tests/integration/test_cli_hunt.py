@@ -512,10 +512,11 @@ def test_cli_hunt_wrong_port_named(binary):
     message that says what answered. Old code: 'stats: unexpected reply
     (HTTP/1.1 400 Bad Request)', 'use: unexpected reply (CLIENT_ERROR
     unknown command)'."""
-    from harness import _free_port
-    mc, http = _free_port(), _free_port()
-    with start_server(binary, ["--memcache-port", str(mc),
-                               "--metrics-port", str(http)]) as s:
+    # server.Tubed picks the memcache and metrics ports at each start
+    # attempt and moves past a collision on them.
+    from server import Tubed
+    with Tubed(binary, memcache=True, metrics=True) as s:
+        mc, http = s.mport, s.hport
         run_cli(binary, s.port, "stats").ok()
         for port, what in ((http, "an HTTP server answered, not beanstalk: "
                                   "is this the metrics port?"),
