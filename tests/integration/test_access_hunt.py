@@ -439,10 +439,16 @@ def test_unix_socket_never_looser_than_socket_mode(binary):
         asan = os.environ.get("ASAN_OPTIONS", "")
         env = dict(os.environ, LD_PRELOAD=so, ACC_SHIM_OUT=out,
                    ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0")
-        p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(harness._free_port()),
-                              "--config", conf], env=env, preexec_fn=lambda: os.umask(0),
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        # -p's port is held (PortReservation) until tubed binds it, and a
+        # first start that collides on it is tried again on another.
+        res = harness.PortReservation()
+        try:
+            p = harness.spawn_on([res], lambda: [binary, "-l", "127.0.0.1", "-p", str(res.port),
+                                                 "--config", conf],
+                                 "tubed under the shim", env=env,
+                                 preexec_fn=lambda: os.umask(0))
+        finally:
+            res.close()
         try:
             wait_for(lambda: os.path.exists(out) and sock in open(out).read(),
                      "the listen() on the socket")

@@ -693,15 +693,27 @@ def test_listeners_sharing_a_name_are_one_series(binary):
         s.bind((harness.HOST, 0))
         s.listen(16)
         socks.append(s)
-    hport = harness._free_port()
-    cmd = [sys.executable, "-c", _ACTIVATE2, str(socks[0].fileno()), str(socks[1].fileno()),
-           binary, "-l", harness.HOST, "--metrics-port", str(hport)]
-    errf = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
-                            pass_fds=[s.fileno() for s in socks])
+    # The metrics port is held (PortReservation) until tubed binds it; a
+    # first start that collides on it is tried again on another.
+    hres = harness.PortReservation()
+    errf = tempfile.NamedTemporaryFile(prefix="tubed-http-hunt-")
+    try:
+        proc = harness.spawn_on(
+            [hres], lambda: [sys.executable, "-c", _ACTIVATE2, str(socks[0].fileno()),
+                             str(socks[1].fileno()), binary, "-l", harness.HOST,
+                             "--metrics-port", str(hres.port)],
+            "tubed on the metrics port", log_path=errf.name,
+            pass_fds=[s.fileno() for s in socks])
+    except BaseException:
+        hres.close()
+        errf.close()
+        for s in socks:
+            s.close()
+        raise
+    hres.close()
+    hport = hres.port
     try:
         ports = [s.getsockname()[1] for s in socks]
-        wait_until(lambda: harness.listening(proc.pid, ports=[hport]), what="metrics port")
         held = [socket.create_connection((harness.HOST, p), timeout=5) for p in ports * 2]
         for c in held:
             c.sendall(b"list-tubes\r\n")
@@ -718,6 +730,7 @@ def test_listeners_sharing_a_name_are_one_series(binary):
             s.close()
         errf.seek(0)
         out = errf.read().decode(errors="replace")
+        errf.close()
         check("Sanitizer" not in out and proc.returncode == 0,
               "tubed exit %s: %s" % (proc.returncode, out[-800:]))
 
