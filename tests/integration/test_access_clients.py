@@ -183,9 +183,13 @@ def stunnel_binary():
 
 def start_stunnel(exe, conf_path, text, log_path):
     with open(conf_path, "w") as f:
-        f.write("foreground = yes\npid =\ndebug = 4\noutput = %s\n" % log_path + text)
-    return subprocess.Popen([exe, conf_path], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # debug = 5 (notice): the log shows the connections accepted.
+        f.write("foreground = yes\npid =\ndebug = 5\noutput = %s\n" % log_path + text)
+    # What it says before it opens the log (a bind that fails) goes to
+    # LOG_PATH.out.
+    with open(log_path + ".out", "wb") as out:
+        return subprocess.Popen([exe, conf_path], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out)
 
 
 def listening(port):
@@ -211,29 +215,42 @@ def test_beaneater_through_stunnel(binary):
         r = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                  "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert], "openssl")
         eq(r.returncode, 0, "openssl req: %r" % r.stderr[-300:])
-        tls_port, plain_port = harness._free_port(), harness._free_port()
+        # The ports the stunnels listen on are held (PortReservation) until
+        # they bind them, and a stunnel whose start collides on its port is
+        # started again on another (before anything ran there).
+        tls_res, plain_res = harness.PortReservation(), harness.PortReservation()
         procs = []
+
+        def start_on(res, name, text):
+            log = os.path.join(d, name + ".log")
+
+            def attempt():
+                for f in (log, log + ".out"):
+                    if os.path.exists(f):
+                        os.unlink(f)
+                p = start_stunnel(exe, os.path.join(d, name + ".conf"), text(), log)
+                procs.append(p)
+                wait_for(lambda: p.poll() is not None or harness.listening(p.pid, port=res.port),
+                         "the %s stunnel to listen" % name, timeout=20)
+                if p.poll() is None:
+                    return None
+                said = "".join(open(f, errors="replace").read()[-400:]
+                               for f in (log + ".out", log) if os.path.exists(f))
+                return said or "stunnel exited (%s)" % p.returncode
+            out = res.start(attempt)
+            if out is not None:
+                check("Address already in use" not in out,
+                      "the %s stunnel found no free port: %s" % (name, out))
+                raise Skip("stunnel cannot run here: %s" % out)
         try:
-            procs.append(start_stunnel(exe, os.path.join(d, "server.conf"),
-                                       "[tubed]\naccept = 127.0.0.1:%d\nconnect = 127.0.0.1:%d\n"
-                                       "cert = %s\nkey = %s\n"
-                                       % (tls_port, a.port("prod"), cert, key),
-                                       os.path.join(d, "server.log")))
-            procs.append(start_stunnel(exe, os.path.join(d, "client.conf"),
-                                       "[tubed]\nclient = yes\naccept = 127.0.0.1:%d\n"
-                                       "connect = 127.0.0.1:%d\nverifyPeer = yes\n"
-                                       "CAfile = %s\n" % (plain_port, tls_port, cert),
-                                       os.path.join(d, "client.log")))
-            try:
-                wait_for(lambda: all(p.poll() is None for p in procs) and listening(tls_port)
-                         and listening(plain_port), "both stunnels to listen", timeout=20)
-            except harness.TestFailure:
-                if any(p.poll() is not None for p in procs):
-                    logs = "".join(open(os.path.join(d, n)).read()[-400:]
-                                   for n in ("server.log", "client.log")
-                                   if os.path.exists(os.path.join(d, n)))
-                    raise Skip("stunnel cannot run here: %s" % logs)
-                raise
+            start_on(tls_res, "server",
+                     lambda: "[tubed]\naccept = 127.0.0.1:%d\nconnect = 127.0.0.1:%d\n"
+                             "cert = %s\nkey = %s\n" % (tls_res.port, a.port("prod"), cert, key))
+            start_on(plain_res, "client",
+                     lambda: "[tubed]\nclient = yes\naccept = 127.0.0.1:%d\n"
+                             "connect = 127.0.0.1:%d\nverifyPeer = yes\n"
+                             "CAfile = %s\n" % (plain_res.port, tls_res.port, cert))
+            plain_port = plain_res.port
             script = r"""
 require 'beaneater'
 b = Beaneater.new(ARGV[0])
@@ -257,3 +274,5 @@ puts "reserve #{b.connection.transmit('reserve-with-timeout 0')[:status]}"
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(5)
+            tls_res.close()
+            plain_res.close()
