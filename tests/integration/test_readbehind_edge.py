@@ -301,14 +301,15 @@ def test_flush_while_a_worker_waits_for_a_body(binary):
         wait_spilled(c, 8, 8 * KIB, "8 spilled")
         s.slow_reads()
         w = worker(s, "rb")
-        _parked(s, w, "reserve-with-timeout 5")
+        _parked(s, w, "reserve-with-timeout %d" % PARKED_TIMEOUT)
         c.expect("flush-tube rb", "FLUSHED 10")
         w.expect_silence(0.8)                  # the read came back: nothing
         s.slow_reads(False)
         nb = b"after-the-flush"
         jid = c.put(nb)
-        eq(w.read_reply(), (b"RESERVED %d %d" % (jid, len(nb)), nb),
-           "the waiting worker gets the put after the flush")
+        eq(w.read_reply(timeout=2 * PARKED_TIMEOUT), (b"RESERVED %d %d" % (jid, len(nb)), nb),
+           "the waiting worker gets the put after the flush (TIMED_OUT: it waited for "
+           "its %d s)" % PARKED_TIMEOUT)
         wait_spilled(c, 0, 0, "after the flush")
         eq(mc_tube_stats(s.mc(), "rb")["mem_items"], 0, "queue_rb_mem_items")
 
