@@ -82,12 +82,15 @@ def test_check_config_good_file(binary):
     d = _tmpdir()
     try:
         path = _write(d, "good.conf", GOOD)
-        port = harness._free_port()
-        rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", port,
-                                          "--config", path, "--check-config"])
-        eq((rc, out, err), (0, "%s: ok\n" % path, ""),
-           "--check-config of a good file (status, stdout, stderr)")
-        check(not port_listening(port), "--check-config left a listener")
+        # Held (bound, never listening) so no other test's server listens
+        # there: the check below sees only what tubed left.
+        with harness.PortReservation() as res:
+            port = res.port
+            rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", port,
+                                              "--config", path, "--check-config"])
+            eq((rc, out, err), (0, "%s: ok\n" % path, ""),
+               "--check-config of a good file (status, stdout, stderr)")
+            check(not port_listening(port), "--check-config left a listener")
         # Without a file it checks the flags alone (the unit's ExecReload
         # runs it whether or not TUBED_OPTS names a file).
         rc, out, err = run_tubed(binary, ["--check-config"])
@@ -181,7 +184,10 @@ def _expect_refused(binary, path, line, what, extra=()):
     listening.  Then --check-config: the same."""
     want = "%s:%d: " % (path, line)
     for check_only in (False, True):
-        port = harness._free_port()
+        # Held (bound, never listening) until the listening check below, so
+        # no other test's server listens there (see test_check_config_good_file).
+        res = harness.PortReservation()
+        port = res.port
         args = ["-l", harness.HOST, "-p", port, "--config", path] + list(extra)
         if check_only:
             args.append("--check-config")
@@ -198,7 +204,10 @@ def _expect_refused(binary, path, line, what, extra=()):
         check(all(32 <= ord(ch) < 127 for ch in msg),
               "%s: the message is not printable ASCII: %r" % (label, msg))
         check("ok" not in out, "%s: stdout %r" % (label, out))
-        check(not port_listening(port), "%s: port %d is listening" % (label, port))
+        try:
+            check(not port_listening(port), "%s: port %d is listening" % (label, port))
+        finally:
+            res.close()
 
 
 @no_server
@@ -223,13 +232,15 @@ def test_unreadable_file_refused(binary):
     d = _tmpdir()
     try:
         for path in (os.path.join(d, "missing.conf"), d):
-            port = harness._free_port()
-            rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", port,
-                                              "--config", path])
-            eq(rc, 2, "--config %s: exit status (stderr %r)" % (path, err[:200]))
-            check(err.startswith("%s: cannot read: " % path),
-                  "--config %s: stderr %r" % (path, err[:200]))
-            check(not port_listening(port), "--config %s: listening" % path)
+            # Held (bound, never listening): see test_check_config_good_file.
+            with harness.PortReservation() as res:
+                port = res.port
+                rc, out, err = run_tubed(binary, ["-l", harness.HOST, "-p", port,
+                                                  "--config", path])
+                eq(rc, 2, "--config %s: exit status (stderr %r)" % (path, err[:200]))
+                check(err.startswith("%s: cannot read: " % path),
+                      "--config %s: stderr %r" % (path, err[:200]))
+                check(not port_listening(port), "--config %s: listening" % path)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -262,9 +273,12 @@ def test_max_memory_size_ok_with_binlog(binary):
 def test_command_line_wins_over_file(binary):
     """port in the file vs -p: -p wins; -z beats max_job_size; what the
     command line does not give still comes from the file."""
-    file_port = harness._free_port()
-    with Policy(binary, "port = %d\nmax_job_size = 10\nmax_items = 1\n" % file_port,
-                "-z", "20") as p:
+    # The file's port is held (bound, never listening), so no other test's
+    # server listens there while the test checks that tubed does not.
+    res = harness.PortReservation()
+    file_port = res.port
+    with res, Policy(binary, "port = %d\nmax_job_size = 10\nmax_items = 1\n" % file_port,
+                     "-z", "20") as p:
         # harness.Server passes -l 127.0.0.1 -p FREE_PORT.
         check(p.srv.port != file_port, "setup: two different ports")
         c = p.srv.client()
@@ -282,12 +296,28 @@ def test_port_and_listen_from_file(binary):
     """Without -l/-p the file's listen and port are used."""
     d = _tmpdir()
     try:
-        port = harness._free_port()
-        path = _write(d, "p.conf", "listen = 127.0.0.1\nport = %d\n"
-                      "max_job_size = 10\n" % port)
-        srv = harness.Server(binary, port=port,
-                             argv=lambda _p: [binary, "--config", path])
-        srv.start()
+        # The file's port is held (PortReservation) until tubed binds it; a
+        # first start that collides on it is tried again on another, the
+        # file rewritten.
+        res = harness.PortReservation()
+        box = {}
+
+        def attempt():
+            path = _write(d, "p.conf", "listen = 127.0.0.1\nport = %d\n"
+                          "max_job_size = 10\n" % res.port)
+            box["srv"] = harness.Server(binary, port=res.port,
+                                        argv=lambda _p: [binary, "--config", path])
+            try:
+                box["srv"].start()
+            except harness.ServerError as e:
+                return str(e)
+            return None
+        try:
+            out = res.start(attempt)
+        finally:
+            res.close()
+        check(out is None, "tubed --config did not start: %s" % out)
+        srv = box["srv"]
         try:
             c = srv.client()
             eq(c.stats()["max-job-size"], "10", "max-job-size from the file")
