@@ -860,7 +860,10 @@ def test_config_journal_false_refused(binary):
             path = os.path.join(d, "c%d.conf" % i)
             with open(path, "w") as f:
                 f.write(text)
-            port = harness._free_port()
+            # Held (bound, never listening) for the loop's body: no other
+            # test's server can be what listens there.
+            res = harness.PortReservation()
+            port = res.port
             args = ["-l", harness.HOST, "-p", port, "--config", path]
             if with_b:
                 args += ["-b", bdir]
@@ -868,7 +871,10 @@ def test_config_journal_false_refused(binary):
             eq(rc, 2, "%r: exit status (stderr %r)" % (text, err[:300]))
             want = "%s:%d: %s" % (path, line, what)
             check(want in err, "%r: expected %r on stderr, got %r" % (text, want, err))
-            check(not port_listening(port), "%r: listening" % text)
+            try:
+                check(not port_listening(port), "%r: listening" % text)
+            finally:
+                res.close()
         path = os.path.join(d, "ok.conf")
         with open(path, "w") as f:
             f.write("max_memory_size = 1M\n[tube cache]\njournal = false\n"

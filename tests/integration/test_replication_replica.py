@@ -340,8 +340,11 @@ def _refused(binary, args, key, what, errors):
 def test_config_errors(binary):
     d = _tmp()
     errors = []
+    # Held (bound, never listening) for the test: no other test's server
+    # can be what listens there when a refused start is checked.
+    res = harness.PortReservation()
     try:
-        port = harness._free_port()
+        port = res.port
         base = ["-l", harness.HOST, "-p", port]
         _refused(binary, base + ["--replica-of", "127.0.0.1:11300"],
                  "replica_of", "--replica-of without -b", errors)
@@ -392,6 +395,7 @@ def test_config_errors(binary):
         check(not errors, "%d config case(s) wrong:\n    %s"
               % (len(errors), "\n    ".join(errors)))
     finally:
+        res.close()
         shutil.rmtree(d, ignore_errors=True)
 
 
