@@ -714,7 +714,9 @@ def test_listeners_sharing_a_name_are_one_series(binary):
     hport = hres.port
     try:
         ports = [s.getsockname()[1] for s in socks]
-        held = [socket.create_connection((harness.HOST, p), timeout=5) for p in ports * 2]
+        # 30 s: a guard against a hang, not a measure (a loaded machine, or
+        # ASan, may take seconds to answer the first connection)
+        held = [socket.create_connection((harness.HOST, p), timeout=30) for p in ports * 2]
         for c in held:
             c.sendall(b"list-tubes\r\n")
             check(c.recv(100).startswith(b"OK "), "a reply on the inherited socket")
