@@ -72,6 +72,7 @@ static const char *const plain[] = {
     "TIMED_OUT", "DEADLINE_SOON", "UNKNOWN_COMMAND", "BAD_FORMAT",
     "EXPECTED_CRLF", "JOB_TOO_BIG", "DRAINING", "OUT_OF_MEMORY",
     "INTERNAL_ERROR", "BURIED", "KICKED", "MOVED", "NOT_ALLOWED", "FOLLOWING",
+    "NO_BINLOG",
 };
 
 static int all_digits(const char *p, size_t n)
