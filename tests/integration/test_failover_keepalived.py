@@ -254,33 +254,6 @@ def _keepalived_settled_backup(trio, i):
     return bool(states) and states[-1] == "BACKUP" and (not checks or checks[-1] == "0")
 
 
-def _keepalived_masters(trio, i):
-    """How many times node i's keepalived has entered MASTER."""
-    return len(re.findall(r"Entering MASTER STATE", trio.keep[i].output()))
-
-
-def _hold_out(trio, i):
-    """Node i's keepalived leaves the election: its check fails, as just
-    after the notify script stepped back (the step-back mark, dated an hour
-    ahead so that it does not run out on its own), and it goes to FAULT.
-    Its tubed is left alone: it still replicates and answers peer checks."""
-    mark = os.path.join(trio.dir(i), "state", "defer")
-    os.makedirs(os.path.dirname(mark), exist_ok=True)
-    with open(mark, "w"):
-        pass
-    ahead = time.time() + 3600
-    os.utime(mark, (ahead, ahead))
-    wait_for(lambda: re.findall(r"Entering (\w+) STATE", trio.keep[i].output())[-1:]
-             == ["FAULT"],
-             lambda: "node %d's keepalived to enter FAULT\n%s" % (i, trio.logs()),
-             timeout=FAILOVER_CEILING, interval=0.2)
-
-
-def _let_in(trio, i):
-    """Undo _hold_out(): node i's check passes again (rise 2: BACKUP)."""
-    os.unlink(os.path.join(trio.dir(i), "state", "defer"))
-
-
 def _bring_up(trio):
     """Node 0 the primary, nodes 1 and 2 its replicas.  Node 0's keepalived
     starts alone and takes the address before the others start: with all
@@ -388,22 +361,7 @@ def _lagging_scenario(binary, peer_check):
             wait_for(lambda: _keepalived_settled_backup(trio, 1),
                      lambda: "node 1's keepalived back in BACKUP\n" + trio.logs(),
                      timeout=FAILOVER_CEILING, interval=0.2)
-            # ... and the one that wins the election.  Once node 0 gives the
-            # address up, both BACKUPs' timers run, and node 1's ends first
-            # by its skew alone ((256 - priority) / 256 s: 0.61 s against
-            # node 2's 0.80 s); a node 1 late by 0.2 s (a loaded machine)
-            # lost to node 2, which has all the records: no step back to
-            # see, and without the peer check no loss.  So node 2 sits the
-            # election out until node 1 is MASTER; then, back in BACKUP, it
-            # hears node 1's adverts and waits for it to step back (or, with
-            # no peer check, to stay primary).
-            _hold_out(trio, 2)
-            masters = _keepalived_masters(trio, 1)
             trio.tubed[0].kill()
-            wait_for(lambda: _keepalived_masters(trio, 1) > masters,
-                     lambda: "node 1's keepalived to become MASTER\n" + trio.logs(),
-                     timeout=FAILOVER_CEILING, interval=0.1)
-            _let_in(trio, 2)
             if not peer_check:
                 _wait_primary(trio, 1)
                 lab.run(1, "ip", "route", "del", "blackhole", VIP + "/32")
@@ -416,8 +374,8 @@ def _lagging_scenario(binary, peer_check):
                     return
                 fail("node 1 promoted without the peer check and the ledger "
                      "saw no loss: the scenario or the checker is broken")
-            # Node 1, MASTER first, sees node 2 ahead and steps back; node 2
-            # takes the address and promotes.
+            # Node 1 becomes MASTER first (priority), sees node 2 ahead and
+            # steps back; node 2 takes the address and promotes.
             _wait_primary(trio, 2, timeout=2 * FAILOVER_CEILING)
             with open(os.path.join(trio.dir(1), "notify.log")) as f:
                 log1 = f.read()
