@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "ascii.h"
 #include "hostport.h"
 #include "numparse.h"
 
@@ -662,7 +663,6 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
 {
     int file = from_file(cf, cfg->cli_set, SK_USER);
     char shown[44];
-    size_t i;
 
     if (!cfg->user || (!file && !cli_too))
         return 0;
@@ -670,9 +670,7 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
     if (getpwnam(cfg->user))
         return 0;
     /* As the file's other messages: one printable line, the value cut. */
-    for (i = 0; cfg->user[i] && i < 40; i++)
-        shown[i] = cfg->user[i] >= 0x20 && cfg->user[i] < 0x7f ? cfg->user[i] : '?';
-    strcpy(shown + i, cfg->user[i] ? "..." : "");
+    ascii_text_cut(shown, sizeof shown, cfg->user, strlen(cfg->user));
     if (file)
         snprintf(err, errlen, "%s:%lu: unknown user '%s'%s%s", cf->path,
                  cf->server_line[SK_USER], shown, errno ? ": " : "",
