@@ -11,11 +11,12 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "ascii.h"
 #include "numparse.h"
 
 #define MAX_STRING_VALUE 4096            /* a path, an address, a user */
 #define MAX_FILE_SIZE (16u * 1024 * 1024)
-#define QUOTE_MAX 40                      /* bytes of a value echoed in errors */
+#define QUOTE_MAX 40                      /* bytes of a value echoed in errors (ascii.h) */
 
 /* ---- the keys ---------------------------------------------------------- */
 
@@ -224,24 +225,6 @@ typedef struct Parser {
     size_t errlen;
 } Parser;
 
-/* A value as it may appear in a one-line message: printable ASCII only,
- * at most QUOTE_MAX bytes, "..." when cut. */
-static const char *quote(char *buf, size_t cap, const char *s, size_t n)
-{
-    size_t i, max = cap - 4;
-
-    if (max > QUOTE_MAX)
-        max = QUOTE_MAX;
-    for (i = 0; i < n && i < max; i++)
-        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-    if (i < n) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
-}
-
 static void vmessage(char *err, size_t errlen, const char *path, unsigned long line,
                      const char *fmt, va_list ap)
 {
@@ -322,8 +305,8 @@ static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, si
 
     if (k->type == VT_NAME) {
         if (!tube_name_valid(v, n))
-            return fail(p, "illegal tube name '%s' for %s", quote(q, sizeof q, v, n),
-                        k->name);
+            return fail(p, "illegal tube name '%s' for %s",
+                        ascii_text_cut(q, sizeof q, v, n), k->name);
         memset(field, 0, k->size);
         memcpy(field, v, n);
         return 0;
@@ -334,7 +317,7 @@ static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, si
     if (k->server && k->id == SK_LISTEN && !listen_value_ok(v, n))
         return fail(p, "bad value for listen: '%s' (want a host name or address, "
                     "without a port, or unix:/path; the port is the port key)",
-                    quote(q, sizeof q, v, n));
+                    ascii_text_cut(q, sizeof q, v, n));
     if (!(copy = tb_malloc(n + 1)))
         return out_of_memory(p);
     memcpy(copy, v, n);
@@ -353,7 +336,7 @@ static int store_value(Parser *p, const KeyDef *k, void *field, const char *v, s
     if (parse_number(k, v, n, &num) < 0) {
         describe(k, want, sizeof want);
         return fail(p, "bad value for %s: '%s' (want %s)", k->name,
-                    quote(q, sizeof q, v, n), want);
+                    ascii_text_cut(q, sizeof q, v, n), want);
     }
     store_number(field, k->size, num);
     return 0;
@@ -386,7 +369,7 @@ static int key_value(Parser *p, const char *s, size_t n, const char *eq)
     if (p->lis)
         return listen_key(p, key, kn, v, vn);
     if (!(k = find_key(key, kn)))
-        return fail(p, "unknown key '%s'", quote(q, sizeof q, key, kn));
+        return fail(p, "unknown key '%s'", ascii_text_cut(q, sizeof q, key, kn));
     if (k->server && p->cur != &p->cf->top)
         return fail(p, "%s is a server setting: allowed only at the top level, before "
                     "the first [tube] section", k->name);
@@ -468,7 +451,8 @@ static int header(Parser *p, const char *s, size_t n)
     bool is_prefix;
 
     if (n < 2 || s[n - 1] != ']')
-        return fail(p, "malformed section header '%s' (missing ']')", quote(q, sizeof q, s, n));
+        return fail(p, "malformed section header '%s' (missing ']')",
+                    ascii_text_cut(q, sizeof q, s, n));
     inn = n - 2;
     trim(&in, &inn);
     while (w < inn && !blank(in[w]))
@@ -483,7 +467,7 @@ static int header(Parser *p, const char *s, size_t n)
     }
     if (w != 4 || memcmp(in, "tube", 4))
         return fail(p, "unknown section '%s' (want [tube NAME], [tube PREFIX*] or "
-                    "[listen NAME])", quote(q, sizeof q, s, n));
+                    "[listen NAME])", ascii_text_cut(q, sizeof q, s, n));
     if (!nn)
         return fail(p, "missing tube name in section header");
     is_prefix = name[nn - 1] == '*';
@@ -491,7 +475,7 @@ static int header(Parser *p, const char *s, size_t n)
         return fail(p, "empty prefix in [tube *]: keys for every tube go at the top level");
     if (!tube_name_valid(name, nn - is_prefix))
         return fail(p, "illegal tube name%s '%s' in section header", is_prefix ? " prefix" : "",
-                    quote(q, sizeof q, name, nn));
+                    ascii_text_cut(q, sizeof q, name, nn));
     return add_section(p, name, nn - is_prefix, is_prefix);
 }
 
@@ -516,7 +500,7 @@ static int parse_line(Parser *p, const char *s, size_t n)
         return header(p, s, n);
     if (!(eq = memchr(s, '=', n)))
         return fail(p, "malformed line '%s' (want key = value, [tube NAME] or # comment)",
-                    quote(q, sizeof q, s, n));
+                    ascii_text_cut(q, sizeof q, s, n));
     return key_value(p, s, n, eq);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "ascii.h"
 #include "numparse.h"
 
 static const char *const role_names[] = {"read", "producer", "worker", "admin"};
@@ -14,21 +15,10 @@ static const char *const key_names[LK_COUNT] = {
     "address", "protocol", "role", "tubes", "users", "groups", "socket_mode",
 };
 
-/* A value as an error message may show it: printable ASCII only ('?' for
- * other bytes: a tab or a byte >= 0x80), at most 40 bytes, "..." when cut. */
-static const char *q(char buf[48], const char *s, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n && i < 40; i++)
-        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-    if (i < n) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
-}
+/* A value as an error message shows it: at most QUOTE_MAX bytes of
+ * printable ASCII (ascii.h: '?' for other bytes, a tab or a byte >= 0x80),
+ * "..." when cut. */
+#define QUOTE_MAX 40
 
 static bool blank(char c)
 {
@@ -90,7 +80,7 @@ int conf_listen_start(ConfListen *l, const char *name, size_t len, unsigned long
 /* "HOST:PORT", "[V6]:PORT" or "unix:/path". */
 static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     const char *colon;
     uint64_t port;
     size_t hn;
@@ -103,7 +93,7 @@ static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size
     for (size_t i = 0; i < n; i++)
         if (v[i] <= 0x20 || v[i] >= 0x7f || v[i] == '"' || v[i] == '\\') {
             snprintf(why, whylen, "bad address '%s' (no blanks, quotes or backslashes)",
-                     q(qb, v, n));
+                     ascii_text_cut(qb, sizeof qb, v, n));
             return -1;
         }
     memcpy(l->address, v, n);
@@ -158,7 +148,7 @@ static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size
 
 static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
     unsigned roles = 0;
@@ -169,7 +159,7 @@ static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t
             ;
         if (r == 4) {
             snprintf(why, whylen, "unknown role '%s' (want admin, worker, producer or read, "
-                     "comma-separated)", q(qb, it, in));
+                     "comma-separated)", ascii_text_cut(qb, sizeof qb, it, in));
             return -1;
         }
         roles |= 1u << r;
@@ -180,7 +170,7 @@ static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t
 
 static int parse_tubes(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in, cnt = 1;
     TubePattern *tp;
@@ -200,7 +190,7 @@ static int parse_tubes(ConfListen *l, const char *v, size_t n, char *why, size_t
         size_t nl = in - pre;
         if (!(pre && nl == 0) && !tube_name_valid(it, nl)) {
             snprintf(why, whylen, "bad tube pattern '%s' (want a tube name, or a name "
-                     "prefix followed by '*')", q(qb, it, in));
+                     "prefix followed by '*')", ascii_text_cut(qb, sizeof qb, it, in));
             return -1;
         }
         tp[l->ntubes].len = (uint8_t)nl;
@@ -228,7 +218,7 @@ static int id_name_ok(const char *s, size_t n)
 static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *v, size_t n,
                      char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
 
@@ -246,7 +236,7 @@ static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *
             memcpy(ids[*nids].name, it, in);
         } else {
             snprintf(why, whylen, "bad entry '%s' in %s (want a name or a number)",
-                     q(qb, it, in), what);
+                     ascii_text_cut(qb, sizeof qb, it, in), what);
             return -1;
         }
         (*nids)++;
@@ -256,7 +246,7 @@ static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *
 
 static int parse_mode(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     uint32_t m = 0;
 
     if (!n || n > 4)
@@ -270,22 +260,22 @@ static int parse_mode(ConfListen *l, const char *v, size_t n, char *why, size_t 
     return 0;
 bad:
     snprintf(why, whylen, "bad socket_mode '%s' (want octal permissions such as 0660)",
-             q(qb, v, n));
+             ascii_text_cut(qb, sizeof qb, v, n));
     return -1;
 }
 
 int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, size_t vn,
                     unsigned long line, char *why, size_t whylen)
 {
-    char qb[48];
+    char qb[QUOTE_MAX + 4];
     int k, r;
 
     for (k = 0; k < LK_COUNT && !word_is(key, kn, key_names[k]); k++)
         ;
     if (k == LK_COUNT) {
         snprintf(why, whylen, "unknown key '%s' in [listen %s] (want address, protocol, "
-                 "role, tubes, users, groups or socket_mode)", q(qb, key, kn),
-                 l->name);
+                 "role, tubes, users, groups or socket_mode)",
+                 ascii_text_cut(qb, sizeof qb, key, kn), l->name);
         return -1;
     }
     if (l->set & (1u << k)) {
@@ -306,7 +296,7 @@ int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, si
             ;
         if (r == 3) {
             snprintf(why, whylen, "unknown protocol '%s' (want beanstalk, memcache or http)",
-                     q(qb, v, vn));
+                     ascii_text_cut(qb, sizeof qb, v, vn));
             return -1;
         }
         l->protocol = (uint8_t)r;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "ascii.h"
 #include "hostport.h"
 #include "numparse.h"
 
@@ -662,7 +663,6 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
 {
     int file = from_file(cf, cfg->cli_set, SK_USER);
     char shown[44];
-    size_t i;
 
     if (!cfg->user || (!file && !cli_too))
         return 0;
@@ -670,9 +670,7 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
     if (getpwnam(cfg->user))
         return 0;
     /* As the file's other messages: one printable line, the value cut. */
-    for (i = 0; cfg->user[i] && i < 40; i++)
-        shown[i] = cfg->user[i] >= 0x20 && cfg->user[i] < 0x7f ? cfg->user[i] : '?';
-    strcpy(shown + i, cfg->user[i] ? "..." : "");
+    ascii_text_cut(shown, sizeof shown, cfg->user, strlen(cfg->user));
     if (file)
         snprintf(err, errlen, "%s:%lu: unknown user '%s'%s%s", cf->path,
                  cf->server_line[SK_USER], shown, errno ? ": " : "",
@@ -867,32 +865,27 @@ static void file_alone(Config *want, const ConfFile *next)
             set_key(want, &next->server, k);
 }
 
-void opts_reload_kept(Config *live, const ConfFile *next, char *out, size_t outlen)
-{
-    Config want;
-
-    file_alone(&want, next);
-    if (outlen)
-        out[0] = '\0';
-    for (int k = 0; next && k < SK_COUNT; k++)
-        if ((live->cli_set & CONF_BIT(k)) && (next->server.set & CONF_BIT(k)) &&
-            !same_value(live, &want, k))
-            note_key(out, outlen, k);
-}
-
-void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen)
+void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen,
+                       char *kept, size_t keptlen)
 {
     Config want;
 
     file_alone(&want, next);
     if (notelen)
         note[0] = '\0';
+    if (keptlen)
+        kept[0] = '\0';
     for (int k = 0; k < SK_COUNT; k++) {
         size_t size;
         int is_str;
         void *f = cfg_field(live, k, &size, &is_str);
 
-        if (live->cli_set & CONF_BIT(k) || same_value(live, &want, k))
+        if (live->cli_set & CONF_BIT(k)) {
+            if (next && (next->server.set & CONF_BIT(k)) && !same_value(live, &want, k))
+                note_key(kept, keptlen, k);
+            continue;
+        }
+        if (same_value(live, &want, k))
             continue;
         if (runtime_key(k))
             memcpy(f, cfg_field(&want, k, &size, &is_str), size);

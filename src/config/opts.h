@@ -106,13 +106,13 @@ int opts_reload(const Config *cur, ConfFile **out, char *err, size_t errlen);
  * command line did not give (a key the file no longer sets returns to its
  * default). Server keys that need a restart are left as they are; if the
  * file now says otherwise for some, their names go to note ("port,
- * listen"), else note is "". The caller re-resolves every tube's policy
- * and sets log_verbosity from live->verbosity. */
-void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen);
-/* Before opts_reload_apply(): the names of the server keys next sets to a
- * value other than the command line's, which stays ("sync_replicas"; ""
- * when none), so the reload can say so rather than ignore them silently
- * (the command line wins over the file, extensions.md §1). */
-void opts_reload_kept(Config *live, const ConfFile *next, char *out, size_t outlen);
+ * listen"), else note is "". kept gets the names of the server keys next
+ * sets to a value other than the command line's, which stays
+ * ("sync_replicas"; "" when none), so the reload can say so rather than
+ * ignore them silently (the command line wins over the file,
+ * extensions.md §1). The caller re-resolves every tube's policy and sets
+ * log_verbosity from live->verbosity. */
+void opts_reload_apply(Config *live, ConfFile *next, char *note, size_t notelen,
+                       char *kept, size_t keptlen);
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "ascii.h"
 #include "blcodec.h"
 #include "clock.h"
 #include "engine.h"
@@ -335,26 +336,17 @@ static void heard_no_higher(Server *s)
     engine_set_position_unheard(&s->eng, epoch, pos, start, 1, 0); /* (no room: kept) */
 }
 
-/* At most n - 1 bytes of what a peer said, printable ASCII only ('?' for
- * any other byte): it goes into the log and into last-error, where a raw
- * escape sequence would reach an operator's terminal and a stray byte
- * would make stats-replication YAML that strict readers refuse. */
-static const char *peer_text(const char *p, size_t len, char *out, size_t n)
-{
-    size_t k = 0;
-
-    for (; k < len && k + 1 < n; k++)
-        out[k] = p[k] >= ' ' && p[k] <= '~' ? p[k] : '?';
-    out[k] = '\0';
-    return out;
-}
-
 /* "REPLICATING e p s": follow, or refuse a primary behind our epoch. */
 static void handshake_answer(Server *s, const char *line, size_t len)
 {
     Repl *r = R(s);
     uint64_t epoch, pos, start, pe, pp, ps, d;
-    char why[200], said[64];
+    char why[200];
+    /* What the peer said, cut to 63 bytes of printable ASCII (ascii.h): it
+     * goes into the log and into last-error, where a raw escape sequence
+     * would reach an operator's terminal and a stray byte would make
+     * stats-replication YAML that strict readers refuse. */
+    char said[64];
 
     engine_repl_state(&s->eng, &epoch, &pos, &start);
     if (len > 11 && !memcmp(line, "CONTINUING ", 11) &&
@@ -402,7 +394,7 @@ static void handshake_answer(Server *s, const char *line, size_t len)
     if (len > 7 && !memcmp(line, "FENCED ", 7))
         snprintf(why, sizeof why, "the primary's epoch (%s) is lower than ours: "
                  "not following a stale primary",
-                 peer_text(line + 7, len - 7, said, sizeof said));
+                 ascii_text(said, sizeof said, line + 7, len - 7));
     else if (len == 11 && !memcmp(line, "NOT_PRIMARY", 11))
         snprintf(why, sizeof why, "it is not a primary (a replica itself)");
     else if (len == 9 && !memcmp(line, "NO_BINLOG", 9))
@@ -410,7 +402,7 @@ static void handshake_answer(Server *s, const char *line, size_t len)
                  "nothing to stream");
     else
         snprintf(why, sizeof why, "it does not replicate: answered '%s'",
-                 peer_text(line, len, said, sizeof said));
+                 ascii_text(said, sizeof said, line, len));
     heard_no_higher(s);
     fail(s, why);
 }

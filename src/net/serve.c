@@ -372,8 +372,7 @@ int server_reload(Server *s, char *err, size_t errlen)
         log_err("reload: %s; the old configuration stays in force", err);
         return -1;
     }
-    opts_reload_kept(&s->cfg, next, kept, sizeof kept);
-    opts_reload_apply(&s->cfg, next, note, sizeof note);
+    opts_reload_apply(&s->cfg, next, note, sizeof note, kept, sizeof kept);
     log_verbosity = s->cfg.verbosity;
     engine_reload(&s->eng);
     access_reload(s); /* role, tubes, users, groups: at once, open connections too */

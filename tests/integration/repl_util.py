@@ -84,7 +84,7 @@ class Node(Tubed):
     A server.Tubed that keeps its beanstalk port across restarts."""
 
     def __init__(self, cluster, name, args, conf, replica_of, memcache,
-                 metrics, bdir, env, unix=False):
+                 metrics, bdir, env, unix=False, ports=()):
         self.cluster = cluster
         self.name = name
         d = os.path.join(cluster.tmp, name)
@@ -95,7 +95,7 @@ class Node(Tubed):
                          bdir=bdir, memcache=memcache and not unix,
                          metrics=metrics and not unix, env=env,
                          keep_port=True, unix=unix, tmp=d,
-                         label="node %s" % name)
+                         label="node %s" % name, ports=ports)
         self.dir = d
         self.replica_of = replica_of
         self.stopped_sig = False  # SIGSTOP sent and no SIGCONT since
@@ -211,9 +211,12 @@ class Cluster:
         self.nodes = []
 
     def node(self, name, *args, conf=None, replica_of=None, memcache=True,
-             metrics=True, bdir=True, env=None, start=True, unix=False):
+             metrics=True, bdir=True, env=None, start=True, unix=False, ports=()):
+        """ports: harness.PortReservations the node's conf names (conf then
+        a function rendering the file for their current ports), held until
+        the cluster ends (server.Tubed ports=)."""
         n = Node(self, name, args, conf, replica_of, memcache, metrics, bdir,
-                 env, unix)
+                 env, unix, ports)
         self.nodes.append(n)
         if start:
             n.start()
@@ -229,6 +232,8 @@ class Cluster:
                 problems.extend(n.stop())
             except Exception as e:  # pragma: no cover
                 problems.append("stopping node %s failed: %r" % (n.name, e))
+            for r in n.reserved:
+                r.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
         if problems:
             if et is None:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 
-from harness import Skip, _free_port, check, eq, no_server
+from harness import PortReservation, Skip, check, eq, no_server
 
 
 def bench_binary(binary):
@@ -211,4 +211,7 @@ def test_bench_fails_on_unexpected_replies(binary):
 
 @no_server
 def test_bench_fails_when_nothing_listens(binary):
-    run_bench(binary, _free_port(), "-w", "put", "-n", 10, expect_rc=1)
+    # Held (bound, never listening) for the run: no other test's server
+    # can be what answers there.
+    with PortReservation() as res:
+        run_bench(binary, res.port, "-w", "put", "-n", 10, expect_rc=1)

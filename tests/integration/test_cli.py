@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,8 +17,8 @@ import time
 from cli_fake import FakeServer
 from cli_util import (Tmux, check_aligned, cli_path, need_beanstalkd,
                       parse_table, run_cli, run_in_pty, top_script)
-from harness import (Server, check, eq, fail, no_server, server_args, start_server,
-                     wait_until)
+from harness import (PortReservation, Server, check, eq, fail, no_server, server_args,
+                     start_server, wait_until)
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -324,11 +323,10 @@ def test_cli_usage_errors(srv):
 
 
 def test_cli_connection_errors(srv):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()       # nothing listens there now
-    run_cli(srv.binary, port, "stats").fails(3, "cannot connect", "refused")
+    # Held (bound, never listening): nothing listens there, and no other
+    # test's server can come to.
+    with PortReservation() as res:
+        run_cli(srv.binary, res.port, "stats").fails(3, "cannot connect", "refused")
     run_cli(srv.binary, None, "stats", host="no-such-host.invalid").fails(
         3, "cannot resolve")
     run_cli(srv.binary, None, "stats", host="unix:/nonexistent/sock").fails(

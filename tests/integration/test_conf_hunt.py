@@ -333,13 +333,28 @@ def test_p_f_s_take_a_sign_and_blanks_as_beanstalkd(binary):
     port goes through getaddrinfo, -f and -s through sscanf "%zu"); tubed
     refused them (status 2: "invalid value"). Now taken; what beanstalkd
     wraps (-p 65536, -s -5, -f -1) stays refused, as documented."""
-    port = harness._free_port()
-    for val in ("+%d" % port, " %d" % port):
-        srv = harness.Server(binary, argv=lambda _p, v=val: harness.VALGRIND + [
-            binary, "-l", harness.HOST, "-p", v], port=port)
-        srv.start()
-        problems = srv.stop()
-        eq(problems, [], "-p %r" % val)
+    for form in ("+%d", " %d"):
+        # Held (bound, never listening) until tubed listens there; a first
+        # start that collides on it is tried again on another.
+        res = harness.PortReservation()
+        box = {}
+
+        def attempt(form=form):
+            box["val"] = val = form % res.port
+            box["srv"] = harness.Server(binary, argv=lambda _p: harness.VALGRIND + [
+                binary, "-l", harness.HOST, "-p", val], port=res.port)
+            try:
+                box["srv"].start()
+            except harness.ServerError as e:
+                return str(e)
+            return None
+        try:
+            out = res.start(attempt)
+        finally:
+            res.close()
+        check(out is None, "tubed -p %r did not start: %s" % (box["val"], out))
+        problems = box["srv"].stop()
+        eq(problems, [], "-p %r" % box["val"])
     tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
     try:
         for fval, sval in (("+5", " 200000"), (" 7", "+200000")):

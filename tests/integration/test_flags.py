@@ -7,7 +7,8 @@ import socket
 import subprocess
 import tempfile
 
-from harness import Server, check, eq, fail, no_server, server_args, start_server
+from harness import (PortReservation, Server, ServerError, check, eq, fail, no_server,
+                     server_args, start_server)
 
 
 def _run(binary, args, timeout=5):
@@ -103,12 +104,25 @@ def test_max_job_size_read_as_beanstalkd_reads_it(binary):
 @no_server
 def test_attached_port(binary):
     # -p11300 form: the harness normally passes "-p PORT"; start by hand.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    srv = Server(binary, port=port, argv=lambda p: [binary, "-l127.0.0.1", "-p%d" % p])
-    srv.start()
+    # The port is held (bound, never listening) until tubed listens there,
+    # and a first start that collides on it is tried again on another.
+    res = PortReservation()
+    box = {}
+
+    def attempt():
+        box["srv"] = Server(binary, port=res.port,
+                            argv=lambda p: [binary, "-l127.0.0.1", "-p%d" % p])
+        try:
+            box["srv"].start()
+        except ServerError as e:
+            return str(e)
+        return None
+    try:
+        out = res.start(attempt)
+    finally:
+        res.close()
+    check(out is None, "tubed -p%d did not start: %s" % (res.port, out))
+    srv = box["srv"]
     try:
         c = srv.client()
         c.expect("list-tube-used", "USING default")

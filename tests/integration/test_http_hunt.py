@@ -822,8 +822,11 @@ def test_replica_without_its_primary(binary):
     'not connected' with the error and logs nothing to the console."""
     tmp = tempfile.mkdtemp(prefix="tubed-lonely-")
     try:
-        dead = harness._free_port()
-        with MetricsServer(binary, ["-b", tmp, "--replica-of", "127.0.0.1:%d" % dead]) as r:
+        # Held (bound, never listening) while the replica runs: its
+        # connects are refused, and no other test's server can answer.
+        with harness.PortReservation() as dead, \
+                MetricsServer(binary, ["-b", tmp, "--replica-of",
+                                       "127.0.0.1:%d" % dead.port]) as r:
             wait_until(lambda: json.loads(get(r, "/tubes.json").body)["replication"]
                        ["last-error"] != "", what="the replica's first failed connect")
             got = get(r, "/replica")

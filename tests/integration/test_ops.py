@@ -711,7 +711,10 @@ def test_socket_activation_tcp(binary):
 def test_socket_activation_ignores_l_and_p(binary):
     ls = tcp_listener()
     port = ls.getsockname()[1]
-    other = harness._free_port()
+    # Held (bound, never listening) until the end: a connection there
+    # reaches tubed or nothing, never another test's server.
+    other_res = harness.PortReservation()
+    other = other_res.port
     proc = spawn_activated(binary, [ls], ["-l", "127.0.0.1", "-p", str(other)])
     ls.close()
     try:
@@ -729,6 +732,7 @@ def test_socket_activation_ignores_l_and_p(binary):
         eq(proc.stop(), 0, "exit status after SIGTERM")
     finally:
         proc.cleanup()
+        other_res.close()
 
 
 @ONLY

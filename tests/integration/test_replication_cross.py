@@ -401,17 +401,21 @@ def _drain_all(rw, a):
 @no_server
 @tubed_only(EXT)
 def test_access_listeners_on_replica(binary):
-    ports = [harness._free_port() for _ in range(5)]
+    # The sections' ports: held until the cluster ends, and moved (the file
+    # rewritten) by a first start that collides on one (Cluster.node ports=).
+    res = [harness.PortReservation() for _ in range(5)]
     conf = ("[listen w]\naddress = 127.0.0.1:%d\nrole = worker\n"
             "[listen pr]\naddress = 127.0.0.1:%d\nrole = producer\n"
             "[listen rd]\naddress = 127.0.0.1:%d\nrole = read\n"
             "[listen mw]\naddress = 127.0.0.1:%d\nrole = worker\n"
             "protocol = memcache\n"
             "[listen mr]\naddress = 127.0.0.1:%d\nrole = read\n"
-            "protocol = memcache\n" % tuple(ports))
+            "protocol = memcache\n")
     with Cluster(binary) as cl:
         p = cl.node("p", "-f", "0")
-        r = cl.node("r", "-f", "0", conf=conf, replica_of=p)
+        r = cl.node("r", "-f", "0", conf=lambda: conf % tuple(x.port for x in res),
+                    replica_of=p, ports=res)
+        ports = [x.port for x in res]
         c = p.bs()
         jid = put_many(c, [b"x"])[0]
         p.mc().store("q", b"item")

@@ -352,8 +352,11 @@ def test_old_primary_with_a_tail_gets_a_snapshot(binary):
         a.kill9()
         put_many(c, [body("tail", i) for i in range(7)])
         # a comes back pointed nowhere, and is promoted without the tail.
-        a.restart(replica_of="127.0.0.1:%d" % harness._free_port())
-        _promote(a, 2)
+        # Nowhere is a port held (bound, never listening) until a stops
+        # following it: no other test's server can answer there.
+        with harness.PortReservation() as dead:
+            a.restart(replica_of="127.0.0.1:%d" % dead.port)
+            _promote(a, 2)
         base = _resyncs(a)
         before = rint(p.repl(), "discarded-records")
         _follow(p, a)

@@ -154,8 +154,11 @@ def test_a_tail_of_puts_and_deletes_counts_each_record_once(binary):
         c.expect("delete %d" % base[1], "DELETED")
         tail = rint(p.repl(), "position") - switch
         eq(tail, 7, "records in the tail (the primary's position minus the replica's)")
-        a.restart(replica_of="127.0.0.1:%d" % harness._free_port())
-        eq(a.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote a")
+        # Pointed at a port held (bound, never listening) until a stops
+        # following it: no other test's server can answer there.
+        with harness.PortReservation() as dead:
+            a.restart(replica_of="127.0.0.1:%d" % dead.port)
+            eq(a.bs().cmd("promote", timeout=10), b"PROMOTED 2", "promote a")
         before = rint(p.repl(), "discarded-records")
         eq(p.bs().cmd("follow %s" % a.addr, timeout=10), b"FOLLOWING", "follow a")
         wait_caught_up(a, p)

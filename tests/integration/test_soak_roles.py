@@ -576,14 +576,22 @@ def follow_nowhere(r, p):
     name: a name is looked up in libc's own thread (getaddrinfo_a), which
     lingers idle for a second after a lookup, so the threads counted at
     the end of a cycle would depend on when the last retry ran (names are
-    tested in test_replication_replica and test_replication_roles)."""
-    dead = harness._free_port()
-    eq(r.admin().cmd("follow 127.0.0.1:%d" % dead, timeout=10), b"FOLLOWING",
-       "follow on node %s" % r.name)
-    wait_for(lambda: "refused" in stats_replication(r.admin())["last-error"]
-             or "connect" in stats_replication(r.admin())["last-error"],
-             lambda: "node %s to fail to connect: %r" % (
-                 r.name, stats_replication(r.admin())["last-error"]))
+    tested in test_replication_replica and test_replication_roles).
+    Returns the port's harness.PortReservation (bound, never listening),
+    which the caller closes once the replica follows elsewhere: while it is
+    held the connects are refused and no other test's server can answer."""
+    dead = harness.PortReservation()
+    try:
+        eq(r.admin().cmd("follow 127.0.0.1:%d" % dead.port, timeout=10), b"FOLLOWING",
+           "follow on node %s" % r.name)
+        wait_for(lambda: "refused" in stats_replication(r.admin())["last-error"]
+                 or "connect" in stats_replication(r.admin())["last-error"],
+                 lambda: "node %s to fail to connect: %r" % (
+                     r.name, stats_replication(r.admin())["last-error"]))
+    except BaseException:
+        dead.close()
+        raise
+    return dead
 
 
 def held_puts(p, cycle):
@@ -688,10 +696,13 @@ def one_cycle(cycle, p, r, k, rnd, make_fresh):
     listener_load(p, cycle)
     # No replica for a moment: B follows nowhere, K is killed (-9); puts
     # wait for a replica, one client leaves while its reply is held.
-    follow_nowhere(r, p)
-    k.kill9()
-    x = held_puts(p, cycle)
-    follow(r, p)
+    dead = follow_nowhere(r, p)
+    try:
+        k.kill9()
+        x = held_puts(p, cycle)
+        follow(r, p)
+    finally:
+        dead.close()
     k.start(replica_of=p)
     held_done(p, x, cycle)
     wait_caught_up(p, r, k)

@@ -970,7 +970,7 @@ END_TEST
 
 START_TEST(reload)
 {
-    char err[256], note[128], want[256];
+    char err[256], note[128], kept[128], want[256];
     ConfFile *next = (ConfFile *)&next;
     TubePolicy p;
     Run r;
@@ -987,9 +987,8 @@ START_TEST(reload)
                "allow_shutdown = true\nuser = root\n[tube x]\npriority = 3\n");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_nonnull(next);
-    opts_reload_kept(&r.cfg, next, note, sizeof note);
-    ck_assert_str_eq(note, "max_connections"); /* 20 in the file, 99 given */
-    opts_reload_apply(&r.cfg, next, note, sizeof note);
+    opts_reload_apply(&r.cfg, next, note, sizeof note, kept, sizeof kept);
+    ck_assert_str_eq(kept, "max_connections"); /* 20 in the file, 99 given */
     ck_assert_ptr_eq(r.cfg.conf, next);
     ck_assert_str_eq(note, "port, user");
     ck_assert_int_eq(r.cfg.port, 11301);
@@ -1028,10 +1027,9 @@ START_TEST(reload)
     RUN(&r, "-V");
     ck_assert_int_eq(opts_reload(&r.cfg, &next, err, sizeof err), 0);
     ck_assert_ptr_null(next);
-    opts_reload_kept(&r.cfg, next, note, sizeof note);
+    opts_reload_apply(&r.cfg, next, note, sizeof note, kept, sizeof kept);
     ck_assert_str_eq(note, "");
-    opts_reload_apply(&r.cfg, next, note, sizeof note);
-    ck_assert_str_eq(note, "");
+    ck_assert_str_eq(kept, "");
     ck_assert_int_eq(r.cfg.verbosity, 1);
     ck_assert_ptr_null(r.cfg.conf);
     run_free(&r);
