@@ -287,6 +287,16 @@ def _bring_up(trio):
         trio.start_keepalived(i)
     _wait_replica(trio, 1)
     _wait_replica(trio, 2)
+    # ... and both keepalived candidates before anything fails.  keepalived
+    # starts in FAULT, silently, until its check has passed: tubed
+    # replicating says nothing of it, and a slow first check (ASan under
+    # load took seconds) left a node there when the primary died, so the
+    # election went to whichever node's check had passed first ('node 1
+    # to hold the address and be primary (holders [2])').
+    for i in (1, 2):
+        wait_for(lambda i=i: _keepalived_settled_backup(trio, i),
+                 lambda i=i: "node %d's keepalived in BACKUP\n%s" % (i, trio.logs()),
+                 timeout=FAILOVER_CEILING, interval=0.2)
 
 
 @slow
