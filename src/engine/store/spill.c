@@ -31,12 +31,23 @@ uint64_t spill_tube_mem_bytes(const Tube *t)
     return t->cur_bytes - t->spilled_bytes;
 }
 
+/* What t holds against its budget: its bodies in memory and those the
+ * read-ahead asked for (pump_tube() made room for them: the jobs next in
+ * line). A newcomer that took their room, or kept it at the commit
+ * (evict()), would stay in memory while the bodies ahead of it in line
+ * were let go as they came in (answered()), and a worker draining the
+ * tube would wait for each of those. */
+static uint64_t held_of(const Tube *t)
+{
+    return spill_tube_mem_bytes(t) + (t->spill ? t->spill->inflight : 0);
+}
+
 int spill_wanted(const Engine *e, const Tube *t, uint32_t n)
 {
     const Binlog *b = &e->binlog;
 
     return t && budget_of(t) && b->enabled && b->healthy && t->pol.journal &&
-           spill_tube_mem_bytes(t) + n > budget_of(t);
+           held_of(t) + n > budget_of(t);
 }
 
 /* ---- files ------------------------------------------------------------ */
@@ -647,7 +658,7 @@ static void evict(Engine *e, Job *j)
     int parked = (j->state == JOB_DELAYED || j->state == JOB_BURIED) && t->spilled_ct;
 
     if (!j->spilled || !j->loaded || j->state == JOB_RESERVED || !budget_of(t) ||
-        (spill_tube_mem_bytes(t) <= budget_of(t) && !parked) || !j->file)
+        (held_of(t) <= budget_of(t) && !parked) || !j->file)
         return;
     /* Already in the ring (read for a compaction, a peek): not again, or
      * the ring would grow with every read on the loop. */

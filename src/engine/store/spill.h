@@ -47,7 +47,8 @@
 int spill_init(Engine *e);
 void spill_stop(Engine *e);
 
-/* Should a new job of n body bytes for t take the spilled form? */
+/* Should a new job of n body bytes for t take the spilled form? (Past
+ * t's budget, counting the bodies being read ahead as in memory.) */
 int spill_wanted(const Engine *e, const Tube *t, uint32_t n);
 
 /* j (spilled) has a new record: its body may go once that is written. */

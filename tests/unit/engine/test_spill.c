@@ -1172,24 +1172,94 @@ START_TEST(reload_spills_plain_jobs)
 }
 END_TEST
 
+/* The first n jobs of ids are in memory and reserved in that order
+ * without a read on the loop; the next m of ids (NULL: none) are on disk. */
+static void drain_in_memory(World *x, const uint64_t *ids, int n, const uint64_t *disk, int m)
+{
+    uint64_t waits = x->e.spill.waits;
+    Job *j;
+
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(find(x, ids[i])->loaded || !find(x, ids[i])->spilled,
+                      "job %llu, next in line, is on disk", (unsigned long long)ids[i]);
+    for (int i = 0; i < m; i++)
+        ck_assert_msg(find(x, disk[i])->spilled && !find(x, disk[i])->loaded,
+                      "job %llu, behind the ones read ahead, is in memory",
+                      (unsigned long long)disk[i]);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(worker_reserve(&x->e, &x->w, 0, &j), WAIT_RESERVED);
+        ck_assert_uint_eq(j->id, ids[i]);
+        ck_assert(body_ok(j, job_body(j)));
+        ck_assert_int_eq(engine_delete(&x->e, &x->w, j->id), ENG_OK);
+    }
+    ck_assert_uint_eq(x->e.spill.waits, waits);
+}
+
 /* Puts while a budget's worth of reads is in flight (a restart's first
- * read-ahead) take the plain form; the bodies read back past the budget
- * go again at the next commit. */
+ * read-ahead) take the spilled form: that room is the read bodies', the
+ * jobs next in line. (They took the plain form once, and the bodies read
+ * back went again as they came in: each was a wait for the worker.) */
 START_TEST(puts_during_read_ahead_keep_budget)
 {
     World x;
+    uint64_t ids[30], later[10];
 
     world_config(&x, 0);
     world_open(&x);
     for (int i = 0; i < 30; i++)
-        put_in(&x, x.s, BODY, 10, 0);
+        ids[i] = put_in(&x, x.s, BODY, 10, 0)->id;
     world_restart(&x);
     engine_commit(&x.e); /* a budget's worth of reads asked for */
     ck_assert_uint_eq(x.s->spill->inflight, BUDGET);
-    for (int i = 0; i < 10; i++)
-        put_in(&x, x.s, BODY, 10, 0);
+    for (int i = 0; i < 10; i++) {
+        Job *j = put_in(&x, x.s, BODY, 10, 0);
+        ck_assert(j->spilled);
+        later[i] = j->id;
+    }
     settle(&x);
     ck_assert_uint_le(spill_tube_mem_bytes(x.s), BUDGET);
+    check_counts(&x);
+    drain_in_memory(&x, ids, 10, later, 10);
+    check_counts(&x);
+    world_free(&x);
+}
+END_TEST
+
+/* Delayed bodies fill the budget and ready jobs come in past it: the
+ * delayed ones make room (spill_yield()) and the read-ahead asks for the
+ * ready ones. Puts in between, with the delayed bodies gone and the read
+ * ones not in yet, took that room in the plain form, and the bodies read
+ * back went again as they came in: a worker draining the tube waited for
+ * every job next in line (test_readbehind_hunt.py's
+ * test_delayed_bodies_in_memory_make_room_for_ready_ones, 32 waits of 32,
+ * now and then under load). */
+START_TEST(puts_while_delayed_bodies_make_room)
+{
+    World x;
+    uint64_t ready[20], later[10];
+
+    world_config(&x, 0);
+    world_open(&x);
+    for (int i = 0; i < BUDGET / BODY; i++)
+        ck_assert(!put_in(&x, x.s, BODY, 10, 3600)->spilled);
+    for (int i = 0; i < 20; i++)
+        ready[i] = put_in(&x, x.s, BODY, 10, 0)->id;
+    /* Commits without taking an answer (no ev_poll): the delayed bodies
+     * go to disk, then a budget's worth of ready ones is asked for. */
+    for (int i = 0; i < 50 && !(x.s->spill && x.s->spill->inflight == BUDGET); i++)
+        engine_commit(&x.e);
+    ck_assert_uint_eq(x.s->spill->inflight, BUDGET);
+    ck_assert_uint_eq(spill_tube_mem_bytes(x.s), 0);
+    for (int i = 0; i < 10; i++)
+        ck_assert(find(&x, ready[i])->reading);
+    for (int i = 0; i < 10; i++)
+        later[i] = put_in(&x, x.s, BODY, 10, 0)->id;
+    settle(&x);
+    ck_assert_uint_le(spill_tube_mem_bytes(x.s), BUDGET);
+    check_counts(&x);
+    drain_in_memory(&x, ready, 10, later, 10);
+    ck_assert_uint_eq(x.s->delay.len, BUDGET / BODY);
+    check_counts(&x);
     world_free(&x);
 }
 END_TEST
@@ -2230,6 +2300,7 @@ static Suite *spill_suite(void)
         tcase_add_test(kb, compaction_grows_the_ring);
         tcase_add_test(kb, reload_leaves_loaded_spilled_jobs);
         tcase_add_test(kb, recover_reads_every_body);
+        tcase_add_test(kb, puts_while_delayed_bodies_make_room);
         suite_add_tcase(s, kb);
     }
     return s;
