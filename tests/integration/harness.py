@@ -252,6 +252,27 @@ def start_on(reservations, attempt):
     return out
 
 
+def start_reserved(res, make):
+    """A harness Server that make() builds for res.port, started through
+    res.start() (moved past a collision before its first start); res is
+    closed either way, for tubed to bind the port.  Returns (server, None)
+    once it runs, else (the last server tried, the failed start's output)."""
+    box = {}
+
+    def attempt():
+        box["srv"] = make()
+        try:
+            box["srv"].start()
+        except ServerError as e:
+            return str(e)
+        return None
+    try:
+        out = res.start(attempt)
+    finally:
+        res.close()
+    return box["srv"], out
+
+
 def spawn_on(reservations, argv, what, log_path=None, timeout=10, **popen_kw):
     """A process (a tubed, another server) started on reserved ports, once
     /proc shows it listening on every one of them: argv() is its command

@@ -337,24 +337,13 @@ def test_p_f_s_take_a_sign_and_blanks_as_beanstalkd(binary):
         # Held (bound, never listening) until tubed listens there; a first
         # start that collides on it is tried again on another.
         res = harness.PortReservation()
-        box = {}
-
-        def attempt(form=form):
-            box["val"] = val = form % res.port
-            box["srv"] = harness.Server(binary, argv=lambda _p: harness.VALGRIND + [
-                binary, "-l", harness.HOST, "-p", val], port=res.port)
-            try:
-                box["srv"].start()
-            except harness.ServerError as e:
-                return str(e)
-            return None
-        try:
-            out = res.start(attempt)
-        finally:
-            res.close()
-        check(out is None, "tubed -p %r did not start: %s" % (box["val"], out))
-        problems = box["srv"].stop()
-        eq(problems, [], "-p %r" % box["val"])
+        srv, out = harness.start_reserved(res, lambda form=form: harness.Server(
+            binary, port=res.port, argv=lambda _p: harness.VALGRIND + [
+                binary, "-l", harness.HOST, "-p", form % res.port]))
+        val = form % res.port
+        check(out is None, "tubed -p %r did not start: %s" % (val, out))
+        problems = srv.stop()
+        eq(problems, [], "-p %r" % val)
     tmp = tempfile.mkdtemp(prefix="tubed-confhunt-")
     try:
         for fval, sval in (("+5", " 200000"), (" 7", "+200000")):

@@ -7,8 +7,8 @@ import socket
 import subprocess
 import tempfile
 
-from harness import (PortReservation, Server, ServerError, check, eq, fail, no_server,
-                     server_args, start_server)
+from harness import (PortReservation, Server, check, eq, fail, no_server,
+                     server_args, start_reserved, start_server)
 
 
 def _run(binary, args, timeout=5):
@@ -107,22 +107,9 @@ def test_attached_port(binary):
     # The port is held (bound, never listening) until tubed listens there,
     # and a first start that collides on it is tried again on another.
     res = PortReservation()
-    box = {}
-
-    def attempt():
-        box["srv"] = Server(binary, port=res.port,
-                            argv=lambda p: [binary, "-l127.0.0.1", "-p%d" % p])
-        try:
-            box["srv"].start()
-        except ServerError as e:
-            return str(e)
-        return None
-    try:
-        out = res.start(attempt)
-    finally:
-        res.close()
+    srv, out = start_reserved(res, lambda: Server(
+        binary, port=res.port, argv=lambda p: [binary, "-l127.0.0.1", "-p%d" % p]))
     check(out is None, "tubed -p%d did not start: %s" % (res.port, out))
-    srv = box["srv"]
     try:
         c = srv.client()
         c.expect("list-tube-used", "USING default")

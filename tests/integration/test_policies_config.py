@@ -300,24 +300,14 @@ def test_port_and_listen_from_file(binary):
         # first start that collides on it is tried again on another, the
         # file rewritten.
         res = harness.PortReservation()
-        box = {}
 
-        def attempt():
+        def make():
             path = _write(d, "p.conf", "listen = 127.0.0.1\nport = %d\n"
                           "max_job_size = 10\n" % res.port)
-            box["srv"] = harness.Server(binary, port=res.port,
-                                        argv=lambda _p: [binary, "--config", path])
-            try:
-                box["srv"].start()
-            except harness.ServerError as e:
-                return str(e)
-            return None
-        try:
-            out = res.start(attempt)
-        finally:
-            res.close()
+            return harness.Server(binary, port=res.port,
+                                  argv=lambda _p: [binary, "--config", path])
+        srv, out = harness.start_reserved(res, make)
         check(out is None, "tubed --config did not start: %s" % out)
-        srv = box["srv"]
         try:
             c = srv.client()
             eq(c.stats()["max-job-size"], "10", "max-job-size from the file")
