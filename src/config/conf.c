@@ -16,7 +16,6 @@
 
 #define MAX_STRING_VALUE 4096            /* a path, an address, a user */
 #define MAX_FILE_SIZE (16u * 1024 * 1024)
-#define QUOTE_MAX 40                      /* bytes of a value echoed in errors (ascii.h) */
 
 /* ---- the keys ---------------------------------------------------------- */
 
@@ -300,7 +299,7 @@ static int listen_value_ok(const char *v, size_t n)
 /* Store a string or name value. */
 static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, size_t n)
 {
-    char q[QUOTE_MAX + 4];
+    char q[CONF_QUOTED_SIZE];
     char *copy;
 
     if (k->type == VT_NAME) {
@@ -328,7 +327,7 @@ static int store_text(Parser *p, const KeyDef *k, void *field, const char *v, si
 
 static int store_value(Parser *p, const KeyDef *k, void *field, const char *v, size_t n)
 {
-    char q[QUOTE_MAX + 4], want[160];
+    char q[CONF_QUOTED_SIZE], want[160];
     uint64_t num;
 
     if (k->type == VT_NAME || k->type == VT_STR)
@@ -356,7 +355,7 @@ static int key_value(Parser *p, const char *s, size_t n, const char *eq)
 {
     const char *key = s, *v = eq + 1;
     size_t kn = (size_t)(eq - s), vn = n - kn - 1;
-    char q[QUOTE_MAX + 4];
+    char q[CONF_QUOTED_SIZE];
     const KeyDef *k;
     void *base;
     uint32_t *set;
@@ -447,7 +446,7 @@ static int header(Parser *p, const char *s, size_t n)
 {
     const char *in = s + 1, *name;
     size_t inn, w = 0, nn;
-    char q[QUOTE_MAX + 4];
+    char q[CONF_QUOTED_SIZE];
     bool is_prefix;
 
     if (n < 2 || s[n - 1] != ']')
@@ -482,7 +481,7 @@ static int header(Parser *p, const char *s, size_t n)
 static int parse_line(Parser *p, const char *s, size_t n)
 {
     const char *hash = memchr(s, '#', n), *eq;
-    char q[QUOTE_MAX + 4];
+    char q[CONF_QUOTED_SIZE];
 
     if (hash)
         n = (size_t)(hash - s);

@@ -15,11 +15,6 @@ static const char *const key_names[LK_COUNT] = {
     "address", "protocol", "role", "tubes", "users", "groups", "socket_mode",
 };
 
-/* A value as an error message shows it: at most QUOTE_MAX bytes of
- * printable ASCII (ascii.h: '?' for other bytes, a tab or a byte >= 0x80),
- * "..." when cut. */
-#define QUOTE_MAX 40
-
 static bool blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -80,7 +75,7 @@ int conf_listen_start(ConfListen *l, const char *name, size_t len, unsigned long
 /* "HOST:PORT", "[V6]:PORT" or "unix:/path". */
 static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     const char *colon;
     uint64_t port;
     size_t hn;
@@ -148,7 +143,7 @@ static int parse_address(ConfListen *l, const char *v, size_t n, char *why, size
 
 static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
     unsigned roles = 0;
@@ -170,7 +165,7 @@ static int parse_roles(ConfListen *l, const char *v, size_t n, char *why, size_t
 
 static int parse_tubes(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in, cnt = 1;
     TubePattern *tp;
@@ -218,7 +213,7 @@ static int id_name_ok(const char *s, size_t n)
 static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *v, size_t n,
                      char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     const char *p = v, *end = v + n, *it = NULL;
     size_t in;
 
@@ -246,7 +241,7 @@ static int parse_ids(ListenId *ids, size_t *nids, const char *what, const char *
 
 static int parse_mode(ConfListen *l, const char *v, size_t n, char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     uint32_t m = 0;
 
     if (!n || n > 4)
@@ -267,7 +262,7 @@ bad:
 int conf_listen_key(ConfListen *l, const char *key, size_t kn, const char *v, size_t vn,
                     unsigned long line, char *why, size_t whylen)
 {
-    char qb[QUOTE_MAX + 4];
+    char qb[CONF_QUOTED_SIZE];
     int k, r;
 
     for (k = 0; k < LK_COUNT && !word_is(key, kn, key_names[k]); k++)

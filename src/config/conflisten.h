@@ -26,6 +26,11 @@
 
 #include "names.h"
 
+/* A buffer for a value shown in a configuration error (the file's, a
+ * [listen] section's, the user's): ascii_text_cut() into it shows at most
+ * 40 bytes of printable ASCII, "..." when cut. */
+#define CONF_QUOTED_SIZE (40 + 4)
+
 /* The roles, as bits: a listener's role is their union. */
 enum {
     ROLE_READ = 1u << 0,

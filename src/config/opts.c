@@ -662,7 +662,7 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
                       size_t errlen)
 {
     int file = from_file(cf, cfg->cli_set, SK_USER);
-    char shown[44];
+    char shown[CONF_QUOTED_SIZE];
 
     if (!cfg->user || (!file && !cli_too))
         return 0;
