@@ -61,6 +61,14 @@ stop_server() {
 # pick FULL QUICK: the size for this mode.
 pick() { if [[ $QUICK == 1 ]]; then echo "$2"; else echo "$1"; fi; }
 
+# build_c SRC BIN: a one-file helper program (the responder, the fresh-memory
+# probe) built with $CC when BIN is missing or older than SRC.
+build_c() {
+	[[ -x $2 && ! $1 -nt $2 ]] && return 0
+	mkdir -p "$(dirname "$2")"
+	"${CC:-cc}" -O2 -o "$2" "$1" || die "cannot build $2 from $1"
+}
+
 # csv_field NAME CSV: the value of column NAME in tubed-bench --csv output.
 csv_field() {
 	awk -F, -v k="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }

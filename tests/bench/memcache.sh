@@ -216,10 +216,7 @@ check_tools() {
 		die "$TUBED not found: run 'make' first (or set TUBED=)"
 	fi
 	[[ -x $BENCH ]] || die "$BENCH not found: run 'make' first (or set BENCH=)"
-	if [[ ! -x $FRESHMEM || $HERE/freshmem.c -nt $FRESHMEM ]]; then
-		mkdir -p "$(dirname "$FRESHMEM")"
-		"${CC:-cc}" -O2 -o "$FRESHMEM" "$HERE/freshmem.c" || die "cannot build $FRESHMEM"
-	fi
+	build_c "$HERE/freshmem.c" "$FRESHMEM"
 }
 
 # What fresh memory costs on this machine (tests/bench/freshmem.c says

@@ -359,11 +359,7 @@ check_tools() {
 		die "$TUBED not found: run 'make' first (or set TUBED=)"
 	fi
 	[[ -x $BENCH ]] || die "$BENCH not found: run 'make' first (or set BENCH=)"
-	if [[ " $SERVERS " == *" responder "* ]] &&
-		[[ ! -x $RESPONDER || $HERE/responder.c -nt $RESPONDER ]]; then
-		mkdir -p "$(dirname "$RESPONDER")"
-		"${CC:-cc}" -O2 -o "$RESPONDER" "$HERE/responder.c" || die "cannot build the responder"
-	fi
+	if [[ " $SERVERS " == *" responder "* ]]; then build_c "$HERE/responder.c" "$RESPONDER"; fi
 }
 
 # run_one ID SERVER: one measurement on a fresh server; sets RESULT to the
