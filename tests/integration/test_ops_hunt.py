@@ -799,7 +799,13 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
                                       "-p", str(port), "--metrics-port", str(mport),
                                       "--memcache-port", str(kport), "--config", conf],
                                      stderr=f)
-            wait_for(lambda: p.poll() is not None or up(), "tubed under strace", timeout=20)
+            # A hang guard, not a speed check: an ASan tubed under strace -f
+            # beside CI's other test once took over 20 s to listen.
+            def what():
+                with open(log, "rb") as f:
+                    return "tubed under strace (pid %s) listening on %s; its output: %r" % (
+                        tpid, [r.port for r in res], f.read()[-2000:])
+            wait_for(lambda: p.poll() is not None or up(), what, timeout=90)
             if p.poll() is None:
                 return None
             with open(log, "rb") as f:
