@@ -768,19 +768,20 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
     log = os.path.join(tmp, "log")
     tpid = None
     p = None
-    try:
-        def pid():
-            """tubed's pid: strace's child."""
-            for d in os.listdir("/proc"):
-                if d.isdigit():
-                    try:
-                        with open("/proc/%s/stat" % d) as f:
-                            if int(f.read().split(") ", 1)[1].split()[1]) == p.pid:
-                                return int(d)
-                    except (OSError, ValueError, IndexError):
-                        pass
-            return None
 
+    def pid():
+        """tubed's pid: strace's child."""
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open("/proc/%s/stat" % d) as f:
+                        if int(f.read().split(") ", 1)[1].split()[1]) == p.pid:
+                            return int(d)
+                except (OSError, ValueError, IndexError):
+                    pass
+        return None
+
+    try:
         def up():
             """tubed (not strace, not another test's server that collided
             on a port) listens on the three ports."""
@@ -848,11 +849,15 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
         check(not refused, "tubed.service refuses %s, which tubed called" % refused)
     finally:
         # tubed first: strace killed would leave it running, detached.
-        if p is not None and tpid is not None and p.poll() is None:
-            try:
-                os.kill(tpid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # Looked up again when the wait never found it (a hang guard that
+        # expired, say), so that no tubed outlives the test.
+        if p is not None and p.poll() is None:
+            t = tpid if tpid is not None else pid()
+            if t is not None:
+                try:
+                    os.kill(t, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         if p is not None and p.poll() is None:
             try:
                 p.wait(timeout=10)
