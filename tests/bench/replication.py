@@ -13,7 +13,11 @@
    with the default -f), every round's ratio, and the CPU seconds the
    servers used for the puts (alone; primary + replica): where the
    machine's cores are fewer than the client and both servers need, the
-   ratio follows those.
+   ratio follows those. The last column says how far: the ratio the
+   replicated puts would reach at the CPU they cost (both servers and
+   tubed-bench) with every core busy and nothing waiting, against the
+   alone rate (the median over rounds). A measured ratio near it is
+   bound by this machine's cores, not by a wait.
 2. Catch-up: a primary holding N jobs (put by tubed-bench), then a new
    replica from an empty directory; the time until its lag-records is 0
    gives its rate in jobs/s, against the primary's own put rate.
@@ -29,6 +33,7 @@ acknowledges once written; not targets). Every server is stopped by its pid on e
 
 import argparse
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -82,6 +87,12 @@ class Conn:
         return dict(l.split(": ", 1) for l in data.splitlines()[1:] if ": " in l)
 
 
+def children_cpu():
+    """CPU seconds of the children reaped so far (tubed-bench runs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench_put(bench, port, n):
     out = subprocess.run([bench, "-q", "--csv", "-p", str(port), "-w", "put", "-c", "50",
                           "-P", "16", "-s", "100", "-n", str(n)],
@@ -109,7 +120,7 @@ def price(args, base, fsync, replica_fsync=None):
     seconds the servers used: alone, and primary + replica. replica_fsync:
     the replica's own -f/-F flags when they differ from fsync."""
     rates = {"alone": [], "replicated": []}
-    ratios, cpu_alone, cpu_pair = [], [], []
+    ratios, cpu_alone, cpu_pair, ceilings = [], [], [], []
     for _ in range(args.rounds):
         p, port = start(args.tubed, base, "alone", *fsync)
         c0 = cpu_seconds(p.pid)
@@ -121,14 +132,21 @@ def price(args, base, fsync, replica_fsync=None):
                          *(fsync if replica_fsync is None else replica_fsync))
         wait_caught_up(rport, port)
         c0 = cpu_seconds(p.pid) + cpu_seconds(r.pid)
+        k0 = children_cpu()
         rates["replicated"].append(bench_put(args.bench, port, args.puts))
         cpu_pair.append(cpu_seconds(p.pid) + cpu_seconds(r.pid) - c0)
+        # The ratio this machine allows before anything waits: the
+        # replicated puts at the CPU they cost (both servers and the
+        # client), every core busy, against the alone rate.
+        per_put = (cpu_pair[-1] + children_cpu() - k0) / args.puts
+        ceilings.append(os.cpu_count() / per_put / rates["alone"][-1] if per_put > 0
+                        else float("inf"))
         stop(r)
         stop(p)
         ratios.append(rates["replicated"][-1] / rates["alone"][-1])
     return (statistics.median(rates["alone"]), statistics.median(rates["replicated"]),
             statistics.median(ratios), ratios, statistics.median(cpu_alone),
-            statistics.median(cpu_pair))
+            statistics.median(cpu_pair), statistics.median(ceilings))
 
 
 def catchup(args, base):
@@ -173,8 +191,8 @@ def main():
     base = tempfile.mkdtemp(prefix="tubed-bench-repl-")
     lines = ["# Replication bench (tests/bench/replication.py)", "",
              "| workload | alone ops/s | sync_replicas=1 ops/s | ratio | target | "
-             "ratio per round | CPU s alone / primary+replica |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "ratio per round | CPU s alone / primary+replica | CPU ceiling of the ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     try:
         runs = [("-f 0", ["-f", "0"], None, ">= 0.7")]
         if args.reference:
@@ -185,10 +203,10 @@ def main():
         if not args.f0_only:
             runs.append(("default -f", [], None, ">= 0.5"))
         for name, fsync, rfsync, target in runs:
-            a, b, ratio, ratios, ca, cp = price(args, base, fsync, rfsync)
-            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | %s | %s | %.2f / %.2f |"
+            a, b, ratio, ratios, ca, cp, ceiling = price(args, base, fsync, rfsync)
+            lines.append("| put 50x16, %s | %.0f | %.0f | %.2f | %s | %s | %.2f / %.2f | %.2f |"
                          % (name, a, b, ratio, target, " ".join("%.2f" % x for x in ratios),
-                            ca, cp))
+                            ca, cp, ceiling))
             print(lines[-1], flush=True)
         if not args.f0_only:
             put_rate, rate, promote_ms, put_ms = catchup(args, base)
