@@ -22,6 +22,9 @@ bug it found (named after what the old server let through).
 - Under socket activation the admin listener served the inherited socket
   named after a section.
 - stats-listeners on a restricted admin showed the other listeners' tubes.
+- A command naming a job of a hidden tube was counted as a refusal, one
+  naming an id no job has as the command: the counters in stats,
+  stats-listeners and the metrics told which hidden ids exist.
 
 Readings taken where access.md is silent are in doc/security.md.
 """
@@ -560,3 +563,40 @@ def test_stats_listeners_on_a_restricted_admin_shows_only_itself(binary):
         ls = listeners(a.client("all"))
         eq(sorted(ls), ["all", "main", "pay", "team"], "entries on an unrestricted admin")
         eq(ls["pay"]["tubes"], "payroll", "pay's tubes")
+
+
+@no_server
+def test_hidden_job_ids_look_like_ids_no_job_has(binary):
+    """access.md §3: a job outside the listener's tubes does not exist for
+    it, "no leak of its existence". Every by-id command on such a job has
+    exactly the effects of the same command on an id no job has: the reply,
+    every stats counter, the listener's refusals; and the job is untouched."""
+    secs = {"adm": {"role": "admin", "tubes": "app-*"}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        put(c0, "app-a")                      # so that app-x's move target exists
+        jid = put(c0, "secret", b"hidden")
+        missing = jid + 1000
+        c = a.client("adm")
+
+        def seen():
+            return stable_stats(c0), listeners(c0)["adm"]["refused-commands"]
+
+        for cmd in ("peek %d", "stats-job %d", "delete %d", "kick-job %d",
+                    "reserve-job %d", "touch %d", "release %d 0 0", "bury %d 0",
+                    "move-job %d app-a"):
+            s0 = seen()
+            c.expect(cmd % jid, "NOT_FOUND")
+            s1 = seen()
+            c.expect(cmd % missing, "NOT_FOUND")
+            s2 = seen()
+            for k in s0[0]:
+                eq(int(s1[0][k]) - int(s0[0][k]) if s0[0][k].isdigit() else s1[0][k],
+                   int(s2[0][k]) - int(s1[0][k]) if s1[0][k].isdigit() else s2[0][k],
+                   "%s: %s after the hidden id against after an id no job has"
+                   % (cmd.split()[0], k))
+            eq(int(s1[1]) - int(s0[1]), int(s2[1]) - int(s1[1]),
+               "%s: refused-commands after the hidden id against a missing one"
+               % cmd.split()[0])
+        c0.expect("peek %d" % jid, "FOUND %d 6" % jid)
+        eq(c0.read_line(), b"hidden", "the hidden job's body, untouched")

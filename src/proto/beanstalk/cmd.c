@@ -686,16 +686,16 @@ static void refuse(BsConn *b, const Cmd *cmd)
         conn_reply_lit(conn(b), "NOT_ALLOWED\r\n");
 }
 
-/* A job outside the listener's tubes does not exist for it. */
+/* A job outside the listener's tubes does not exist for it (access.md
+ * §3): the command is answered, and counted, as one naming an id no job
+ * has. Counting it as a refusal would tell the two apart (the command
+ * counters in stats, the refusals in stats-listeners and the metrics),
+ * and with them which ids exist in the tubes this listener may not see. */
 static int hidden(BsConn *b, const Cmd *cmd)
 {
     Job *j = engine_find(eng(b), cmd->id);
 
-    if (!j || access_tube(conn(b)->lis, j->tube))
-        return 0;
-    access_refused(conn(b), cmd_name(cmd->type));
-    conn_reply_lit(conn(b), "NOT_FOUND\r\n");
-    return 1;
+    return j && !access_tube(conn(b)->lis, j->tube);
 }
 
 /* Watches of tubes the listener no longer allows (a reload narrowed its
@@ -794,8 +794,9 @@ void cmd_access_changed(BsConn *b)
 }
 
 /* The tube rules of a restricted listener, before the command runs. 0:
- * go on; 1: answered (refused, or a hidden job's NOT_FOUND). */
-static int tube_rules(BsConn *b, const Cmd *cmd)
+ * go on (*gone: its job is hidden, see hidden()); 1: answered (refused,
+ * or a peek of a tube it may no longer use). */
+static int tube_rules(BsConn *b, const Cmd *cmd, int *gone)
 {
     Listener *l = conn(b)->lis;
 
@@ -803,7 +804,8 @@ static int tube_rules(BsConn *b, const Cmd *cmd)
     case CMD_MOVE_JOB: /* its target, then its job */
         if (!access_name(l, cmd->name, cmd->name_len))
             break;
-        return hidden(b, cmd);
+        *gone = hidden(b, cmd);
+        return 0;
     case CMD_USE:
     case CMD_PAUSE_TUBE:
     case CMD_FLUSH_TUBE:
@@ -826,7 +828,8 @@ static int tube_rules(BsConn *b, const Cmd *cmd)
     case CMD_TOUCH:
     case CMD_RELEASE:
     case CMD_BURY:
-        return hidden(b, cmd);
+        *gone = hidden(b, cmd);
+        return 0;
     case CMD_PUT:
     case CMD_KICK:
     case CMD_LIST_TUBE_USED:
@@ -878,6 +881,7 @@ void cmd_line(BsConn *b, const char *line, size_t len)
     Beanstalk *f = bs_front(conn(b));
     Cmd cmd;
     ParseResult r = parse_command(line, len, &cmd);
+    int gone = 0;
 
     if (log_verbosity >= 2)
         log_msg(LOG_CMD, "fd %d: <%.*s>", b->conn.ev.fd, (int)(len > 80 ? 80 : len), line);
@@ -902,10 +906,13 @@ void cmd_line(BsConn *b, const char *line, size_t len)
         refuse(b, &cmd);
         return;
     }
-    if (access_restricted(conn(b)) && tube_rules(b, &cmd))
+    if (access_restricted(conn(b)) && tube_rules(b, &cmd, &gone))
         return;
     f->cmd_ct[cmd.type]++;
     if (repl_is_replica(b->conn.srv) && replica_refuses(b, &cmd))
         return;
-    handlers[cmd.type](b, &cmd);
+    if (gone)
+        conn_reply_lit(conn(b), "NOT_FOUND\r\n"); /* what its handler says of no job */
+    else
+        handlers[cmd.type](b, &cmd);
 }
