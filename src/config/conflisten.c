@@ -1,6 +1,8 @@
 #include "conflisten.h"
 
 #include <grp.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
@@ -357,8 +359,48 @@ static void norm_path(const char *unix_host, char out[LISTEN_ADDR_MAX + 1])
     out[n] = '\0';
 }
 
+/* The address a listener on host would bind: a numeric host as written,
+ * a name as the first address the lookup gives (what net_listen() tries
+ * first). 0, or -1 when the name does not resolve (the bind says why). */
+static int host_addr(const char *host, struct sockaddr_storage *out)
+{
+    struct addrinfo hints = {0}, *res;
+
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return -1;
+    memset(out, 0, sizeof *out);
+    memcpy(out, res->ai_addr, res->ai_addrlen < sizeof *out ? res->ai_addrlen : sizeof *out);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Two TCP hosts that are one address: spelt alike, a wildcard, or, with
+ * lookup, the same address looked up (a name, or another spelling of a
+ * number), so that "localhost" and "127.0.0.1" on one port clash before
+ * the bind, which --check-config does not try. The parse checks without
+ * lookup (it is pure: the fuzzers run it); loading the file looks up. */
+static bool same_host(const char *a, const char *b, bool lookup)
+{
+    struct sockaddr_storage x, y;
+
+    if (!strcmp(a, b) || any_host(a) || any_host(b))
+        return true;
+    if (!lookup || host_addr(a, &x) < 0 || host_addr(b, &y) < 0 || x.ss_family != y.ss_family)
+        return false;
+    if (x.ss_family == AF_INET)
+        return !memcmp(&((struct sockaddr_in *)&x)->sin_addr,
+                       &((struct sockaddr_in *)&y)->sin_addr, sizeof(struct in_addr));
+    if (x.ss_family == AF_INET6)
+        return !memcmp(&((struct sockaddr_in6 *)&x)->sin6_addr,
+                       &((struct sockaddr_in6 *)&y)->sin6_addr, sizeof(struct in6_addr));
+    return false;
+}
+
 /* Two listeners would want the same socket. */
-static bool same_address(const ConfListen *a, const ConfListen *b)
+static bool same_address(const ConfListen *a, const ConfListen *b, bool lookup)
 {
     if (a->is_unix || b->is_unix) {
         char pa[LISTEN_ADDR_MAX + 1], pb[LISTEN_ADDR_MAX + 1];
@@ -370,7 +412,7 @@ static bool same_address(const ConfListen *a, const ConfListen *b)
     }
     if (a->port != b->port)
         return false;
-    return !strcmp(a->host, b->host) || any_host(a->host) || any_host(b->host);
+    return same_host(a->host, b->host, lookup);
 }
 
 static unsigned long check_one(const ConfListen *ls, size_t i, char *why, size_t whylen)
@@ -398,7 +440,7 @@ static unsigned long check_one(const ConfListen *ls, size_t i, char *why, size_t
                      ls[j].line);
             return l->line;
         }
-        if (same_address(&ls[j], l)) {
+        if (same_address(&ls[j], l, false)) {
             snprintf(why, whylen, "[listen %s] and [listen %s] (line %lu) both listen on %s",
                      l->name, ls[j].name, ls[j].line, l->address);
             return l->key_line[LK_ADDRESS];
@@ -431,7 +473,7 @@ unsigned long conf_listen_clash(const ConfListen *ls, size_t n, const char *host
         m.port = port;
     }
     for (size_t i = 0; i < n; i++)
-        if (same_address(&ls[i], &m)) {
+        if (same_address(&ls[i], &m, true)) {
             snprintf(why, whylen, "[listen %s] listens on %s, as %s does", ls[i].name,
                      ls[i].address, who);
             return ls[i].key_line[LK_ADDRESS];
@@ -464,6 +506,16 @@ unsigned long conf_listen_resolve(ConfListen *ls, size_t n, char *why, size_t wh
             l->groups[g].id = (uint32_t)gr->gr_gid;
         }
     }
+    /* The parse compared the addresses as written; a name is one address
+     * only once looked up. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (same_address(&ls[j], &ls[i], true)) {
+                snprintf(why, whylen, "[listen %s] and [listen %s] (line %lu) both listen on "
+                         "%s (%s)", ls[i].name, ls[j].name, ls[j].line, ls[i].address,
+                         ls[j].address);
+                return ls[i].key_line[LK_ADDRESS];
+            }
     return 0;
 }
 

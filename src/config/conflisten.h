@@ -7,9 +7,11 @@
  * wrong (no FILE:LINE: the caller adds it). conf_listen_finish() checks a
  * whole file's sections (address given, users only on Unix sockets, no two
  * listeners on one address) and returns the line of the first problem.
- * conf_listen_resolve() is the only part that asks the system (user and
- * group names through getpwnam/getgrnam); conf_load() calls it, so
- * conf_parse() stays pure. A ConfListen is read-only once its file is
+ * conf_listen_resolve() and conf_listen_clash() are the only parts that
+ * ask the system (user and group names through getpwnam/getgrnam, host
+ * names through getaddrinfo, so that "localhost" and "127.0.0.1" on one
+ * port are one address); conf_load() calls the first, so conf_parse()
+ * stays pure. A ConfListen is read-only once its file is
  * parsed; the running server points at the one of the live file.
  *
  * Matching: conf_listen_tube_ok() tells whether a tube name is allowed by
@@ -124,8 +126,9 @@ unsigned long conf_listen_finish(const ConfListen *ls, size_t n, char *why, size
  * with why. */
 unsigned long conf_listen_clash(const ConfListen *ls, size_t n, const char *host, int port,
                                 const char *who, char *why, size_t whylen);
-/* Names of users and groups to numbers; 0, or the line of the first
- * unknown one with why. */
+/* Names of users and groups to numbers, and no two sections on one
+ * address once host names are looked up; 0, or the line of the first
+ * unknown name or clash with why. */
 unsigned long conf_listen_resolve(ConfListen *ls, size_t n, char *why, size_t whylen);
 void conf_listen_free(ConfListen *ls, size_t n);
 

@@ -12,6 +12,7 @@ differs from the server's makes the role tests fail.
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 
@@ -544,6 +545,30 @@ def test_check_config_errors(binary):
         r = subprocess.run([binary, "--config", path, "--check-config"],
                            capture_output=True, timeout=30)
         eq((r.returncode, r.stdout.decode()), (0, "%s: ok\n" % path), "a good file")
+        # A host name is the address it looks up to (the one a bind takes
+        # first), so it clashes with that address written as a number,
+        # between two sections and with -l; another address does not.
+        fam, _, _, _, sa = socket.getaddrinfo("localhost", None, socket.AF_UNSPEC,
+                                              socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
+        num = sa[0] if fam == socket.AF_INET else "[%s]" % sa[0]
+        other = "127.0.0.2" if fam == socket.AF_INET else "[::2]"
+        for text, args, want in [
+                ("[listen a]\naddress = localhost:24301\n[listen b]\naddress = %s:24301\n"
+                 % num, [], "4: [listen b] and [listen a] (line 1) both listen on"),
+                ("[listen a]\naddress = %s:24300\n" % num, ["-l", "localhost", "-p", "24300"],
+                 "2: [listen a] listens on %s:24300, as the -l/-p listener does" % num),
+                ("[listen a]\naddress = localhost:24301\n[listen b]\naddress = %s:24301\n"
+                 % other, [], None)]:
+            with open(path, "w") as f:
+                f.write(text)
+            r = subprocess.run([binary, "--config", path, "--check-config"] + args,
+                               capture_output=True, timeout=30)
+            if want is None:
+                eq(r.returncode, 0, "localhost and %s: %s" % (other, r.stderr.decode()))
+            else:
+                eq(r.returncode, 2, "exit status for %r %s" % (text, args))
+                check(want in r.stderr.decode(), "for %r %s expected '%s', got %r"
+                      % (text, args, want, r.stderr.decode()))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
