@@ -25,6 +25,9 @@ bug it found (named after what the old server let through).
 - A command naming a job of a hidden tube was counted as a refusal, one
   naming an id no job has as the command: the counters in stats,
   stats-listeners and the metrics told which hidden ids exist.
+- A memcache get (or monitor) of a queue outside the listener's tubes
+  answered END at once where an empty queue waits its timeout: a worker
+  polling it spun.
 
 Readings taken where access.md is silent are in doc/security.md.
 """
@@ -600,3 +603,38 @@ def test_hidden_job_ids_look_like_ids_no_job_has(binary):
                % cmd.split()[0])
         c0.expect("peek %d" % jid, "FOUND %d 6" % jid)
         eq(c0.read_line(), b"hidden", "the hidden job's body, untouched")
+
+
+@no_server
+def test_memcache_get_of_a_hidden_queue_waits_as_an_empty_one(binary):
+    """access.md §4: a get of another queue answers END "as an empty queue
+    would": after the timeout an empty queue waits (get /t=, monitor),
+    at once where an empty queue answers at once (/abort, /close alone).
+    Only the refusal is counted; the hidden queue is untouched; a client
+    that leaves while parked ends the wait."""
+    secs = {"mp": {"protocol": "memcache", "role": "admin", "tubes": "app-*"}}
+    with Access(binary, secs) as a:
+        c0 = a.srv.client()
+        put(c0, "secret", b"hidden")
+        tb = c0.stats_tube("secret")
+        before = stable_stats(c0)
+        refused = int(listeners(c0)["mp"]["refused-commands"])
+        g, mon, q = a.client("mp"), a.client("mp"), a.client("mp")
+        g.send(b"get secret/t=3000\r\n")
+        mon.send(b"monitor secret 3\r\n")
+        # (a lower bound only: no answer before the timeout, whatever the
+        # machine's speed; the answer at its end is read below)
+        g.expect_silence(1.0)
+        mon.expect_silence(0.2)
+        q.expect("get secret/abort", "END")          # these answer at once,
+        q.expect("get secret/close", "END")          # as on an empty queue
+        eq(g.read_line(), b"END", "the get, after its timeout")
+        eq(mon.read_line(), b"END", "the monitor, after its timeout")
+        gone = a.client("mp")
+        gone.send(b"get secret/t=60000\r\n")
+        gone.expect_silence(0.2)
+        gone.close()
+        q.expect("get app-none/t=10", "END")         # the server goes on
+        eq(stable_stats(c0), before, "stats after gets of a hidden queue")
+        eq(c0.stats_tube("secret"), tb, "stats-tube secret")
+        eq(int(listeners(c0)["mp"]["refused-commands"]), refused + 5, "refusals counted")

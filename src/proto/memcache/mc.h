@@ -82,6 +82,8 @@ typedef struct McConn {
     /* A get in progress (waiting). */
     uint8_t fetch;          /* McFetch */
     uint8_t waiting;        /* parked in the engine */
+    uint8_t hidden;         /* ...on a queue the listener may not touch:
+                               nothing watched, only the refusal counted */
     Tube *get_tube;         /* the tube watched (reference held by the watch) */
     char *get_key;          /* the key to echo in VALUE */
     size_t get_key_len;

@@ -247,7 +247,7 @@ static void finish(McConn *m, int how, Job *j, const char *key, size_t key_len,
         break;
     case WAIT_TIMED_OUT:
     case WAIT_DEADLINE_SOON: /* never: no_ttr, nothing has a deadline */
-        if (m->fetch != MC_MONITOR)
+        if (m->fetch != MC_MONITOR && !m->hidden)
             front(m)->ct.get_misses++;
         mc_reply_lit(m, "END\r\n");
         break;
@@ -255,6 +255,7 @@ static void finish(McConn *m, int how, Job *j, const char *key, size_t key_len,
         mc_reply_no_memory(m);
         break;
     }
+    m->hidden = 0;
     unwatch(m);
 }
 
@@ -317,6 +318,24 @@ static void fetch(McConn *m, Tube *t, const char *key, size_t key_len, McFetch k
     conn_set_state(&m->conn, CONN_PAUSED);
 }
 
+void mc_get_nothing(McConn *m, McFetch kind, int64_t timeout)
+{
+    Job *j;
+    int r = WAIT_TIMED_OUT;
+
+    if (m->conn.flags & (CONN_RDHUP | CONN_EOF))
+        timeout = 0;
+    m->fetch = (uint8_t)kind;
+    m->hidden = 1;
+    /* Nothing watched: the wait can only time out (or find no memory). */
+    if (timeout > 0 && (r = worker_reserve(eng(m), &m->worker, timeout, &j)) == WAIT_PENDING) {
+        m->waiting = 1;
+        conn_set_state(&m->conn, CONN_PAUSED);
+        return;
+    }
+    finish(m, r == WAIT_NO_MEMORY ? r : WAIT_TIMED_OUT, NULL, NULL, 0, 0);
+}
+
 /* ---- waits the engine ended ------------------------------------------------ */
 
 /* The engine delivers after its operation (engine_deliver), so the get is
@@ -369,6 +388,7 @@ void mc_demoted(McConn *m)
     end_wait(m);
     unwatch(m);
     free_key(m);
+    m->hidden = 0;
     mc_reply_err(m, MC_ERR_REPLICA);
 }
 
