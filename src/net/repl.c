@@ -896,8 +896,11 @@ int repl_follow(Server *s, const char *addr, size_t len, Conn *except, char *err
     }
     if (r->role == ROLE_PRIMARY) {
         /* From this reply on a replica: replies still waiting for the
-         * replicas were never acknowledged; they are taken back. */
-        if (r->released < engine_lsn(&s->eng))
+         * replicas were never acknowledged; they are taken back. Without
+         * sync_replicas none waits for them: a reply waiting only for
+         * this binlog goes out once it is durable here, as the replies of
+         * the writes before the follow do (release(), as a replica). */
+        if (s->cfg.sync_replicas && r->released < engine_lsn(&s->eng))
             conn_lost(s, r->released + 1);
         for (List *l = r->links.next; l != &r->links; l = l->next)
             container_of(l, ReplLink, node)->drop = 1;

@@ -469,6 +469,24 @@ def test_ids_after_a_restart_then_a_promotion(binary):
 
 @no_server
 @tubed_only(EXT)
+def test_follow_behind_a_write_without_sync_replicas(binary):
+    """§4 follow on a primary: "from this reply on, it is a replica". With
+    sync_replicas 0 no reply waits for replicas, so a write pipelined in
+    front of the follow is answered as usual, also when its reply still
+    waits for this server's binlog (-f 0, or the write not yet made): the
+    connection was closed with no reply at all, the put applied."""
+    for flags in ((), ("-f", "0")):
+        with Cluster(binary) as cl:
+            p = cl.node("p", *flags)
+            c = p.bs()
+            c.send(b"put 0 0 60 1\r\na\r\nfollow unix:/nonexistent/tubed.sock\r\n"
+                   b"put 0 0 60 1\r\nb\r\n")
+            c.expect_lines([b"INSERTED 1", b"FOLLOWING", b"DRAINING"])
+            eq(p.bs().cmd(b"peek 1", timeout=10), b"FOUND 1 1", "the put, kept (%s)" % (flags,))
+
+
+@no_server
+@tubed_only(EXT)
 def test_follow_behind_a_waiting_reply_on_the_same_connection(binary):
     """§4 follow on a primary: its replies still waiting for replicas are
     withdrawn (never acknowledged) and their connections close.  A later
