@@ -17,6 +17,8 @@ own (each passed as written).
 - §5: "stats-binlog is unchanged": its keys, in extensions.md's order, on
   a primary, on its replica, on a promoted replica and on a primary told
   to follow.
+- §5: `primary` shows a host name as given (from --replica-of and from
+  follow), and the replica follows it.
 """
 
 import re
@@ -207,3 +209,28 @@ def test_stats_binlog_is_unchanged(binary):
         wait_caught_up(r, p)
         eq(_binlog_keys(r), BINLOG_KEYS, "stats-binlog keys on a promoted replica")
         eq(_binlog_keys(p), BINLOG_KEYS, "stats-binlog keys on a former primary")
+
+
+@no_server
+@tubed_only(EXT)
+def test_primary_named_by_a_host_name_is_shown_as_given(binary):
+    """§5: `primary` is "a replica's primary as given": a host name stays
+    the name (not the address it resolved to), from --replica-of and from
+    follow alike, and the replica follows it."""
+    with Cluster(binary) as cl:
+        p = cl.node("p", "-f", "0")
+        named = "localhost:%d" % p.port
+        r = cl.node("r", "-f", "0", replica_of=named)
+        jid = p.bs().put(b"by name")
+        wait_caught_up(p, r)
+        eq(unq(r.repl()["primary"]), named, "primary from --replica-of a name")
+        eq(r.admin().peek("peek %d" % jid), (jid, b"by name"), "the job on the replica")
+        s = cl.node("s", "-f", "0", replica_of=p)
+        wait_caught_up(p, s)
+        eq(s.bs().cmd("follow %s" % named, timeout=10), b"FOLLOWING", "follow a name")
+        wait_for(lambda: unq(s.repl()["primary"]) == named, "primary after follow")
+        jid = p.bs().put(b"after the follow")
+        wait_caught_up(p, s)
+        eq(s.admin().peek("peek %d" % jid), (jid, b"after the follow"),
+           "a later job on the replica that followed a name")
+        assert_converged(p, s, "a replica following a host name")
