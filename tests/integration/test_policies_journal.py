@@ -167,6 +167,16 @@ def test_sync_journal_holds_reply_until_synced(binary):
             finally:
                 os.unlink(closed)
             eq(s.read_line(timeout=30), b"DELETED", "delete in s")
+            # A job moved out of s into an ordinary tube is a change to s
+            # too: its MOVED waited for no sync (the record is the target's).
+            mid = put_id(s, b"moving")
+            open(closed, "w").close()
+            try:
+                s.send(b"move-job %d default\r\n" % mid)
+                s.expect_silence(1.5)
+            finally:
+                os.unlink(closed)
+            eq(s.read_line(timeout=30), b"MOVED", "move-job out of s")
     finally:
         shutil.rmtree(shim_dir, ignore_errors=True)
 

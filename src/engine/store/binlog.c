@@ -363,15 +363,21 @@ int binlog_reserve_state(Engine *e)
     return reserve(e, BL_STATE_SIZE, bl(e)->reserved);
 }
 
+/* The record just placed (b->lsn) waits for an fsync whatever -f says. */
+static void must_sync_record(Binlog *b)
+{
+    if (!b->must_sync_from)
+        b->must_sync_from = b->lsn;
+    b->must_sync_last = b->lsn;
+}
+
 /* The record just placed (b->lsn) belongs to a sync_journal tube: its
  * acknowledgement waits for an fsync whatever -f says. */
 static void must_sync(Binlog *b, const Tube *t)
 {
     if (!t->pol.sync_journal)
         return;
-    if (!b->must_sync_from)
-        b->must_sync_from = b->lsn;
-    b->must_sync_last = b->lsn;
+    must_sync_record(b);
 }
 
 static int append_failed(Binlog *b)
@@ -507,6 +513,9 @@ void binlog_put(Engine *e, Job *j)
 {
     BlRecord r;
 
+    int left_sync = bl(e)->left_sync;
+
+    bl(e)->left_sync = 0;
     if (!bl(e)->enabled)
         return;
     if (!j->tube->pol.journal) {
@@ -525,6 +534,8 @@ void binlog_put(Engine *e, Job *j)
     if (append(e, &r) < 0)
         return;
     must_sync(bl(e), j->tube);
+    if (left_sync)
+        must_sync_record(bl(e)); /* a move out of a sync_journal tube */
     pin(bl(e), j);
     bl(e)->reserved += DEL;
 }
@@ -685,9 +696,11 @@ void binlog_leave(Engine *e, Job *j, int to_journaled)
         binlog_delete(e, j);
         return;
     }
-    /* The record binlog_put() writes next replaces this one at replay. */
+    /* The record binlog_put() writes next replaces this one at replay;
+     * leaving a sync_journal tube, it is synced before the reply too. */
     unpin(bl(e), j);
     bl(e)->reserved -= DEL;
+    bl(e)->left_sync = j->tube->pol.sync_journal;
 }
 
 int binlog_flush(Engine *e, const Tube *t, uint64_t max_id, const uint64_t *keep,

@@ -71,6 +71,9 @@ typedef struct Binlog {
     uint64_t id_mark;      /* ids up to it are safe from reuse (journal=false) */
     uint64_t must_sync_from, must_sync_last; /* sync_journal records not yet
                                               * synced: first, last; 0: none */
+    int left_sync;         /* binlog_leave() took a job out of a sync_journal
+                              tube into another: its next put record, the
+                              move's, changes that tube too */
     /* Replication (doc/replication.md). pos: the records made since the
      * binlog began (a follower: the primary's records it has written),
      * kept over restarts by BL_POS records; epoch and where it began. */
