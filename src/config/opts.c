@@ -252,6 +252,10 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
     } else if (!strcmp(flag, "-f")) {
         if (beanstalkd_number(flag, val, UINT32_MAX, &cfg->fsync_ms, err, errlen) < 0)
             return -1;
+        /* As in beanstalkd, -f turns syncing on: after -F the last wins,
+         * and over the file's no_fsync the command line does. */
+        cfg->fsync_never = 0;
+        cfg->cli_set |= CONF_BIT(SK_NO_FSYNC);
     } else if (!strcmp(flag, "--stall-timeout")) {
         if (whole_seconds(val, &cfg->stall_timeout) < 0 || cfg->stall_timeout > 86400) {
             snprintf(err, errlen, "invalid value for %s: '%s' (want whole seconds up to "

@@ -114,8 +114,11 @@ def test_stats_binlog_without_binlog(srv):
 @no_server
 @tubed_only(EXT)
 def test_stats_binlog_fsync_modes(binary):
+    # As in beanstalkd, -f turns syncing on and -F off: the last one wins.
     cases = [((), '"every-50ms"'), (("-f", "0"), '"strict"'),
-             (("-f", "200"), '"every-200ms"'), (("-F",), '"never"')]
+             (("-f", "200"), '"every-200ms"'), (("-F",), '"never"'),
+             (("-F", "-f", "0"), '"strict"'), (("-F", "-f5"), '"every-5ms"'),
+             (("-f", "0", "-F"), '"never"')]
     with TempDir() as d, Servers(binary) as ss:
         for args, want in cases:
             sub = os.path.join(d, "b%d" % len(ss.all))
