@@ -83,6 +83,7 @@ static const KeyDef keys[] = {
     SKEY("sync_replicas", VT_INT, SK_SYNC_REPLICAS, sync_replicas, 0, 255),
     SKEY("allow_remote_admin", VT_BOOL, SK_ALLOW_REMOTE_ADMIN, allow_remote_admin, 0, 1),
     SKEY("repl_backlog", VT_SIZE, SK_REPL_BACKLOG, repl_backlog, 0, (uint64_t)1 << 40),
+    SKEY("import_beanstalkd", VT_STR, SK_IMPORT_BEANSTALKD, import_beanstalkd, 0, 0),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -913,6 +914,7 @@ void conf_free(ConfFile *cf)
     tb_free(cf->server.user);
     tb_free(cf->server.binlog_dir);
     tb_free(cf->server.replica_of);
+    tb_free(cf->server.import_beanstalkd);
     tb_free(cf->exact);
     conf_listen_free(cf->listen, cf->n_listen);
     tb_free(cf->path);

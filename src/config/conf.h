@@ -71,6 +71,7 @@ enum ServerKey {
     SK_SYNC_REPLICAS,    /* --sync-replicas */
     SK_ALLOW_REMOTE_ADMIN,
     SK_REPL_BACKLOG,     /* --repl-backlog */
+    SK_IMPORT_BEANSTALKD, /* --import-beanstalkd */
     SK_COUNT
 };
 
@@ -110,7 +111,7 @@ typedef struct TubePolicy {
  * (the command line wins). The strings belong to the ConfFile. */
 typedef struct ConfServer {
     uint32_t set; /* CONF_BIT(SK_x): the file sets key x */
-    char *listen, *user, *binlog_dir, *replica_of;
+    char *listen, *user, *binlog_dir, *replica_of, *import_beanstalkd;
     uint32_t sync_replicas;
     uint32_t port, max_job_size, fsync_ms, binlog_file_size, verbose;
     uint32_t max_connections, memcache_port, metrics_port; /* ports: 0 = off */

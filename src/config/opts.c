@@ -177,6 +177,7 @@ static uint32_t cli_key(const char *flag)
         {"--max-connections", SK_MAX_CONNECTIONS}, {"--memcache-port", SK_MEMCACHE_PORT},
         {"--metrics-port", SK_METRICS_PORT}, {"--replica-of", SK_REPLICA_OF},
         {"--sync-replicas", SK_SYNC_REPLICAS}, {"--repl-backlog", SK_REPL_BACKLOG},
+        {"--import-beanstalkd", SK_IMPORT_BEANSTALKD},
     };
 
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -390,15 +391,17 @@ static void set_key(Config *c, const ConfServer *s, int k)
     case SK_SYNC_REPLICAS: c->sync_replicas = s->sync_replicas; break;
     case SK_ALLOW_REMOTE_ADMIN: c->allow_remote_admin = s->allow_remote_admin; break;
     case SK_REPL_BACKLOG: c->repl_backlog = s->repl_backlog; break;
+    case SK_IMPORT_BEANSTALKD: c->import_dir = s->import_beanstalkd; break;
     }
 }
 
 /* Where server key k lives in a Config, and its size; *is_str for the
- * three strings (const char *). */
+ * strings (const char *). */
 static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
 {
 #define F(field) (*size = sizeof c->field, (void *)&c->field)
-    *is_str = k == SK_LISTEN || k == SK_USER || k == SK_BINLOG_DIR || k == SK_REPLICA_OF;
+    *is_str = k == SK_LISTEN || k == SK_USER || k == SK_BINLOG_DIR || k == SK_REPLICA_OF ||
+              k == SK_IMPORT_BEANSTALKD;
     switch (k) {
     case SK_LISTEN: return F(listen_addr);
     case SK_PORT: return F(port);
@@ -420,6 +423,7 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
     case SK_SYNC_REPLICAS: return F(sync_replicas);
     case SK_ALLOW_REMOTE_ADMIN: return F(allow_remote_admin);
     case SK_REPL_BACKLOG: return F(repl_backlog);
+    case SK_IMPORT_BEANSTALKD: return F(import_dir);
     default: return F(no_main_listener);
     }
 #undef F
@@ -429,19 +433,21 @@ static void *cfg_field(Config *c, int k, size_t *size, int *is_str)
  * so the file can be replaced at reload without leaving them dangling. */
 static int own_strings(Config *cfg, uint32_t taken)
 {
-    static const int str_keys[] = {SK_LISTEN, SK_USER, SK_BINLOG_DIR, SK_REPLICA_OF};
+    static const int str_keys[] = {SK_LISTEN, SK_USER, SK_BINLOG_DIR, SK_REPLICA_OF,
+                                   SK_IMPORT_BEANSTALKD};
+    const size_t nstr = sizeof str_keys / sizeof str_keys[0];
     size_t total = 0, sz;
     int is_str;
     char *p;
 
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < nstr; i++)
         if (taken & CONF_BIT(str_keys[i]))
             total += strlen(*(const char **)cfg_field(cfg, str_keys[i], &sz, &is_str)) + 1;
     if (!total)
         return 0;
     if (!(p = cfg->file_strings = tb_malloc(total)))
         return -1;
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < nstr; i++) {
         const char **f = cfg_field(cfg, str_keys[i], &sz, &is_str);
         size_t n;
         if (!(taken & CONF_BIT(str_keys[i])))
@@ -719,6 +725,10 @@ static int check_import(const Config *cfg, char *err, size_t errlen)
 {
     if (!cfg->import_dir)
         return 0;
+    if (!*cfg->import_dir) {
+        snprintf(err, errlen, "import_beanstalkd is empty (want beanstalkd's binlog directory)");
+        return -1;
+    }
     if (!cfg->binlog_dir) {
         snprintf(err, errlen, "--import-beanstalkd needs a binlog: give -b DIR or binlog_dir");
         return -1;

@@ -615,6 +615,42 @@ def test_bsimport_job_larger_than_tubeds_max(binary):
 
 
 @no_server
+def test_bsimport_from_the_config_file(binary):
+    """import_beanstalkd in the config file (extensions.md: every
+    command-line option may be written in the file) imports as the flag
+    does, and may stay there: the next start imports nothing again."""
+    _need_beanstalkd()
+    with TempDir(prefix="tubed-bsimport-") as tmp:
+        bsdir = os.path.join(tmp, "beanstalkd")
+        os.mkdir(bsdir)
+        bs = start_bs(bsdir)
+        jid = bs.client().put(b"from the file's key", pri=7)
+        stop_bs(bs, "kill")
+        tdir = os.path.join(tmp, "tubed")
+        os.mkdir(tdir)
+        conf = os.path.join(tmp, "tubed.conf")
+        with open(conf, "w") as f:
+            f.write("import_beanstalkd = %s\n" % bsdir)
+        t = Tubed(binary, "--config", conf, bdir=tdir, tmp=tmp)
+        try:
+            t.start()
+            c = t.client()
+            eq(c.peek("peek %d" % jid), (jid, b"from the file's key"), "the imported job")
+            c.expect("delete %d" % jid, "DELETED")
+            t.sigterm()
+            t.start()
+            c = t.client()
+            c.expect("peek %d" % jid, "NOT_FOUND")   # not imported a second time
+            t.sigterm()
+        finally:
+            t.stop()
+        with open(conf, "w") as f:
+            f.write("import_beanstalkd =\n")
+        rc, out = run_refusing(binary, ["--config", conf, "-b", tdir])
+        eq(rc, 2, "an empty import_beanstalkd: exit status (%s)" % out[-300:])
+
+
+@no_server
 def test_bsimport_unfinished_import_refused(binary):
     """An import cut short (a crash, a full disk) leaves
     beanstalkd-import-unfinished in tubed's binlog directory: every start
