@@ -8,6 +8,8 @@ audit (all pass as written):
   binlog_file_size) take effect, as stats and stats-binlog show, and the
   command line wins over them; every long option's key is accepted at the
   top level and refused inside a [tube] section (FILE:LINE, status 2).
+- §3 "a malformed or oversized (> 8 KiB) request: 400 and close": the
+  boundary itself, a head of exactly 8192 bytes served, 8193 refused.
 
 Durations are short; every wait is a lower bound or a polling deadline.
 """
@@ -18,6 +20,7 @@ import tempfile
 import time
 
 from harness import check, eq, no_server, wait_for
+from http_util import MetricsServer
 from policy_util import Policy, present, put_id, run_tubed
 
 
@@ -143,3 +146,24 @@ def test_every_long_option_has_a_top_level_key(binary):
                   % (key, err[:300], path))
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ------------------------------------------------ HTTP: the 8 KiB boundary
+
+@no_server
+def test_http_head_of_8_kib_served_one_byte_more_refused(binary):
+    """A request head (request line to the blank line) of exactly 8192
+    bytes is served; 8193 bytes is 400 and the connection closed."""
+    base = b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-Pad: "
+    with MetricsServer(binary) as srv:
+        for total, status in ((8192, 200), (8193, 400)):
+            head = base + b"p" * (total - len(base) - 4) + b"\r\n\r\n"
+            eq(len(head), total, "setup: head length")
+            with srv.http(timeout=10) as h:
+                h.send(head)
+                r = h.read_response()
+                eq(r.status, status, "status for a head of %d bytes" % total)
+                if status == 400:
+                    h.expect_closed()
+                else:
+                    eq(r.body, b"ok\n", "body of /healthz")
