@@ -15,6 +15,7 @@ Durations are short; every wait is a lower bound or a polling deadline.
 """
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -118,7 +119,9 @@ LONG_KEYS = [
     ("replica_of", "127.0.0.1:1"),
     ("sync_replicas", "1"),
     ("repl_backlog", "1M"),
+    ("import_beanstalkd", "/nonexistent/beanstalkd"),
 ]
+NO_KEY = {"config", "check_config", "help", "version"}
 
 
 @no_server
@@ -126,6 +129,10 @@ def test_every_long_option_has_a_top_level_key(binary):
     """Each long option, dashes turned into underscores, is a top-level key
     that --check-config accepts; inside a [tube] section it is refused
     with FILE:LINE and status 2."""
+    rc, out, err = run_tubed(binary, ["--help"])
+    opts = {o[2:].replace("-", "_") for o in re.findall(r"--[a-z][a-z-]+", out + err)} - NO_KEY
+    eq(sorted(opts), sorted(k for k, _ in LONG_KEYS), "the long options in --help (a new one "
+       "needs a key and a sample value here)")
     d = tempfile.mkdtemp(prefix="tubed-audit-keys-")
     try:
         bdir = os.path.join(d, "bl")
