@@ -219,10 +219,12 @@ START_TEST(every_server_key)
                             "replica_of = 10.0.0.1:11300\n"
                             "sync_replicas = 2\n"
                             "allow_remote_admin = true\n"
-                            "repl_backlog = 32M\n");
+                            "repl_backlog = 32M\n"
+                            "import_beanstalkd = /var/lib/beanstalkd\n");
     const ConfServer *s = &cf->server;
 
     ck_assert_uint_eq(s->set, (1u << SK_COUNT) - 1);
+    ck_assert_str_eq(s->import_beanstalkd, "/var/lib/beanstalkd");
     ck_assert_uint_eq(s->repl_backlog, 32u << 20);
     ck_assert_str_eq(s->listen, "127.0.0.1");
     ck_assert_uint_eq(s->port, 11301);

@@ -721,13 +721,15 @@ START_TEST(config_command_line_wins)
     ck_assert_uint_eq(r.cfg.job_memory, 77);
     ck_assert_int_eq(r.cfg.memcache_port, 1);
     ck_assert_int_eq(r.cfg.metrics_port, 2);
+    /* -f turns syncing on, as in beanstalkd: over the file's no_fsync. */
+    ck_assert_int_eq(r.cfg.fsync_never, 0);
     /* Keys the command line did not give still come from the file. */
-    ck_assert_int_eq(r.cfg.fsync_never, 1);
     ck_assert_int_eq(r.cfg.recover, 1);
     ck_assert_int_eq(r.cfg.allow_shutdown, 1);
     ck_assert_uint_eq(r.cfg.cli_set,
                       CONF_BIT(SK_PORT) | CONF_BIT(SK_LISTEN) | CONF_BIT(SK_MAX_JOB_SIZE) |
                       CONF_BIT(SK_USER) | CONF_BIT(SK_BINLOG_DIR) | CONF_BIT(SK_FSYNC_MS) |
+                      CONF_BIT(SK_NO_FSYNC) |
                       CONF_BIT(SK_BINLOG_FILE_SIZE) | CONF_BIT(SK_VERBOSE) |
                       CONF_BIT(SK_MAX_CONNECTIONS) | CONF_BIT(SK_STALL_TIMEOUT) |
                       CONF_BIT(SK_JOB_MEMORY) | CONF_BIT(SK_MEMCACHE_PORT) |
