@@ -167,3 +167,41 @@ def test_claims_number_bounds(binary):
         m.expect("get %s/close" % name, "END")
         st = m.stats()
         check(not any(re.fullmatch(r"queue_n+_items", k) for k in st), "the tube went")
+
+
+@no_server
+def test_claims_queue_name_charset(binary):
+    """§4: a name is 1-200 bytes of A-Za-z0-9-+;.$_() not starting with -;
+    every other printable byte (and a non-ASCII one) is CLIENT_ERROR bad
+    queue name, the connection kept."""
+    allowed = "-+;.$_()"
+    with McServer(binary) as s:
+        m = s.mc()
+        for c in map(chr, range(33, 127)):
+            if c.isalnum() or c == "/":
+                continue
+            want = "END" if c in allowed else "CLIENT_ERROR bad queue name"
+            m.expect("get a" + c, want)
+        m.expect(b"get a\xc3\xa9", "CLIENT_ERROR bad queue name")
+        m.expect("get (.$_;+)", "END")
+        m.sync()
+
+
+@no_server
+def test_claims_name_order_is_byte_order(binary):
+    """§5/§6 "name order": stats, dump_stats and dump_config list tubes in
+    byte order (upper case before lower case, '(' and '+' before letters)."""
+    names = ["b", "B", "a_", "a-", "a", "a+", "A1", "(x)"]
+    with McServer(binary, conf="[tube Z]\npriority = 1\n") as s:
+        m = s.mc()
+        for n in names:
+            m.store(n, b"x")
+        want = sorted(names + ["default"], key=lambda n: n.encode())
+        got = [k[len("queue_"):-len("_total_items")] for k in m.stats()
+               if k.startswith("queue_") and k.endswith("_total_items")]
+        eq(got, want, "stats")
+        heads = [l for l in m.lines_until_end("dump_stats") if l.startswith(b"queue '")]
+        eq(heads, [b"queue '%s' {" % n.encode() for n in want], "dump_stats")
+        heads = [l for l in m.lines_until_end("dump_config") if l.startswith(b"queue '")]
+        want = sorted(want + ["Z"], key=lambda n: n.encode())
+        eq(heads, [b"queue '%s' {" % n.encode() for n in want], "dump_config")
