@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mc_clients"))
 
 from harness import check, eq, no_server  # noqa: E402
-from mcproto import McServer, bs_stats_tube, wait_for  # noqa: E402
+from mcproto import McServer, bs_job, bs_stats_tube, wait_for  # noqa: E402
 
 
 def _sleep(sec):
@@ -205,3 +205,24 @@ def test_claims_name_order_is_byte_order(binary):
         heads = [l for l in m.lines_until_end("dump_config") if l.startswith(b"queue '")]
         want = sorted(want + ["Z"], key=lambda n: n.encode())
         eq(heads, [b"queue '%s' {" % n.encode() for n in want], "dump_config")
+
+
+@no_server
+def test_claims_given_back_job_is_an_ordinary_ready_one(binary):
+    """§2: /abort and a disconnect release the opened job: stats-job shows
+    it as beanstalkd shows a ready job (time-left 0), not with the open's
+    endless TTR (4294967295, kept while open, doc/kestrel.md)."""
+    with McServer(binary) as s:
+        m, b = s.mc(), s.bs()
+        m.store("q", b"a")
+        eq(m.get("q/open"), b"a", "opened")
+        j = bs_job(b, 1)
+        eq((j["state"], j["time-left"]), ("reserved", "4294967295"), "while open")
+        m.expect("get q/abort", "END")
+        j = bs_job(b, 1)
+        eq((j["state"], j["time-left"]), ("ready", "0"), "given back by /abort")
+        o = s.mc()
+        eq(o.get("q/open"), b"a", "opened again")
+        o.close()
+        wait_for(lambda: bs_job(b, 1)["state"] == "ready", "given back by the close")
+        eq(bs_job(b, 1)["time-left"], "0", "given back by the close: time-left")

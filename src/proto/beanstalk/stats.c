@@ -244,8 +244,9 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
         left = x->deadline - now;
     /* A memcache open has no deadline (doc/kestrel.md): the largest TTR
      * a beanstalk job can have, rather than a figure past 32 bits, which
-     * no beanstalkd job shows and which falls with the clock. */
-    if (x->deadline == INT64_MAX)
+     * no beanstalkd job shows and which falls with the clock. (Given back
+     * by /abort or a close, the job keeps that deadline while ready.) */
+    if (j->state == JOB_RESERVED && x->deadline == INT64_MAX)
         left = (int64_t)UINT32_MAX * NS_PER_SEC;
     buf_printf(b, "---\nid: %llu\ntube: ", (unsigned long long)j->id);
     quoted(b, j->tube->name);
