@@ -21,7 +21,7 @@ BUILD    ?= build
 # /x/build/obj/a.o does not match build/obj/a.o, so header changes would
 # stop rebuilding objects.
 override BUILD := $(patsubst $(CURDIR)/%,%,$(BUILD))
-VERSION  := 0.1.0
+VERSION  := 1.0.0
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-unused-parameter

@@ -720,7 +720,10 @@ static int check_user(const Config *cfg, const ConfFile *cf, int cli_too, char *
 }
 
 /* --import-beanstalkd writes what it reads into tubed's binlog, on a
- * primary (a replica's jobs are its primary's). */
+ * primary (a replica's jobs are its primary's): both on the command line
+ * contradict each other; the file's import_beanstalkd may stay in the
+ * file of a node that now starts as a replica, and is ignored there
+ * (engine_open_binlog()). */
 static int check_import(const Config *cfg, char *err, size_t errlen)
 {
     if (!cfg->import_dir)
@@ -733,7 +736,8 @@ static int check_import(const Config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "--import-beanstalkd needs a binlog: give -b DIR or binlog_dir");
         return -1;
     }
-    if (cfg->replica_of) {
+    if (cfg->replica_of && (cfg->cli_set & CONF_BIT(SK_IMPORT_BEANSTALKD)) &&
+        (cfg->cli_set & CONF_BIT(SK_REPLICA_OF))) {
         snprintf(err, errlen, "--import-beanstalkd and replica_of: a replica takes its "
                  "jobs from its primary; import on the primary");
         return -1;

@@ -59,7 +59,13 @@ int engine_open_binlog(Engine *e, char *err, size_t errlen)
     if (binlog_open(e, err, errlen) < 0 || policy_children_replayed(e, err, errlen) < 0 ||
         bsimport_unfinished(e, err, errlen) < 0)
         return -1;
-    /* beanstalkd's jobs, once, into a binlog that has none yet. */
+    /* beanstalkd's jobs, once, into a binlog that has none yet; not into a
+     * replica's, whose jobs are its primary's (the file's key may stay
+     * there when a former primary restarts as a replica). */
+    if (e->cfg->import_dir && e->cfg->replica_of) {
+        log_warn("import_beanstalkd ignored: a replica takes its jobs from its primary");
+        return 0;
+    }
     return e->cfg->import_dir ? bsimport_run(e, e->cfg->import_dir, err, errlen) : 0;
 }
 

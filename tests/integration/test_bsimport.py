@@ -644,6 +644,19 @@ def test_bsimport_from_the_config_file(binary):
             t.sigterm()
         finally:
             t.stop()
+        # A node started as a replica with the key still in its file (a
+        # former primary after a failover) starts, and imports nothing.
+        rdir = os.path.join(tmp, "replica")
+        os.mkdir(rdir)
+        r = Tubed(binary, "--config", conf, "--replica-of", "unix:/nonexistent/tubed.sock",
+                  bdir=rdir, tmp=tmp)
+        try:
+            r.start()
+            r.client().expect("peek %d" % jid, "NOT_FOUND")
+            check("import_beanstalkd ignored" in r.stderr(), "the log says so: %s"
+                  % r.stderr()[-500:])
+        finally:
+            r.stop()
         with open(conf, "w") as f:
             f.write("import_beanstalkd =\n")
         rc, out = run_refusing(binary, ["--config", conf, "-b", tdir])

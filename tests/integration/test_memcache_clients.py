@@ -80,7 +80,7 @@ def test_client_php_memcached(binary):
     mods = subprocess.run([php, "-m"], capture_output=True, timeout=60).stdout.decode()
     _need("memcached" in mods.split(), "php-memcached")
     out = _run_script(binary, [php, os.path.join(CLIENTS, "php_memcached.php")])
-    eq(out.count("PASS"), 15, "php-memcached checks passed")
+    eq(out.count("PASS"), 17, "php-memcached checks passed")
 
 
 @no_server

@@ -13,8 +13,8 @@
 # Quirks: memccp takes the key from the file's name, so the value is written
 # to a file named after the queue. memcstat first sends `version` and
 # refuses a server whose major version number is 0 ("strtol() failed to
-# parse major version"): it needs a VERSION reply of 1.x or later, so
-# against a 0.x server that check prints SKIP instead of PASS or FAIL.
+# parse major version"), as php-memcached's getStats() does: tubed's
+# version is 1.x for them.
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 HOST PORT [--memcached]" >&2; exit 2; }
 srv="--servers=$1:$2"
@@ -60,10 +60,8 @@ fi
 stat_out=$(memcstat "$srv" 2>&1)
 if printf '%s\n' "$stat_out" | grep -q 'curr_items'; then
     expect "memcstat shows curr_items" yes yes
-elif printf '%s\n' "$stat_out" | grep -q 'parse major version'; then
-    # libmemcached refuses a server whose version is 0.x (see the top).
-    echo "SKIP memcstat: the server's major version number is 0"
 else
+    echo "memcstat said: $stat_out" | head -3
     expect "memcstat shows curr_items" no yes
 fi
 echo "$passed passed, $failed failed"

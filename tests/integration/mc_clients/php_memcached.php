@@ -117,6 +117,16 @@ if ($memcached_mode) {
     expect(sprintf('get q/t=300 waits %.3fs, then null', $waited), $got, null,
            $got === null && $waited >= 0.25);
     expect('get on an empty queue gives null', fetch($m, $q), null);
+
+    /* libmemcached reads the version first and takes a major version of
+     * 0 for a failed read: getVersion() and getStats() were false. */
+    $v = $m->getVersion();
+    $vs = is_array($v) ? (string)reset($v) : 'ERROR: ' . $m->getResultMessage();
+    expect("getVersion ($vs)", (bool)preg_match('/^[1-9][0-9]*\.[0-9]+\.[0-9]+$/', $vs), true);
+    $st = $m->getStats();
+    $one = is_array($st) ? reset($st) : null;
+    expect('getStats has curr_items', is_array($one) && array_key_exists('curr_items', $one)
+           ? true : 'ERROR: ' . $m->getResultMessage(), true);
 }
 $m->quit();
 echo "$passed passed, $failed failed\n";
