@@ -2029,6 +2029,141 @@ def documented_leniencies():
     ]
 
 
+@scenario
+def numeric_edges():
+    # Leading zeros everywhere a number goes, the 32-bit maxima in release
+    # and bury, and lines of 222 to 224 bytes made long by zeros.
+    def pad(prefix, rest, total):
+        return prefix + b"0" * (total - len(prefix) - len(rest) - 2) + rest + b"\r\n"
+    steps = [
+        cmd("c", b"put 00001 000 0060 0001\r\nb\r\n"),
+        cmd("c", b"put 0 0 60 01\r\nf\r\n"),
+        cmd("c", b"put 00000000000000000000000001 0 60 1\r\ng\r\n"),
+        cmd("c", b"stats-job 0001\r\n"),
+        cmd("c", b"peek 0002\r\n"),
+        cmd("c", b"reserve-job 001\r\n"),
+        cmd("c", b"release {j0} 4294967295 4294967295\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"reserve-job {j0}\r\n"),
+        cmd("c", b"bury {j0} 4294967296\r\n"),
+        cmd("c", b"bury {j0} -1\r\n"),
+        cmd("c", b"bury {j0} 4294967295\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"kick-job 00001\r\n"),
+        cmd("c", b"stats-job {j0}\r\n"),
+        cmd("c", b"bury 1\r\nbury\r\nbury \r\ntouch\r\ntouch \r\nrelease\r\nrelease \r\n"
+                 b"peek\r\npeek \r\n", n=9),
+    ]
+    for total in (222, 223, 224):
+        steps += [
+            cmd("c", pad(b"put ", b"1 0 60 1", total) + b"x\r\n"),
+            cmd("c", pad(b"put 1 0 60 ", b"1", total) + b"y\r\n"),
+            cmd("c", pad(b"peek ", b"1", total) + b"list-tube-used\r\n", n=2),
+            cmd("c", pad(b"kick ", b"1", total)),
+            cmd("c", pad(b"reserve-with-timeout ", b"0", total)),
+            cmd("c", pad(b"pause-tube default ", b"0", total)),
+        ]
+    steps += [
+        cmd("c", pad(b"put ", b"1 0 60 1", 226) + b"z\r\nlist-tube-used\r\n", n=3),
+        cmd("c", b"stats-tube default\r\n"),
+        cmd("c", b"stats\r\n"),
+    ]
+    return steps
+
+
+@scenario
+def command_word_suffixes():
+    # A command word run into its argument or followed by junk: which
+    # are BAD_FORMAT, which UNKNOWN_COMMAND, and that none acts on job 1.
+    lines = [b"kick-jobx 1", b"reserve-jobx 1", b"stats-jobx 1", b"peekx 1", b"deletex 1",
+             b"usex foo", b"watchx foo", b"ignorex foo", b"touchx 1", b"releasex 1 0 0",
+             b"buryx 1 0", b"kickx 1", b"putx 0 0 60 1", b"stats-tubex default",
+             b"reserve-with-timeoutx 0", b"reserve-with-timeout0", b"list-tubesx",
+             b"peek-readyx", b"stats-tubedefault", b"usefoo", b"watchfoo", b"peek1",
+             b"delete1", b"kick1", b"kick-job1", b"touch1", b"release1 0 0", b"bury1 0",
+             b"put0 0 60 1", b"stats-job1", b"reserve-job1", b"ignorefoo", b"kick\t1",
+             b"use\x0bfoo", b"list-tube-used\x00", b"peek-ready ",
+             b"pause-tube default 0x", b"pause-tube default 1 1", b"pause-tube default 01",
+             b"pause-tube default +1", b"pause-tube -- 1", b"pause-tube default\t1",
+             b"release 1 0 0 ", b"bury 1 0 ", b"touch 1  ", b"kick-job 01", b"kick-job +1",
+             b"kick-job 1\t", b"peek 1\t", b"stats-job  1"]
+    steps = [cmd("c", put(b"job1"))]
+    steps += [cmd("c", ln + b"\r\n") for ln in lines]
+    steps.append(cmd("c", b"stats-job {j0}\r\nlist-tubes\r\nlist-tube-used\r\n"
+                          b"list-tubes-watched\r\nstats-tube default\r\n", n=5))
+    steps.append(cmd("c", b"stats\r\n"))
+    return steps
+
+
+@scenario
+def drain_mid_put():
+    # SIGUSR1 between a put's line and the end of its body: the put is
+    # judged when its body is complete (DRAINING), as is a too-big body
+    # that spans the signal; a reserve waiting meanwhile is not disturbed.
+    return [
+        cmd("w", b"watch dm\r\n"),
+        send("c", b"put 0 0 60 5\r\nab"),
+        send("b", b"put 0 0 60 70000\r\n" + b"y" * 1000),
+        send("w", b"reserve-with-timeout 100\r\n"),
+        await_waiting(b"dm", 1),
+        sig(signal.SIGUSR1),
+        sleep(0.3),
+        cmd("c", b"cde\r\n"),
+        cmd("b", b"y" * 69000 + b"\r\n"),
+        cmd("c", b"use dm\r\n" + put(b"x") + b"stats-tube dm\r\n", n=3),
+        send("c", b"put 0 0 60 1\r\nxy"),
+        cmd("c", b"z"),                            # EXPECTED_CRLF wins
+        cmd("c", b"stats\r\n"),
+        cmd("c", b"peek 1\r\npeek 2\r\npeek 3\r\npeek 4\r\n", n=4),
+        close("w"),
+    ]
+
+
+@scenario
+def half_close_mid_request():
+    # The client half-closes inside a request: a put's body, a command
+    # line without its CRLF, a too-big body, an over-long line.  Nothing
+    # is answered for the unfinished request and nothing is created.
+    return [
+        send("a", b"use hc\r\nput 0 0 60 5\r\nab"),
+        close("a"),
+        send("b", b"use hc\r\nstats"),
+        close("b"),
+        send("c", b"put 0 0 60 70000\r\nabc"),
+        close("c"),
+        send("d", b"x" * 300),
+        close("d"),
+        send("e", b"watch hc\r\nreserve\r\nlist-tube-used\r\n"),
+        close("e"),
+        send("f", b"\r\n\r\nput 0 0 60 1\r\nx\r\nquit"),
+        close("f"),
+        cmd("o", b"stats-tube default\r\nstats-tube hc\r\nlist-tubes\r\npeek-ready\r\n", n=4),
+        cmd("o", b"stats\r\n"),
+    ]
+
+
+@scenario
+def deadline_soon_with_unready_jobs():
+    # DEADLINE_SOON needs no ready job in a watched tube: a paused tube's
+    # ready job holds it off only while the reserve may wait (1.12's
+    # conn_ready counts it); delayed and buried jobs never do.  The held
+    # job has TTR 1, so it is in its safety margin from the start; every
+    # step here comes well within that second.
+    return [
+        cmd("p", b"use pz\r\n" + put(b"p") + b"pause-tube pz 100\r\n", n=3),
+        cmd("p", b"use default\r\n" + put(b"d", delay=100) + put(b"b"), n=3),
+        cmd("p", b"reserve-job {j2}\r\nbury {j2} 0\r\n", n=2),
+        cmd("w", put(b"short", ttr=1) + b"reserve\r\n", n=2),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"watch pz\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("w", b"ignore pz\r\nreserve-with-timeout 0\r\n", n=2),
+        cmd("w", b"delete {j3}\r\n"),
+        cmd("w", b"reserve-with-timeout 0\r\n"),
+        cmd("p", b"stats-tube pz\r\nstats-tube default\r\n", n=2),
+    ]
+
+
 # --------------------------------------------------------------------------
 # Random streams
 
