@@ -2164,6 +2164,26 @@ def deadline_soon_with_unready_jobs():
     ]
 
 
+@scenario
+def many_watched_tubes_lists():
+    # A connection watching more than 1024 tubes (tubed serves it apart):
+    # the order of its watch list after ignores, list-tubes, and which
+    # job its reserves take across tubes (priority, then id).
+    n = 1030
+    return [
+        cmd("c", b"".join(b"watch w%d\r\n" % i for i in range(n)), n=n),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"".join(b"ignore w%d\r\n" % i for i in range(0, n, 3)), n=len(range(0, n, 3))),
+        cmd("c", b"list-tubes-watched\r\n"),
+        cmd("c", b"list-tubes\r\n"),
+        cmd("p", b"use w1028\r\n" + put(b"late tube", pri=5) + b"use w1\r\n" +
+            put(b"early tube", pri=5) + b"use w500\r\n" + put(b"urgent", pri=2) +
+            b"use w3\r\n" + put(b"not watched", pri=0), n=8),
+        cmd("c", b"reserve-with-timeout 0\r\n" * 4, n=4),
+        cmd("c", b"stats\r\n"),
+    ]
+
+
 # --------------------------------------------------------------------------
 # Random streams
 
