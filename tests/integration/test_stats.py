@@ -3,6 +3,8 @@
 import os
 import re
 
+import harness
+
 from harness import (check, eq, fail, no_server, server_args, start_server, tubed_only,
                      unq, wait_until)
 
@@ -54,6 +56,30 @@ def test_stats_job_key_order(srv):
     c = srv.client()
     j = c.put(b"x")
     eq(list(c.stats_job(j)), JOB_KEYS, "stats-job keys")
+
+
+def test_time_left_right_after_the_command_that_set_it(srv):
+    """beanstalkd reads its clock anew for each command: in the packet that
+    sets a pause, a delay or a TTR, the stats that follow show one whole
+    second less than was asked (the loop's one clock reading showed it
+    all)."""
+    c = srv.client()
+    c.send(b"pause-tube default 10\r\nstats-tube default\r\n")
+    eq(c.read_line(), b"PAUSED", "pause-tube")
+    line, body = c.read_reply()
+    eq(harness.parse_yaml_dict(body)["pause-time-left"], "9", "pause-time-left at once")
+    c.expect("pause-tube default 0", "PAUSED")
+    c.send(b"put 0 100 60 1\r\nx\r\nstats-job 1\r\n")
+    line = c.read_line()
+    check(line.startswith(b"INSERTED "), "put: %r" % line)
+    jid = int(line.split()[1])
+    c.send(b"put 0 0 100 1\r\ny\r\nreserve-job %d\r\nstats-job %d\r\n" % (jid + 1, jid + 1))
+    _, body = c.read_reply()
+    eq(harness.parse_yaml_dict(body)["time-left"], "99", "a delay's time-left at once")
+    eq(c.read_line(), b"INSERTED %d" % (jid + 1), "second put")
+    eq(c.read_reply()[0], b"RESERVED %d 1" % (jid + 1), "reserve-job")
+    _, body = c.read_reply()
+    eq(harness.parse_yaml_dict(body)["time-left"], "99", "a TTR's time-left at once")
 
 
 def test_stats_value_formats(srv):
