@@ -332,9 +332,18 @@ static int open_signals(Server *s)
     sa.sa_handler = on_sig;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* An interrupt ignored by whoever started us (a shell's background
+         * job, `beanstalkd &` in a script) stays ignored, as it does for
+         * beanstalkd, which leaves SIGINT alone: a Ctrl-C meant for the
+         * terminal's foreground job must not stop the queue. */
+        if (sigs[i] == SIGINT && sigaction(SIGINT, NULL, &old) == 0 &&
+            old.sa_handler == SIG_IGN)
+            continue;
         if (sigaction(sigs[i], &sa, NULL) < 0)
             return -1;
+    }
     s->sig.handler = on_signal;
     return ev_add(&s->loop, &s->sig, p[0], EPOLLIN);
 }

@@ -665,6 +665,42 @@ def test_sigint_with_waiting_reserve(binary):
     _sigstop_with_waiters(binary, signal.SIGINT)
 
 
+@ONLY
+@no_server
+def test_sigint_ignored_at_start_stays_ignored(binary):
+    """Started with SIGINT ignored (a shell's background job, `tubed &` in a
+    script), tubed goes on serving through a SIGINT, as beanstalkd does
+    (it leaves SIGINT alone); SIGTERM still stops it, status 0."""
+    port = harness._free_port()
+    errf = tempfile.TemporaryFile()
+    proc = subprocess.Popen(["sh", "-c", 'trap "" INT; exec "$0" "$@"', binary,
+                             "-l", "127.0.0.1", "-p", str(port)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
+    try:
+        c = wait_until(lambda: _connect(port), 10, what="tubed listening")
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.3)   # (scenario: let a handled signal act; not a speed check)
+        eq(proc.poll(), None, "tubed still running after SIGINT")
+        cl = harness.Client("127.0.0.1", port)
+        cl.expect("list-tube-used", "USING default")
+        cl.close()
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        eq(proc.wait(30), 0, "exit status after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        errf.close()
+
+
+def _connect(port):
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=1)
+    except OSError:
+        return None
+
+
 # ------------------------------------------------------- socket activation
 
 def _check_environ_pid(proc):
