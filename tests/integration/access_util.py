@@ -22,7 +22,7 @@ import tempfile
 
 import harness
 import server
-from harness import check, eq, fail, wait_for  # noqa: F401
+from harness import Skip, check, eq, fail, wait_for  # noqa: F401
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
 
@@ -171,3 +171,79 @@ def listeners(c):
         if k == "name":
             out[cur[k]] = cur
     return out
+
+
+OTHER_UID = 65534
+OTHER_GID = 65534
+
+
+def need_root():
+    if os.geteuid() != 0:
+        raise Skip("needs root to run a client as another user")
+
+
+def as_peer(path, uid, gid, groups=(), request=b"list-tube-used\r\n"):
+    """Connect to the Unix socket path as uid/gid (with the supplementary
+    groups given) in a child; send request; return what came back before
+    the close or 2 s ("" for a close with nothing, "connect: ERR" if the
+    socket would not open)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            os.setgroups(list(groups))
+            os.setgid(gid)
+            os.setuid(uid)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            try:
+                s.connect(path)
+            except OSError as e:
+                os.write(w, ("connect: %s" % e.strerror).encode())
+                os._exit(0)
+            got = b""
+            try:
+                s.sendall(request)
+                while not got.endswith(b"\r\n"):
+                    d = s.recv(4096)
+                    if not d:
+                        break
+                    got += d
+            except OSError:
+                pass
+            os.write(w, got)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(w)
+    out = b""
+    while True:
+        d = os.read(r, 65536)
+        if not d:
+            break
+        out += d
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the client child failed")
+    return out.decode(errors="replace")
+
+
+def put(c, tube, body=b"x"):
+    c.expect("use " + tube, "USING " + tube)
+    c.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    line = c.read_line()
+    check(line.startswith(b"INSERTED "), "put into %s: %r" % (tube, line))
+    return int(line.split()[1])
+
+
+def mc_lines(c, cmd):
+    """A memcache document up to END, as a list of lines."""
+    c.send(cmd)
+    out = []
+    while True:
+        line = c.read_line()
+        if line == b"END":
+            return out
+        out.append(line)

@@ -25,82 +25,10 @@ import tempfile
 import shutil
 
 import harness
-from access_util import Access, listeners, stable_stats
-from harness import Skip, check, eq, no_server
+from access_util import (OTHER_GID, OTHER_UID, Access, as_peer, listeners, mc_lines,
+                         need_root, put, stable_stats)
+from harness import check, eq, no_server
 from policy_util import wait_for
-
-OTHER_UID = 65534
-OTHER_GID = 65534
-
-
-def need_root():
-    if os.geteuid() != 0:
-        raise Skip("needs root to run a client as another user")
-
-
-def as_peer(path, uid, gid, groups=(), request=b"list-tube-used\r\n"):
-    """Connect to the Unix socket path as uid/gid (with the supplementary
-    groups given) in a child; send request; return what came back before
-    the close or 2 s ("" for a close with nothing, "connect: ERR" if the
-    socket would not open)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(r)
-            os.setgroups(list(groups))
-            os.setgid(gid)
-            os.setuid(uid)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(2)
-            try:
-                s.connect(path)
-            except OSError as e:
-                os.write(w, ("connect: %s" % e.strerror).encode())
-                os._exit(0)
-            got = b""
-            try:
-                s.sendall(request)
-                while not got.endswith(b"\r\n"):
-                    d = s.recv(4096)
-                    if not d:
-                        break
-                    got += d
-            except OSError:
-                pass
-            os.write(w, got)
-        except BaseException:
-            code = 1
-        os._exit(code)
-    os.close(w)
-    out = b""
-    while True:
-        d = os.read(r, 65536)
-        if not d:
-            break
-        out += d
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the client child failed")
-    return out.decode(errors="replace")
-
-
-def put(c, tube, body=b"x"):
-    c.expect("use " + tube, "USING " + tube)
-    return c.put(body)
-
-
-def mc_doc(c, cmd):
-    """A memcache reply up to END (exclusive), as a list of lines."""
-    c.send(cmd)
-    out = []
-    while True:
-        line = c.read_line()
-        if line == b"END":
-            return out
-        out.append(line)
-
 
 @no_server
 def test_socket_mode_defaults_to_0660(binary):
@@ -180,11 +108,11 @@ def test_memcache_and_metrics_ports_stay_admin_on_every_tube(binary):
         c0 = a.srv.client()
         put(c0, "secret", b"body")
         mc = harness.Client("127.0.0.1", a.mc_port)
-        eq(mc_doc(mc, b"get secret/peek\r\n"), [b"VALUE secret/peek 0 4", b"body"],
+        eq(mc_lines(mc, b"get secret/peek\r\n"), [b"VALUE secret/peek 0 4", b"body"],
            "--memcache-port peeks any queue")
-        check(any(b"queue 'secret'" in l for l in mc_doc(mc, b"dump_config\r\n")),
+        check(any(b"queue 'secret'" in l for l in mc_lines(mc, b"dump_config\r\n")),
               "--memcache-port's dump_config names every tube")
-        eq(mc_doc(mc, b"get secret\r\n"), [b"VALUE secret 0 4", b"body"],
+        eq(mc_lines(mc, b"get secret\r\n"), [b"VALUE secret 0 4", b"body"],
            "--memcache-port gets from any queue")
         mc.send(b"set secret 0 0 2\r\nhi\r\n")
         eq(mc.read_line(), b"STORED", "--memcache-port sets into any queue")
@@ -291,7 +219,7 @@ def test_reload_changes_tubes_of_http_and_memcache_listeners(binary):
         def seen():
             h.request("GET", "/tubes.json")
             body = h.getresponse().read()
-            st = b"\n".join(mc_doc(mc, b"stats\r\n"))
+            st = b"\n".join(mc_lines(mc, b"stats\r\n"))
             return (b'"app-1"' in body, b'"jobs"' in body,
                     b"queue_app-1_items" in st, b"queue_jobs_items" in st)
         eq(seen(), (True, False, True, False), "before the reload")

@@ -42,28 +42,9 @@ import tempfile
 import time
 
 import harness
-from access_util import Access, listeners, stable_stats
+from access_util import Access, listeners, mc_lines, put, stable_stats
 from harness import check, eq, no_server
 from policy_util import wait_for
-
-
-def put(c, tube, body=b"x"):
-    c.expect("use " + tube, "USING " + tube)
-    c.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
-    line = c.read_line()
-    check(line.startswith(b"INSERTED "), "put into %s: %r" % (tube, line))
-    return int(line.split()[1])
-
-
-def mc_lines(c, cmd):
-    """A memcache document up to END, as a list of lines."""
-    c.send(cmd)
-    out = []
-    while True:
-        line = c.read_line()
-        if line == b"END":
-            return out
-        out.append(line)
 
 
 class TmpDir:

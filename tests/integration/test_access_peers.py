@@ -11,64 +11,14 @@ import os
 import re
 import socket
 
-from access_util import Access, listeners
-from harness import Skip, check, eq, no_server
+from access_util import OTHER_GID, OTHER_UID, Access, as_peer, listeners, need_root
+from harness import check, eq, no_server
 from policy_util import wait_for
-
-OTHER_UID = 65534
-OTHER_GID = 65534
-
-
-def need_root():
-    if os.geteuid() != 0:
-        raise Skip("needs root to run a client as another user")
 
 
 def as_user(uid, gid, path, request=b"list-tube-used\r\n"):
-    """Connect to the Unix socket path as uid/gid in a child process; send
-    request and return what came back before the close or 2 s ("" for a
-    close with nothing, "connect: ERR" if the socket would not open)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(2)
-            try:
-                s.connect(path)
-            except OSError as e:
-                os.write(w, ("connect: %s" % e.strerror).encode())
-                os._exit(0)
-            got = b""
-            try:
-                s.sendall(request)
-                while not got.endswith(b"\r\n"):
-                    d = s.recv(4096)
-                    if not d:
-                        break
-                    got += d
-            except OSError:
-                pass
-            os.write(w, got)
-        except BaseException:
-            code = 1
-        os._exit(code)
-    os.close(w)
-    out = b""
-    while True:
-        d = os.read(r, 65536)
-        if not d:
-            break
-        out += d
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the client child failed")
-    return out.decode(errors="replace")
+    """as_peer() with no supplementary group."""
+    return as_peer(path, uid, gid, (), request)
 
 
 @no_server

@@ -13,14 +13,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mc_clients"))
 
 from harness import check, eq, no_server  # noqa: E402
-from mcproto import McServer, bs_stats_tube, wait_for  # noqa: E402
-
-
-def _sleep(sec):
-    """Scenario set-up (let an expiry come due), never a speed assertion."""
-    t_end = time.monotonic() + sec
-    while time.monotonic() < t_end:
-        time.sleep(0.05)
+from mcproto import McServer, bs_stats_tube, settle, wait_for  # noqa: E402
 
 
 # ------------------------------------------------------------- administration
@@ -113,7 +106,7 @@ def test_flush_expired(binary):
         eq(anchor.get("q/open"), b"anchor", "keeps q alive")
         m.store("q", b"gone", exptime=1)
         m.store("q", b"stays")
-        _sleep(1.3)
+        settle(1.3)
         got = int(m.cmd("flush_expired q"))
         check(got in (0, 1), "flush_expired q: %d" % got)
         m.expect("flush_expired q", "0")
@@ -134,7 +127,7 @@ def test_flush_expired_counts(binary):
         for i in range(3):
             m.store("slow", b"%d" % i)
         m.store("other", b"o", exptime=1)
-        _sleep(1.3)
+        settle(1.3)
         total = int(m.cmd("flush_all_expired")) + int(m.cmd("flush_expired slow"))
         st = m.stats()
         eq(st["queue_slow_expired_items"], "3", "three expired in slow")

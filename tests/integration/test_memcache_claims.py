@@ -11,19 +11,11 @@ ports (mc_clients/mcproto.py) and stops it by pid.
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mc_clients"))
 
 from harness import check, eq, no_server  # noqa: E402
-from mcproto import McServer, bs_job, bs_stats_tube, wait_for  # noqa: E402
-
-
-def _sleep(sec):
-    """Scenario set-up (let an expiry come due), never a speed assertion."""
-    t_end = time.monotonic() + sec
-    while time.monotonic() < t_end:
-        time.sleep(0.05)
+from mcproto import McServer, bs_job, bs_stats_tube, settle, wait_for  # noqa: E402
 
 
 @no_server
@@ -138,7 +130,7 @@ def test_claims_open_job_expires_when_given_back(binary):
         for t, v in (("e", b"a"), ("m", b"c"), ("x", b"d")):
             eq(m.get(t + "/open"), v, "open " + t)
         eq(o.get("e/open"), b"b", "open on the other connection")
-        _sleep(1.4)
+        settle(1.4)
         for t in ("e", "m", "x"):
             m.expect("get %s/abort" % t, "END")
         o.close()

@@ -61,10 +61,20 @@ _PIPELINE = (b"set q 0 0 5\r\na\r\nbc\r\nget q/open\r\nset q 7 0 0 noreply\r\n\r
              b"flush_expired q\r\nversion\r\nstatus\r\nget q/t=abc\r\nget /open\r\n"
              b"version\r\n")
 
+def _version():
+    """The version the build gives the server (the Makefile's VERSION)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "Makefile")) as f:
+        for line in f:
+            if line.startswith("VERSION"):
+                return line.split(":=", 1)[1].strip().encode()
+    fail("no VERSION in the Makefile")
+
+
 _PIPELINE_REPLY = (b"STORED\r\nVALUE q/open 0 5\r\na\r\nbc\r\nEND\r\n"
                    b"VALUE q/close/open/t=10 0 0\r\n\r\nEND\r\nEND\r\nEND\r\n"
                    b"VALUE q/t=0 0 0\r\n\r\nEND\r\nEND\r\nFlushed all queues.\r\nEND\r\n"
-                   b"0\r\nVERSION 0.1.0\r\nUP\r\nCLIENT_ERROR bad timeout\r\n"
+                   b"0\r\nVERSION " + _version() + b"\r\nUP\r\nCLIENT_ERROR bad timeout\r\n"
                    b"CLIENT_ERROR empty queue name\r\n")
 
 # Commands whose error closes the connection, each followed by one the

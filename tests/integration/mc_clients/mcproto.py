@@ -18,6 +18,7 @@ picked per start attempt, so a collision just retries), stopped by pid.
 import os
 import re
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -137,3 +138,10 @@ def bs_job(b, jid):
     if line == b"NOT_FOUND":
         return None
     return harness.parse_yaml_dict(body)
+
+
+def settle(sec):
+    """Scenario set-up (let an expiry come due), never a speed assertion."""
+    t_end = time.monotonic() + sec
+    while time.monotonic() < t_end:
+        time.sleep(0.05)
