@@ -499,32 +499,6 @@ static int inherits(const char *name)
     return 0;
 }
 
-/* A [listen] section named as a built-in listener is: stats-listeners
- * would show two entries of that name and the metrics one series, the sum
- * of both. */
-static int name_clash(const Config *cfg, char *err, size_t errlen)
-{
-    const int on[] = {!cfg->no_main_listener,
-                      cfg->memcache_port || inherits("memcache"),
-                      cfg->metrics_port || inherits("metrics")};
-    static const char *const names[] = {"main", "memcache", "metrics"};
-    static const char *const who[] = {"the -l/-p listener", "the --memcache-port listener",
-                                      "the --metrics-port listener"};
-
-    for (size_t i = 0; i < cfg->conf->n_listen; i++) {
-        const ConfListen *l = &cfg->conf->listen[i];
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-            if (!on[k] || strcmp(l->name, names[k]))
-                continue;
-            snprintf(err, errlen, "%s:%lu: [listen %s]: %s is the name of %s in "
-                     "stats-listeners and the metrics; give the section another name",
-                     cfg->config_path, l->line, l->name, names[k], who[k]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* A [listen] section on the address of the -l/-p listener, or of the
  * --memcache-port and --metrics-port ones (which share -l's host). */
 static int main_clash(const Config *cfg, char *err, size_t errlen)
@@ -540,8 +514,6 @@ static int main_clash(const Config *cfg, char *err, size_t errlen)
 
     if (!cfg->conf->n_listen)
         return 0;
-    if (name_clash(cfg, err, errlen) < 0)
-        return -1;
     for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
         unsigned long line;
         if (!ports[i])

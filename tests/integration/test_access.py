@@ -514,13 +514,6 @@ def test_check_config_errors(binary):
         ("[listen a]\naddress = 127.0.0.1:11300\n", 2, "as the -l/-p listener does"),
         ("memcache_port = 22133\n[listen a]\naddress = 127.0.0.1:22133\n", 3,
          "as the --memcache-port listener does"),
-        # A built-in listener's name: two entries in stats-listeners, one
-        # summed series in the metrics.
-        ("[listen main]\naddress = 127.0.0.1:1\n", 1, "name of the -l/-p listener"),
-        ("metrics_port = 8080\n[listen metrics]\naddress = 127.0.0.1:1\n", 2,
-         "name of the --metrics-port listener"),
-        ("memcache_port = 22133\n[listen memcache]\naddress = 127.0.0.1:1\n", 2,
-         "name of the --memcache-port listener"),
     ]
     d = tempfile.mkdtemp(prefix="tubed-access-cc-")
     try:
@@ -539,9 +532,7 @@ def test_check_config_errors(binary):
                     "role = worker, read\ntubes = app-*, default\n"
                     "[listen b]\naddress = unix:/tmp/b.sock\nusers = root, 65534\n"
                     "groups = 0\nsocket_mode = 0600\nprotocol = memcache\n"
-                    "[listen c]\naddress = [::1]:8080\nprotocol = http\n"
-                    "[listen main]\naddress = 127.0.0.1:11301\n"
-                    "[listen metrics]\naddress = 127.0.0.1:11302\n")
+                    "[listen c]\naddress = [::1]:8080\nprotocol = http\n")
         r = subprocess.run([binary, "--config", path, "--check-config"],
                            capture_output=True, timeout=30)
         eq((r.returncode, r.stdout.decode()), (0, "%s: ok\n" % path), "a good file")

@@ -897,7 +897,6 @@ _BAD_CONFIGS = [
  ("[listen a]\naddress = 127.0.0.1:1\nrole = x\n",[]),
  ("[listen a]\naddress = 127.0.0.1:1\ntubes = a*b\n",[]),
  ("[listen a]\naddress = 127.0.0.1:1\nusers = root\n",[]),
- ("[listen main]\naddress = 127.0.0.1:1\n",[]),
  ("[listen a]\naddress = unix:@DIR@/x.sock\nusers = a b\n",[]),
  ("[listen a]\naddress = unix:@DIR@/x.sock\nusers = nosuchuserxx\n",[]),
  ("[listen a]\naddress = unix:@DIR@/x.sock\ngroups = nosuchgroupxx\n",[]),
