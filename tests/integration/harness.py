@@ -57,6 +57,14 @@ import time
 DEFAULT_TIMEOUT = 5.0
 HOST = "127.0.0.1"
 
+# A suite started with SIGINT ignored (a background job of a script, as
+# `make check &` is) would hand that to every server it starts, and tubed,
+# like beanstalkd, keeps an inherited SIGINT ignored: the tests that stop a
+# server with SIGINT mean one started as from a terminal.
+if (threading.current_thread() is threading.main_thread() and
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # Text that only appears when a sanitizer found something.
 SANITIZER_PATTERNS = [
     re.compile(rb"ERROR: AddressSanitizer"),

@@ -526,7 +526,9 @@ def test_socket_activation_metrics_socket(binary):
                             stderr=subprocess.PIPE)
     try:
         class Srv:
-            def http(self, timeout=5.0):
+            # The socket listens before tubed runs: the first answer waits
+            # for its start too (a loaded machine once took over 5 s).
+            def http(self, timeout=30.0):
                 from http_util import HttpConn
                 return HttpConn(hs.getsockname()[1], timeout)
         r = get(Srv(), "/healthz")

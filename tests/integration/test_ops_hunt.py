@@ -770,13 +770,17 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
     p = None
 
     def pid():
-        """tubed's pid: strace's child."""
+        """tubed's pid: strace's child that runs the binary (not a helper
+        strace may have forked, seen once under load)."""
+        exe = os.path.realpath(binary)
         for d in os.listdir("/proc"):
             if d.isdigit():
                 try:
                     with open("/proc/%s/stat" % d) as f:
-                        if int(f.read().split(") ", 1)[1].split()[1]) == p.pid:
-                            return int(d)
+                        if int(f.read().split(") ", 1)[1].split()[1]) != p.pid:
+                            continue
+                    if os.path.realpath("/proc/%s/exe" % d) == exe:
+                        return int(d)
                 except (OSError, ValueError, IndexError):
                     pass
         return None
@@ -786,8 +790,8 @@ def test_systemd_syscall_filter_allows_what_tubed_calls(binary):
             """tubed (not strace, not another test's server that collided
             on a port) listens on the three ports."""
             nonlocal tpid
-            if tpid is None:
-                tpid = pid()
+            if tpid is None or not harness.listening(tpid, ports=[r.port for r in res]):
+                tpid = pid()   # again until it listens: the first look may be early
             return tpid is not None and harness.listening(tpid, ports=[r.port for r in res])
 
         def attempt():
