@@ -302,8 +302,15 @@ static void check_server(const Server *s, const Memcache *f)
             if (c->state != CONN_CLOSING)
                 FZ_CHECK(paused == (m->waiting || ended), "paused %d, waiting %d, ended %d",
                          paused, m->waiting, ended);
-            FZ_CHECK((m->get_key != NULL) == (m->waiting || ended) || c->state == CONN_CLOSING,
-                     "get key without a wait");
+            /* A get of a queue the listener may not touch waits with no
+             * key and no watch (it only answers END). */
+            if (m->hidden)
+                FZ_CHECK(!m->get_key && !m->get_tube &&
+                         (m->waiting || ended || c->state == CONN_CLOSING),
+                         "a hidden queue's get with a key, a watch or no wait");
+            else
+                FZ_CHECK((m->get_key != NULL) == (m->waiting || ended) ||
+                         c->state == CONN_CLOSING, "get key without a wait");
             if (m->get_tube) {
                 FZ_CHECK(w->nwatch == 1 && w->watch[0].tube == m->get_tube,
                          "a get watches %u tubes", w->nwatch);

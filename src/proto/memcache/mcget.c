@@ -415,6 +415,7 @@ void mc_closing(McConn *m)
     for (List *n = head->next; n != head; n = n->next)
         mcstats_tube(job_of_link(n)->tube)->canceled++;
     m->waiting = 0;
+    m->hidden = 0;
     worker_fini(e, &m->worker); /* cancels a wait, drops the watch */
     m->get_tube = NULL;
     free_key(m);
