@@ -14,6 +14,16 @@
 #define NS_PER_SEC  1000000000LL
 #define NS_PER_MSEC 1000000LL
 
+/* Whole seconds left of ns, as beanstalkd shows a time left: it reads
+ * its clock anew for each command, so one right after the command that
+ * set the deadline (in the same packet) reads a little later and an exact
+ * number of seconds shows one less; the loop's clock reads the same
+ * instant for a whole packet. 0 once nothing is left. */
+static inline int64_t clock_secs_left(int64_t ns)
+{
+    return ns > 0 ? (ns - 1) / NS_PER_SEC : 0;
+}
+
 int64_t clock_mono(void);
 int64_t clock_wall(void);
 

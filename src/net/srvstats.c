@@ -118,15 +118,6 @@ static int64_t secs(int64_t ns)
     return ns / NS_PER_SEC;
 }
 
-/* Whole seconds left, as beanstalkd shows them: it reads its clock anew
- * for each command, so one after the command that set the deadline (in
- * the same packet) reads a little later and an exact number of seconds
- * shows one less; the loop's clock would still read the same instant. */
-static int64_t secs_left(int64_t ns)
-{
-    return ns > 0 ? (ns - 1) / NS_PER_SEC : 0;
-}
-
 void stats_doc_server(const ServerStats *ss, StatEmit emit, void *arg)
 {
     const EngineStats *e = &ss->engine;
@@ -190,7 +181,7 @@ void stats_doc_tube(const TubeStats *t, int ext, StatEmit emit, void *arg)
     u64(emit, arg, "cmd-delete", t->cmd_delete);
     u64(emit, arg, "cmd-pause-tube", t->cmd_pause);
     i64(emit, arg, "pause", secs(t->pause_ns));
-    i64(emit, arg, "pause-time-left", secs_left(t->pause_left_ns));
+    i64(emit, arg, "pause-time-left", clock_secs_left(t->pause_left_ns));
     if (!ext)
         return;
     u64(emit, arg, "current-bytes", t->bytes);

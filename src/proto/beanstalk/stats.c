@@ -248,10 +248,6 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
      * by /abort or a close, the job keeps that deadline while ready.) */
     if (j->state == JOB_RESERVED && x->deadline == INT64_MAX)
         left = (int64_t)UINT32_MAX * NS_PER_SEC + 1;
-    /* (left - 1 below: beanstalkd reads its clock anew for each command,
-     * so right after the command that set the deadline an exact number of
-     * seconds left shows one less; the loop's clock reads the same
-     * instant for a whole packet.) */
     buf_printf(b, "---\nid: %llu\ntube: ", (unsigned long long)j->id);
     quoted(b, j->tube->name);
     buf_printf(b, "state: %s\n"
@@ -268,7 +264,7 @@ void stats_job(const Engine *e, const Job *j, Buf *b)
                "kicks: %u\n",
                job_state_name((JobState)j->state), j->pri,
                secs(now - job_created(j)), x->delay, j->ttr,
-               secs(left > 0 ? left - 1 : 0), j->file, x->reserves, x->timeouts,
+               (long long)clock_secs_left(left), j->file, x->reserves, x->timeouts,
                x->releases, x->buries, x->kicks);
 }
 

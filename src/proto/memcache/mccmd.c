@@ -410,22 +410,6 @@ static const Handler handlers[MC_CMD_COUNT] = {
 
 /* ---- access (spec access.md §4) ------------------------------------------ */
 
-/* A get or monitor of another queue: what an empty queue answers, when an
- * empty queue answers it (mc_get() and mc_monitor() wait only for a fetch:
- * not for /abort, nor for /close without /open, nor a monitor of 0). */
-static void get_nothing(McConn *m, const McCmd *cmd)
-{
-    unsigned o = cmd->opts;
-
-    if (cmd->type == MC_CMD_MONITOR)
-        mc_get_nothing(m, MC_MONITOR, cmd->max ? (int64_t)cmd->seconds * NS_PER_SEC : 0);
-    else if ((o & MC_OPT_ABORT) || ((o & MC_OPT_CLOSE) && !(o & MC_OPT_OPEN)))
-        mc_get_nothing(m, MC_TAKE, 0);
-    else
-        mc_get_nothing(m, o & MC_OPT_PEEK ? MC_PEEK : o & MC_OPT_OPEN ? MC_OPEN : MC_TAKE,
-                       (int64_t)cmd->timeout_ms * NS_PER_MSEC);
-}
-
 /* The role allows the command, and a restricted listener its queue. 1: go
  * on; 0: answered (CLIENT_ERROR not allowed, or what an empty or unknown
  * queue would answer), nothing changed but the refusal counter. A set is
@@ -471,7 +455,7 @@ refuse:
     else if (cmd->type == MC_CMD_CONFIRM)
         mc_reply_err(m, MC_ERR_NOTHING_OPEN);
     else
-        get_nothing(m, cmd);
+        mc_get_nothing(m, cmd);
     return 0;
 }
 

@@ -318,10 +318,41 @@ static void fetch(McConn *m, Tube *t, const char *key, size_t key_len, McFetch k
     conn_set_state(&m->conn, CONN_PAUSED);
 }
 
-void mc_get_nothing(McConn *m, McFetch kind, int64_t timeout)
+/* What a get with options o fetches, and how long it may wait; a
+ * monitor's wait. One place, for the gets that find a queue and the ones
+ * that may not look (mc_get_nothing). */
+static McFetch get_kind(unsigned o)
 {
+    return o & MC_OPT_PEEK ? MC_PEEK : o & MC_OPT_OPEN ? MC_OPEN : MC_TAKE;
+}
+
+static int64_t get_wait(const McCmd *cmd)
+{
+    return (int64_t)cmd->timeout_ms * NS_PER_MSEC;
+}
+
+static int64_t monitor_wait(const McCmd *cmd)
+{
+    return (int64_t)cmd->seconds * NS_PER_SEC;
+}
+
+void mc_get_nothing(McConn *m, const McCmd *cmd)
+{
+    unsigned o = cmd->opts;
+    McFetch kind = get_kind(o);
+    int64_t timeout = get_wait(cmd);
     Job *j;
     int r = WAIT_TIMED_OUT;
+
+    if (cmd->type == MC_CMD_MONITOR) {
+        /* A monitor of nothing (max 0) ends at once, as mc_monitor's. */
+        kind = MC_MONITOR;
+        timeout = cmd->max ? monitor_wait(cmd) : 0;
+    } else if ((o & MC_OPT_ABORT) || ((o & MC_OPT_CLOSE) && !(o & MC_OPT_OPEN))) {
+        /* Nothing is fetched: END at once, as mc_get answers these. */
+        kind = MC_TAKE;
+        timeout = 0;
+    }
 
     if (m->conn.flags & (CONN_RDHUP | CONN_EOF))
         timeout = 0;
@@ -465,9 +496,7 @@ void mc_get(McConn *m, const McCmd *cmd)
         mc_reply_err(m, MC_ERR_OPEN_HELD);
         goto out;
     }
-    fetch(m, t, cmd->key, cmd->key_len,
-          o & MC_OPT_PEEK ? MC_PEEK : o & MC_OPT_OPEN ? MC_OPEN : MC_TAKE,
-          (int64_t)cmd->timeout_ms * NS_PER_MSEC);
+    fetch(m, t, cmd->key, cmd->key_len, get_kind(o), get_wait(cmd));
 out:
     engine_tube_unref(e, t);
 }
@@ -483,8 +512,7 @@ void mc_monitor(McConn *m, const McCmd *cmd)
     if (cmd->max == 0 || open_job(m, t))
         mc_reply_lit(m, "END\r\n");
     else
-        fetch(m, t, cmd->name, cmd->name_len, MC_MONITOR,
-              (int64_t)cmd->seconds * NS_PER_SEC);
+        fetch(m, t, cmd->name, cmd->name_len, MC_MONITOR, monitor_wait(cmd));
     engine_tube_unref(eng(m), t);
 }
 

@@ -28,10 +28,11 @@ Tube *mc_tube_get(McConn *m, const char *name, size_t len);
 
 void mc_get(McConn *m, const McCmd *cmd);
 /* A get or monitor of a queue the listener may not touch: END, as an
- * empty queue answers, after the timeout an empty queue would wait (so a
- * worker polling it waits rather than spins); no counter but the
- * refusal, which the caller counted, moves. */
-void mc_get_nothing(McConn *m, McFetch kind, int64_t timeout);
+ * empty queue answers, after the wait an empty queue would have for cmd
+ * (none for /abort, /close without /open, or a monitor of 0), so a worker
+ * polling it waits rather than spins; no counter but the refusal, which
+ * the caller counted, moves. */
+void mc_get_nothing(McConn *m, const McCmd *cmd);
 void mc_monitor(McConn *m, const McCmd *cmd);
 void mc_confirm(McConn *m, const McCmd *cmd);
 
