@@ -10,6 +10,8 @@ failover_util.OcfSite (nodes on 127.0.0.1, fake cluster tools).
 """
 
 import os
+import re
+import shutil
 import signal
 import tempfile
 import time
@@ -18,6 +20,7 @@ import harness
 from harness import Skip, check, eq, fail, no_server, slow, tubed_only
 import failover_netns
 from failover_netns import Lab
+from failover_util import SHELLFUNCS, OcfSite, ocf_skip_reason
 from repl_util import wait_for
 from test_failover_keepalived import (FAILOVER_CEILING, PORT, VIP, Ledger,
                                       Trio, _bring_up, _check_ledger, _cleanup,
@@ -67,3 +70,58 @@ def test_keepalived_tubed_restarted_on_the_master_node(binary):
             _check_ledger(trio, ledger, "after tubed restarted on the MASTER node")
     finally:
         _cleanup(tmp)
+
+
+# -- the OCF resource agent ---------------------------------------------------------
+
+def _need_ocf():
+    why = ocf_skip_reason()
+    if why:
+        print("test_cm_audit: SKIP: %s" % why, flush=True)
+        raise Skip(why)
+
+
+def _old_shellfuncs(site):
+    """A copy of resource-agents' shell library as releases before 4.12
+    (Debian 11, Ubuntu 22.04, RHEL 8) ship it: no ocf_promotion_score()
+    (added by ClusterLabs/resource-agents#1806, 2022); agents of that time
+    set promotion scores with crm_master.  Returns the directory, for
+    OCF_FUNCTIONS_DIR."""
+    lib = os.path.join(site.tmp, "oldlib")
+    shutil.copytree(os.path.dirname(SHELLFUNCS), lib)
+    path = os.path.join(lib, "ocf-shellfuncs")
+    with open(path) as f:
+        text = f.read()
+    cut = re.sub(r"\nocf_promotion_score\(\) \{.*?\n\}\n", "\n", text, flags=re.S)
+    check(cut != text, "ocf-shellfuncs has no ocf_promotion_score() to remove")
+    with open(path, "w") as f:
+        f.write(cut)
+    return lib
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_scores_with_resource_agents_before_ocf_promotion_score(binary):
+    """The agent set every promotion score with ocf_promotion_score, which
+    resource-agents has had only since 4.12: with an older library (the
+    Pacemaker before 2.1 the agent and doc/failover.md support, OCF_RUNNING_
+    MASTER and all) each set failed ('could not set the promotion score'),
+    no instance ever had a score, and Pacemaker promotes no instance
+    without one: the cluster never had a primary.  Without the function,
+    the scores go through crm_master, as agents of that time do."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        extra = {"OCF_FUNCTIONS_DIR": _old_shellfuncs(site)}
+        a, b = site.node("alpha"), site.node("beta")
+        site.set_peers()
+        a.must("start", extra=extra)
+        b.must("start", extra=extra)
+        for n in (a, b):
+            n.must("monitor", extra=extra)
+            check(n.score() is not None and n.score() > 0,
+                  "%s: no promotion score after monitor with resource-agents "
+                  "without ocf_promotion_score (score %r) | agent log: %s"
+                  % (n.name, n.score(), n.agent_log()[-600:]))
+        a.must("promote", extra=extra)
+        a.must("monitor", rc=8, extra=extra)
+        eq(a.score(), 2000, "the primary's score with the older library")
