@@ -125,3 +125,62 @@ def test_ocf_scores_with_resource_agents_before_ocf_promotion_score(binary):
         a.must("promote", extra=extra)
         a.must("monitor", rc=8, extra=extra)
         eq(a.score(), 2000, "the primary's score with the older library")
+
+
+# The meta attributes Pacemaker passes to every action of a promotable
+# clone configured as doc/failover.md shows it.
+CLONE_META = {
+    "OCF_RESKEY_CRM_meta_clone_max": "2",
+    "OCF_RESKEY_CRM_meta_clone_node_max": "1",
+    "OCF_RESKEY_CRM_meta_promotable": "true",
+    "OCF_RESKEY_CRM_meta_promoted_max": "1",
+    "OCF_RESKEY_CRM_meta_master_max": "1",
+    "OCF_RESKEY_CRM_meta_promoted_node_max": "1",
+    "OCF_RESKEY_CRM_meta_notify": "true",
+    "OCF_RESKEY_crm_feature_set": "3.16.2",
+}
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_refuses_a_clone_it_cannot_work_in(binary):
+    """The agent works only as a promotable clone with notify=true (the
+    post-promote notification is what makes the other instances follow a
+    new primary), promoted-max=1 and clone-node-max=1 (meta-data: 'Configure
+    the clone with notify=true and promoted-max=1').  It checked none of
+    these: a clone with notify=false started and monitored fine, and after
+    the first failover the replicas kept waiting for the dead primary (a
+    trio under sync_replicas = 1 acknowledged nothing more); with
+    promoted-max=2 Pacemaker made two primaries.  start and validate-all
+    now answer OCF_ERR_CONFIGURED for such a clone (as resource-agents'
+    Route, SAPInstance, docker do for clone options), and still start the
+    clone doc/failover.md configures."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        n = site.node("n1", sync_replicas="0")
+        for key, bad in (("OCF_RESKEY_CRM_meta_notify", "false"),
+                         ("OCF_RESKEY_CRM_meta_promotable", "false"),
+                         ("OCF_RESKEY_CRM_meta_promoted_max", "2"),
+                         ("OCF_RESKEY_CRM_meta_clone_node_max", "2")):
+            meta = dict(CLONE_META)
+            meta[key] = bad
+            if key == "OCF_RESKEY_CRM_meta_promotable":
+                del meta["OCF_RESKEY_CRM_meta_master_max"]
+            if key == "OCF_RESKEY_CRM_meta_promoted_max":
+                meta["OCF_RESKEY_CRM_meta_master_max"] = bad
+            for action in ("validate-all", "start"):
+                rc, out = n.run(action, extra=meta)
+                eq(rc, 6, "%s of a clone with %s=%s (OCF_ERR_CONFIGURED): %s"
+                   % (action, key[len("OCF_RESKEY_CRM_meta_"):], bad, out.strip()[-300:]))
+                check(not n.alive(), "%s with %s=%s started tubed" % (action, key, bad))
+        meta = dict(CLONE_META)
+        del meta["OCF_RESKEY_CRM_meta_notify"]
+        rc, out = n.run("validate-all", extra=meta)
+        eq(rc, 6, "validate-all of a clone without notify (Pacemaker's default false)")
+        # The clone the doc configures starts, and so does a run with no
+        # clone attributes at all (ocf-tester's).
+        n.must("validate-all", extra=CLONE_META)
+        n.must("start", extra=CLONE_META)
+        n.must("monitor", extra=CLONE_META)
+        n.must("stop", extra=CLONE_META)
+        n.must("validate-all")
