@@ -280,3 +280,49 @@ def test_keepalived_lone_survivor_restarted_with_sync_replicas_0(binary):
             _check_ledger(trio, ledger, "on the lone survivor")
     finally:
         _cleanup(tmp)
+
+
+def _repl_v6(n):
+    """stats-replication of an OCF node listening on ::1."""
+    c = harness.Client("::1", n.port)
+    try:
+        _, body = c.cmd_body("stats-replication")
+        return {k: harness.unq(v) for k, v in harness.parse_yaml_dict(body).items()}
+    finally:
+        c.close()
+
+
+@no_server
+@tubed_only(EXT)
+def test_ocf_peers_ipv6_without_brackets(binary):
+    """peers="a=::1:PORT ..." (an IPv6 address without brackets) passed
+    validate-all (the check was 'NODE=HOST:PORT' by glob), and tubed-cli
+    reached the peers with it (-h ::1 -p PORT), so the first node started
+    and was promoted; but the address is handed to tubed as it is
+    written, and --replica-of and follow take an IPv6 address only in
+    brackets (replication.md §1, §4): the second node's start, finding
+    the primary, ran tubed --replica-of ::1:PORT, which exits 2 ('tubed
+    exited at start'), and a post-promote follow answered BAD_FORMAT.
+    validate-all now refuses it (OCF_ERR_CONFIGURED, naming the bracket
+    form); [::1]:PORT works end to end."""
+    _need_ocf()
+    with OcfSite(binary) as site:
+        a = site.node("a", listen="::1", sync_replicas="0")
+        b = site.node("b", listen="::1", sync_replicas="0")
+        bare = "a=::1:%d b=::1:%d" % (a.port, b.port)
+        a.expect_misconfigured("peers", bare, "brackets")
+        for n in (a, b):
+            n.params["peers"] = "a=[::1]:%d b=[::1]:%d" % (a.port, b.port)
+        a.must("start")
+        a.must("promote")
+        b.must("start")
+        eq(_repl_v6(b)["primary"], "[::1]:%d" % a.port, "b follows a, found among peers")
+        notify = {"OCF_RESKEY_CRM_meta_notify_type": "post",
+                  "OCF_RESKEY_CRM_meta_notify_operation": "promote",
+                  "OCF_RESKEY_CRM_meta_notify_promote_uname": "b"}
+        wait_for(lambda: _repl_v6(b)["position"] == _repl_v6(a)["position"],
+                 "b to catch up with a", timeout=20)
+        a.must("demote")
+        b.must("promote")
+        a.must("notify", extra=notify)
+        eq(_repl_v6(a)["primary"], "[::1]:%d" % b.port, "a follows b after the notification")
