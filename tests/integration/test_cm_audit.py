@@ -17,8 +17,7 @@ import tempfile
 import time
 
 import harness
-from harness import Skip, check, eq, fail, no_server, slow, tubed_only
-import failover_netns
+from harness import Skip, check, eq, no_server, slow, tubed_only
 from failover_netns import Lab
 from failover_util import SHELLFUNCS, OcfSite, ocf_skip_reason
 from repl_util import wait_for
