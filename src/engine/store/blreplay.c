@@ -395,7 +395,12 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
         }
         if (n == BL_END && all_zero(p + off, size - off))
             return FILE_OK;
-        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off))) {
+        /* A torn tail is the last thing written: a valid record after it
+         * (inside what a damaged length field claims, or past it) means
+         * damage in the middle, and cutting there would drop the records
+         * that follow, acknowledged ones too. */
+        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off)) &&
+            resync(p, size, off) == size) {
             *cut = off;
             return FILE_TORN;
         }
