@@ -8,9 +8,14 @@ there is no C compiler (shim_util.build).
 
 import os
 import re
+import select
 import struct
+import time
 
-from harness import check, no_server, tubed_only
+import harness
+import shim_util
+from harness import check, eq, no_server, tubed_only
+from server import Tubed
 from binlog_util import (REC_HDR, Servers, TempDir, mentions_offset,
                          parse_dir, peek_many, run_refusing)
 
@@ -75,3 +80,155 @@ def test_damaged_length_into_the_zeros_is_not_a_torn_tail(binary):
     """The length 64 KiB too long: the record's claimed end lies in the
     file's preallocated zeros, the valid records inside it."""
     _bad_length(binary, 0x10000)
+
+
+# ------------------------------------------------------ a failing fsync
+
+FSYNC_EIO_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* fdatasync fails with EIO while $FSYNC_EIO_FLAG exists. */
+int fdatasync(int fd)
+{
+    static int (*real)(int);
+    const char *flag = getenv("FSYNC_EIO_FLAG");
+
+    if (!real)
+        real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (flag && access(flag, F_OK) == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
+"""
+
+
+class EioTubed(Tubed):
+    """A tubed whose fdatasync fails while eio(True)."""
+
+    def __init__(self, binary, *args, **kw):
+        super().__init__(binary, *args, bdir=True, **kw)
+        try:
+            pre = shim_util.build(binary, self.tmp, FSYNC_EIO_C, "fsynceio")
+        except harness.Skip:
+            self.remove_dir()
+            raise
+        self.flag = os.path.join(self.tmp, "eio")
+        self.env = dict(os.environ, LD_PRELOAD=pre, FSYNC_EIO_FLAG=self.flag)
+
+    def eio(self, on):
+        if on:
+            open(self.flag, "w").close()
+        elif os.path.exists(self.flag):
+            os.unlink(self.flag)
+
+
+def _cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _no_reply(c, data, seconds):
+    """Send data; True if the connection said nothing (or closed) within
+    `seconds`, else the line it answered."""
+    c.send(data)
+    r, _, _ = select.select([c.sock], [], [], seconds)
+    if not r:
+        return True
+    try:
+        line = c.read_line(timeout=1)
+    except Exception:
+        return True
+    return line
+
+
+def _fsync_fails_for_a_while(binary, args, conf, tube):
+    with EioTubed(binary, *args, conf=conf) as t:
+        c = t.bs()
+        if tube != "default":
+            c.use(tube)
+        kept = {c.put(b"before-%d" % i): b"before-%d" % i for i in range(5)}
+        t.eio(True)
+        # The put's reply waits for an fsync that fails: withdrawn.
+        line = _no_reply(c, b"put 0 0 60 4\r\nlost\r\n", 2.0)
+        check(line is True or line == b"", "a put whose fsync failed was "
+              "answered %r" % (line,))
+        pid = t.srv.pid
+        cpu0, log0 = _cpu_seconds(pid), t.stderr().count("\n")
+        time.sleep(3)
+        cpu, lines = _cpu_seconds(pid) - cpu0, t.stderr().count("\n") - log0
+        check(cpu < 1.0 and lines < 60,
+              "while fdatasync keeps failing (3 s, %s): tubed used %.2f s of "
+              "CPU and logged %d lines (a sync a commit, each waking the loop "
+              "for the next): %r" % (" ".join(args), cpu, lines,
+                                     t.stderr()[-300:]))
+        t.eio(False)
+        c2 = t.bs()
+        deadline = time.monotonic() + 5
+        while harness.unq(c2.stats()["binlog-healthy"]) != "true":
+            check(time.monotonic() < deadline, "no recovery 5 s after the "
+                  "disk synced again: %r" % t.stderr()[-400:])
+            time.sleep(0.1)
+        if tube != "default":
+            c2.use(tube)
+        jid = c2.put(b"after")
+        kept[jid] = b"after"
+        t.kill9()
+        t.restart()
+        got = peek_many(t.bs(), list(kept))
+        lost = [j for j in kept if got[j] != kept[j]]
+        check(not lost, "acknowledged jobs lost after the fsync failure "
+              "and kill -9: %s" % lost)
+
+
+@no_server
+@tubed_only(EXT)
+def test_failing_fsync_strict_does_not_spin(binary):
+    """-f 0: fdatasync answers EIO for 3 s.  tubed tries to recover once a
+    second, not once an iteration: it used a whole core and logged ~35,000
+    'fsync binlog.N: Input/output error' lines a second (each commit started
+    a sync of the failed file, whose failure woke the loop for the next).
+    Once the disk syncs again it is healthy and nothing acknowledged is
+    lost over a kill -9."""
+    _fsync_fails_for_a_while(binary, ["-f", "0"], None, "default")
+
+
+@no_server
+@tubed_only(EXT)
+def test_failing_fsync_sync_journal_does_not_spin(binary):
+    """The same with the default -f and a sync_journal tube: its record's
+    pending sync was started again at every commit while unhealthy."""
+    _fsync_fails_for_a_while(binary, [], "[tube sj]\nsync_journal = true\n", "sj")
+
+
+@no_server
+@tubed_only(EXT)
+def test_unhealthy_binlog_recovers_while_idle(binary):
+    """doc/binlog.md: 'Once a second, tubed tries to recover'.  A failed
+    fsync with nothing else going on: the recovery must come by itself (it
+    waited for the next client command, so /healthz and stats showed
+    unhealthy on an idle server long after the disk was fine)."""
+    with EioTubed(binary, "-f", "20") as t:
+        c = t.bs()
+        t.eio(True)
+        c.put(b"x")
+        deadline = time.monotonic() + 5
+        while "unhealthy" not in t.stderr():
+            check(time.monotonic() < deadline, "the failed fsync was not "
+                  "noticed: %r" % t.stderr()[-300:])
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t.eio(False)
+        # No command now: only the server's own timer may bring it back.
+        deadline = time.monotonic() + 4
+        while "healthy again" not in t.stderr():
+            check(time.monotonic() < deadline, "an idle server did not recover "
+                  "within 4 s of the disk syncing again: %r" % t.stderr()[-300:])
+            time.sleep(0.1)
+        eq(harness.unq(c.stats()["binlog-healthy"]), "true", "binlog-healthy")

@@ -848,7 +848,12 @@ static void sync_if_needed(Engine *e)
     Binlog *b = bl(e);
     int err;
 
-    if (!strict(e) || b->written_lsn <= b->durable_lsn)
+    /* Not while unhealthy: the file failed and is given up; the recovery
+     * syncs the file it writes (try_recover()). A sync started at each
+     * commit would fail at once and wake the loop for the next one: a
+     * failing disk spun a core and logged tens of thousands of lines a
+     * second. */
+    if (!strict(e) || !b->healthy || b->written_lsn <= b->durable_lsn)
         return;
     if (b->syncer.busy && (err = syncer_poll(&b->syncer)) >= 0) {
         sync_ended(e, err);
@@ -904,7 +909,8 @@ void binlog_commit(Engine *e)
         /* A sync_journal tube's records are durable only once synced; the
          * others of this write are too, but not past the first of those. */
         report_durable(e, b->must_sync_from - 1);
-        start_sync(e); /* when one runs already, its end starts this one */
+        if (b->healthy) /* (unhealthy: the recovery's sync, as above) */
+            start_sync(e); /* when one runs already, its end starts this one */
     } else {
         report_durable(e, b->written_lsn);
     }
@@ -1076,7 +1082,7 @@ void binlog_tick(Engine *e)
     } else {
         try_recover(e);
     }
-    if (b->unsynced && !e->cfg->fsync_never && !strict(e) &&
+    if (b->healthy && b->unsynced && !e->cfg->fsync_never && !strict(e) &&
         e->now - b->last_sync >= (int64_t)e->cfg->fsync_ms * NS_PER_MSEC) {
         if (write_pending(b) < 0)
             set_unhealthy(e, "write failed");
@@ -1089,8 +1095,11 @@ int64_t binlog_next_due(const Engine *e)
 {
     const Binlog *b = &e->binlog;
 
-    if (!b->enabled || !b->unsynced || e->cfg->fsync_never || e->cfg->fsync_ms == 0 ||
-        b->syncer.busy)
+    if (!b->enabled)
+        return INT64_MAX;
+    if (!b->healthy) /* the next try to recover, idle or not */
+        return b->last_recover_try + NS_PER_SEC;
+    if (!b->unsynced || e->cfg->fsync_never || e->cfg->fsync_ms == 0 || b->syncer.busy)
         return INT64_MAX;
     return b->last_sync + (int64_t)e->cfg->fsync_ms * NS_PER_MSEC;
 }
@@ -1173,8 +1182,13 @@ static void try_recover(Engine *e)
     b->last_recover_try = e->now;
     b->wbuf.len = 0; /* these never reached the disk; the snapshot has them */
     b->unsynced = 0;
-    if (open_next(e) < 0)
+    /* Replies still held for records made since the failure (deletes, say)
+     * wait for no sync of the failed file (sync_if_needed()): this try
+     * makes them durable, or they are withdrawn when it fails. */
+    if (open_next(e) < 0) {
+        report_lost(e, b->durable_lsn + 1);
         return;
+    }
     b->healthy = 1; /* let append() run; reset on failure */
     hash_each(&e->jobs, snapshot_job, &m);
     if (!m.failed && move_children(e, 0) < 0)
@@ -1182,6 +1196,7 @@ static void try_recover(Engine *e)
     if (m.failed || write_pending(b) < 0 || sync_now(e) < 0) {
         b->healthy = 0;
         tb_free(m.repin); /* they keep their old records */
+        report_lost(e, b->durable_lsn + 1);
         return;
     }
     repin_all(&m);
