@@ -9,6 +9,7 @@ there is no C compiler (shim_util.build).
 import os
 import re
 import select
+import shutil
 import struct
 import time
 
@@ -232,3 +233,49 @@ def test_unhealthy_binlog_recovers_while_idle(binary):
                   "within 4 s of the disk syncing again: %r" % t.stderr()[-300:])
             time.sleep(0.1)
         eq(harness.unq(c.stats()["binlog-healthy"]), "true", "binlog-healthy")
+
+
+# ------------------------------------------- the binlog directory removed
+
+@no_server
+@tubed_only(EXT)
+def test_removed_binlog_directory_is_a_failed_sync(binary):
+    """-f 0 (INSERTED means on disk): the binlog directory is removed while
+    tubed runs.  fdatasync of the open, now unlinked, file still succeeds,
+    so every put was answered INSERTED (116 of 300 with -s 64K, until no
+    spare file could be made) and all of them were gone at the next start,
+    binlog-healthy true throughout.  A synced file that no directory holds
+    is a failed sync: no put is acknowledged, the binlog is unhealthy, and
+    once the directory is there again the recovery writes every job into
+    it, so a kill -9 and a restart lose nothing acknowledged."""
+    with Tubed(binary, "-f", "0", "-s", "65536", bdir=True) as t:
+        c = t.bs()
+        acked = {c.put(b"before-%d" % i): b"before-%d" % i for i in range(5)}
+        shutil.rmtree(t.bdir)
+        after = []
+        for i in range(40):
+            line = _no_reply(c, b"put 0 0 60 300\r\n%s\r\n" % (b"r" * 300), 2.0)
+            if line is True or line == b"":
+                c = t.bs()
+                continue
+            after.append(line)
+        inserted = [x for x in after if x.startswith(b"INSERTED")]
+        check(not inserted, "-f 0, binlog directory removed: %d puts answered "
+              "INSERTED into files no restart can see (%r)"
+              % (len(inserted), inserted[:3]))
+        eq(harness.unq(c.stats()["binlog-healthy"]), "false",
+           "binlog-healthy with the directory gone")
+        os.mkdir(t.bdir)
+        deadline = time.monotonic() + 5
+        while harness.unq(c.stats()["binlog-healthy"]) != "true":
+            check(time.monotonic() < deadline, "no recovery into the new "
+                  "directory: %r" % t.stderr()[-400:])
+            time.sleep(0.1)
+        jid = c.put(b"after")
+        acked[jid] = b"after"
+        t.kill9()
+        t.restart()
+        got = peek_many(t.bs(), list(acked))
+        lost = [j for j in acked if got[j] != acked[j]]
+        check(not lost, "jobs lost after the directory came back, kill -9 "
+              "and a restart: %s" % lost)
