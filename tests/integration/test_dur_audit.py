@@ -17,7 +17,7 @@ import harness
 import shim_util
 from harness import check, eq, no_server, tubed_only
 from server import Tubed
-from binlog_util import (REC_HDR, Servers, TempDir, mentions_offset,
+from binlog_util import (REC_HDR, Servers, TempDir, crc32c, mentions_offset,
                          parse_dir, peek_many, run_refusing)
 
 EXT = "the binlog's damage handling and health are tubed's"
@@ -81,6 +81,41 @@ def test_damaged_length_into_the_zeros_is_not_a_torn_tail(binary):
     """The length 64 KiB too long: the record's claimed end lies in the
     file's preallocated zeros, the valid records inside it."""
     _bad_length(binary, 0x10000)
+
+
+# ------------------------------------------ a file of a newer format
+
+@no_server
+@tubed_only(EXT)
+def test_newer_format_file_refuses_even_with_recover(binary):
+    """A binlog file whose header is intact but of a later format version
+    (a downgrade): the start refuses saying so.  It said 'is damaged: bad
+    header ... Start with --recover to drop it', and --recover then removed
+    the file with every job in it."""
+    with TempDir() as d, Servers(binary) as ss:
+        srv = ss.start(d)
+        c = srv.client()
+        _put_all(c, [b"newer-%d" % i for i in range(5)])
+        srv.sigterm()
+        files = [(n, p) for n, p in parse_dir(d) if p.records]
+        _, p = files[-1]
+        with open(p.path, "r+b") as f:
+            head = bytearray(f.read(16))
+            head[8:12] = struct.pack("<I", 3)
+            head[12:16] = struct.pack("<I", crc32c(bytes(head[:12])))
+            f.seek(0)
+            f.write(head)
+        with open(p.path, "rb") as f:
+            before = f.read()
+        for extra in ([], ["--recover"]):
+            rc, err = run_refusing(binary, ["-b", d] + extra)
+            check(p.name in err and "newer" in err and "version 3" in err,
+                  "a version-3 file %s%s: the refusal should name the file and "
+                  "say it is of a newer format; stderr: %r"
+                  % (p.name, " with --recover" if extra else "", err[-600:]))
+        check(os.path.exists(p.path), "%s was removed" % p.name)
+        with open(p.path, "rb") as f:
+            eq(f.read() == before, True, "%s unchanged by the refused starts" % p.name)
 
 
 # ------------------------------------------------------ a failing fsync

@@ -455,6 +455,15 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
                  "with --import-beanstalkd %s (doc/operations.md); refusing to start",
                  path, b->dir);
         rc = -1;
+    } else if (hdr < 0 && bl_header_newer(p, (size_t)st.st_size)) {
+        /* Intact, of a later format: not damage, and never "recovered"
+         * away (--recover would drop every job in it). */
+        snprintf(rp->err, rp->errlen, "%s was written by a newer tubed (binlog format "
+                 "version %u; this one reads versions %d to %d); refusing to start, "
+                 "even with --recover (it would drop the file's jobs). Start the newer "
+                 "tubed on %s", path, bl_header_newer(p, (size_t)st.st_size),
+                 BL_VERSION_MIN, BL_VERSION, b->dir);
+        rc = -1;
     } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
         /* Made, then a crash before its header: it holds nothing. It goes,
          * or once a newer file follows it would read as damage. */
