@@ -118,6 +118,33 @@ def test_newer_format_file_refuses_even_with_recover(binary):
             eq(f.read() == before, True, "%s unchanged by the refused starts" % p.name)
 
 
+# ------------------------------------------- a stray copy named binlog.01
+
+@no_server
+@tubed_only(EXT)
+def test_stray_zero_padded_copy_is_not_a_binlog_file(binary):
+    """A copy named binlog.01 next to binlog.1 (tubed never writes leading
+    zeros) was taken for file 1: the start refused with 'binlog.2 is missing
+    (found binlog.1 and binlog.1)', --recover replayed binlog.1 twice
+    ('binlog.2..0 missing'), removed the real binlog.1 and left the copy,
+    and every later start failed 'cannot open binlog.1'.  Such a name is not
+    a binlog file: it is passed over like any other stray file."""
+    with TempDir() as d, Servers(binary) as ss:
+        srv = ss.start(d, "-f", "0")
+        c = srv.client()
+        bodies = [b"stray-%d" % i for i in range(4)]
+        ids = _put_all(c, bodies)
+        srv.sigterm()
+        shutil.copy(os.path.join(d, "binlog.1"), os.path.join(d, "binlog.01"))
+        for _ in range(2):
+            srv = ss.start(d, "-f", "0")
+            got = peek_many(srv.client(), ids)
+            eq([got[j] for j in ids], bodies, "jobs with a stray binlog.01 there")
+            srv.kill9()
+        check(os.path.exists(os.path.join(d, "binlog.01")),
+              "the stray copy binlog.01 was removed")
+
+
 # ------------------------------------------------------ a failing fsync
 
 FSYNC_EIO_C = r"""
