@@ -386,6 +386,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
     while (off < size) {
         BlRecord r;
         long n = bl_decode(p + off, size - off, &r);
+        size_t end;
 
         if (n > 0) {
             if (apply(rp, &r, index, off) < 0)
@@ -395,12 +396,12 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
         }
         if (n == BL_END && all_zero(p + off, size - off))
             return FILE_OK;
+        end = damaged_end(p, size, off);
         /* A torn tail is the last thing written: a valid record after it
-         * (inside what a damaged length field claims, or past it) means
-         * damage in the middle, and cutting there would drop the records
-         * that follow, acknowledged ones too. */
-        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off)) &&
-            resync(p, size, off) == size) {
+         * (inside what a damaged length field claims; past that end there
+         * are only zeros) means damage in the middle, and cutting there
+         * would drop the records that follow, acknowledged ones too. */
+        if (newest && all_zero(p + end, size - end) && resync(p, end, off) == end) {
             *cut = off;
             return FILE_TORN;
         }
