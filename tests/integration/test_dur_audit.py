@@ -11,6 +11,7 @@ import re
 import select
 import shutil
 import struct
+import subprocess
 import time
 
 import harness
@@ -295,6 +296,73 @@ def test_unhealthy_binlog_recovers_while_idle(binary):
                   "within 4 s of the disk syncing again: %r" % t.stderr()[-300:])
             time.sleep(0.1)
         eq(harness.unq(c.stats()["binlog-healthy"]), "true", "binlog-healthy")
+
+
+# ----------------------------------------- a restart on a nearly full disk
+
+class _Tmpfs:
+    """A tmpfs of `size` on DIR/mnt (root only; skips otherwise), unmounted
+    on exit."""
+
+    def __init__(self, parent, size):
+        self.path = os.path.join(parent, "mnt")
+        self.size = size
+        self.mounted = False
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            raise harness.Skip("needs root to mount a tmpfs")
+        os.mkdir(self.path)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % self.size,
+                            "tubed-test", self.path], capture_output=True,
+                           text=True, timeout=20)
+        if r.returncode != 0:
+            raise harness.Skip("cannot mount a tmpfs: %s" % r.stderr.strip()[:200])
+        self.mounted = True
+        return self
+
+    def free(self):
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def __exit__(self, *a):
+        if self.mounted:
+            r = subprocess.run(["umount", self.path], capture_output=True, timeout=20)
+            if r.returncode != 0:
+                subprocess.run(["umount", "-l", self.path], capture_output=True,
+                               timeout=20)
+        return False
+
+
+@no_server
+@tubed_only(EXT)
+def test_restart_after_a_crash_on_a_nearly_full_disk(binary):
+    """-s 256K, ten jobs, then another program fills the disk to 16 KiB
+    free and tubed is killed (-9).  Its file keeps its preallocated 256 KiB,
+    almost all zeros, and is never written again; the restart needs room
+    for a new file.  It refused to start ('cannot create binlog.2: No space
+    left on device'), so the workers could not drain the queue either; the
+    crashed files' zero tails now go back to the disk first, the server
+    starts with its jobs, and deletes and puts work."""
+    with TempDir() as d, _Tmpfs(d, "2m") as mnt, Servers(binary) as ss:
+        bdir = os.path.join(mnt.path, "bl")
+        args = ["-f", "0", "-s", "262144", "-z", "2048"]
+        srv = ss.start(bdir, *args)
+        c = srv.client()
+        bodies = [b"nearly-full-%d" % i for i in range(10)]
+        ids = _put_all(c, bodies)
+        filler = os.path.join(mnt.path, "filler")
+        with open(filler, "wb") as f:
+            f.write(b"\xa5" * max(0, mnt.free() - 16384))
+        srv.kill9()
+        srv = ss.start(bdir, *args)
+        c = srv.client()
+        got = peek_many(c, ids)
+        eq([got[j] for j in ids], bodies, "jobs after the restart on a nearly full disk")
+        eq(c.cmd("delete %d" % ids[0]), b"DELETED", "delete")
+        c.put(b"after")
+        srv.kill9()
+        os.unlink(filler)
 
 
 # ------------------------------------------- the binlog directory removed

@@ -1265,6 +1265,44 @@ static int open_dir(Binlog *b, char *err, size_t errlen)
     return 0;
 }
 
+/* A start on a full disk: the replayed files are never written again, so
+ * the preallocated tails a crash left in them (zeros past their records)
+ * go back to the disk, which may then hold the new file. How many bytes
+ * were given back. */
+static uint64_t give_back_tails(Binlog *b)
+{
+    uint64_t freed = 0;
+
+    for (size_t i = 0; i < b->nfiles; i++) {
+        BlFile *f = &b->files[i];
+        char path[4096];
+        struct stat st;
+        int fd;
+
+        if (!f->tail)
+            continue;
+        bl_file_name(b, f->index, path, sizeof path);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (ftruncate(fd, (off_t)f->tail) == 0 && fstat(fd, &st) == 0) {
+            uint64_t now = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
+                               ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            if (now < f->bytes) {
+                freed += f->bytes - now;
+                b->disk_bytes -= f->bytes - now;
+                f->bytes = now;
+            }
+            f->tail = 0;
+        }
+        close(fd);
+    }
+    if (freed)
+        log_warn("binlog: the disk is full: gave back %llu bytes of preallocated room "
+                 "that a crash left in the old files", (unsigned long long)freed);
+    return freed;
+}
+
 int binlog_open(Engine *e, char *err, size_t errlen)
 {
     Binlog *b = bl(e);
@@ -1305,6 +1343,8 @@ int binlog_open(Engine *e, char *err, size_t errlen)
         log_warn("binlog: out of memory for the read-ahead of spilled jobs: they are read when needed");
     /* The new current file: the numbering goes on after the newest. */
     b->cur_fd = create_file(b, first, 0);
+    if (b->cur_fd < 0 && errno == ENOSPC && give_back_tails(b))
+        b->cur_fd = create_file(b, first, 0);
     if (b->cur_fd < 0 || bl_files_push(b, first) < 0) {
         snprintf(err, errlen, "cannot create %s/binlog.%u: %s", b->dir, first, strerror(errno));
         return -1;

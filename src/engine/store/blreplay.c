@@ -376,7 +376,8 @@ static size_t resync(const char *p, size_t size, size_t off)
 enum { FILE_OK, FILE_TORN, FILE_BAD };
 
 /* Replay the records of one mapped file. Sets *cut to the offset where a
- * torn tail starts (FILE_TORN). */
+ * torn tail starts (FILE_TORN), or where the records end before zeros
+ * (FILE_OK: a preallocated tail a crash left). */
 static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index,
                           int newest, size_t *cut)
 {
@@ -394,8 +395,10 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
             off += (size_t)n;
             continue;
         }
-        if (n == BL_END && all_zero(p + off, size - off))
+        if (n == BL_END && all_zero(p + off, size - off)) {
+            *cut = off;
             return FILE_OK;
+        }
         end = damaged_end(p, size, off);
         /* A torn tail is the last thing written: a valid record after it
          * (inside what a damaged length field claims; past that end there
@@ -429,7 +432,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     char path[4096];
     struct stat st;
     char *p = NULL;
-    size_t cut = 0;
+    size_t cut = 0, tail = 0;
     int fd, hdr, rc = 0, unwritten = 0;
 
     bl_file_name(b, index, path, sizeof path);
@@ -482,6 +485,8 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         }
     } else {
         int r = replay_records(rp, p, (size_t)st.st_size, index, newest, &cut);
+        if (r == FILE_OK && cut < (size_t)st.st_size)
+            tail = cut;
         if (r == FILE_TORN) {
             log_warn("binlog: %s: torn record at offset %zu (a crash mid-write); "
                      "cut off there", path, cut);
@@ -504,11 +509,13 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         log_warn("binlog: remove %s: %s", path, strerror(errno)); /* kept, as before */
     }
     if (rc == 0 && fstat(fd, &st) == 0) {
-        if (bl_files_push(b, index) < 0)
+        if (bl_files_push(b, index) < 0) {
             rc = -1;
-        else
+        } else {
             cur_file(b)->bytes = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
                                      ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            cur_file(b)->tail = tail;
+        }
     }
     close(fd);
     return rc;
