@@ -29,10 +29,22 @@ static inline Binlog *bl(Engine *e) { return &e->binlog; }
 
 BlDisk bl_disk = {posix_fallocate, pwrite, fdatasync};
 
-/* The sync thread calls this, so a test's replacement is seen at once. */
+/* The sync thread calls this, so a test's replacement is seen at once.
+ * A file no longer in any directory (its directory or the file itself
+ * removed while tubed runs) syncs fine, yet no restart will see it: that
+ * is a failed sync (ENOENT), or every acknowledgement made durable by it
+ * would be lost at the next start. */
 static int disk_sync(int fd)
 {
-    return bl_disk.fdatasync(fd);
+    struct stat st;
+
+    if (bl_disk.fdatasync(fd) < 0)
+        return -1;
+    if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -213,7 +225,7 @@ static int sync_now(Engine *e)
 {
     Binlog *b = bl(e);
 
-    if (b->unsynced && !e->cfg->fsync_never && bl_disk.fdatasync(b->cur_fd) < 0) {
+    if (b->unsynced && !e->cfg->fsync_never && disk_sync(b->cur_fd) < 0) {
         log_err("binlog: fsync binlog.%u: %s", cur_file(b)->index, strerror(errno));
         return -1;
     }
@@ -848,7 +860,12 @@ static void sync_if_needed(Engine *e)
     Binlog *b = bl(e);
     int err;
 
-    if (!strict(e) || b->written_lsn <= b->durable_lsn)
+    /* Not while unhealthy: the file failed and is given up; the recovery
+     * syncs the file it writes (try_recover()). A sync started at each
+     * commit would fail at once and wake the loop for the next one: a
+     * failing disk spun a core and logged tens of thousands of lines a
+     * second. */
+    if (!strict(e) || !b->healthy || b->written_lsn <= b->durable_lsn)
         return;
     if (b->syncer.busy && (err = syncer_poll(&b->syncer)) >= 0) {
         sync_ended(e, err);
@@ -904,7 +921,8 @@ void binlog_commit(Engine *e)
         /* A sync_journal tube's records are durable only once synced; the
          * others of this write are too, but not past the first of those. */
         report_durable(e, b->must_sync_from - 1);
-        start_sync(e); /* when one runs already, its end starts this one */
+        if (b->healthy) /* (unhealthy: the recovery's sync, as above) */
+            start_sync(e); /* when one runs already, its end starts this one */
     } else {
         report_durable(e, b->written_lsn);
     }
@@ -1076,7 +1094,7 @@ void binlog_tick(Engine *e)
     } else {
         try_recover(e);
     }
-    if (b->unsynced && !e->cfg->fsync_never && !strict(e) &&
+    if (b->healthy && b->unsynced && !e->cfg->fsync_never && !strict(e) &&
         e->now - b->last_sync >= (int64_t)e->cfg->fsync_ms * NS_PER_MSEC) {
         if (write_pending(b) < 0)
             set_unhealthy(e, "write failed");
@@ -1089,8 +1107,11 @@ int64_t binlog_next_due(const Engine *e)
 {
     const Binlog *b = &e->binlog;
 
-    if (!b->enabled || !b->unsynced || e->cfg->fsync_never || e->cfg->fsync_ms == 0 ||
-        b->syncer.busy)
+    if (!b->enabled)
+        return INT64_MAX;
+    if (!b->healthy) /* the next try to recover, idle or not */
+        return b->last_recover_try + NS_PER_SEC;
+    if (!b->unsynced || e->cfg->fsync_never || e->cfg->fsync_ms == 0 || b->syncer.busy)
         return INT64_MAX;
     return b->last_sync + (int64_t)e->cfg->fsync_ms * NS_PER_MSEC;
 }
@@ -1173,8 +1194,13 @@ static void try_recover(Engine *e)
     b->last_recover_try = e->now;
     b->wbuf.len = 0; /* these never reached the disk; the snapshot has them */
     b->unsynced = 0;
-    if (open_next(e) < 0)
+    /* Replies still held for records made since the failure (deletes, say)
+     * wait for no sync of the failed file (sync_if_needed()): this try
+     * makes them durable, or they are withdrawn when it fails. */
+    if (open_next(e) < 0) {
+        report_lost(e, b->durable_lsn + 1);
         return;
+    }
     b->healthy = 1; /* let append() run; reset on failure */
     hash_each(&e->jobs, snapshot_job, &m);
     if (!m.failed && move_children(e, 0) < 0)
@@ -1182,6 +1208,7 @@ static void try_recover(Engine *e)
     if (m.failed || write_pending(b) < 0 || sync_now(e) < 0) {
         b->healthy = 0;
         tb_free(m.repin); /* they keep their old records */
+        report_lost(e, b->durable_lsn + 1);
         return;
     }
     repin_all(&m);
@@ -1238,6 +1265,44 @@ static int open_dir(Binlog *b, char *err, size_t errlen)
     return 0;
 }
 
+/* A start on a full disk: the replayed files are never written again, so
+ * the preallocated tails a crash left in them (zeros past their records)
+ * go back to the disk, which may then hold the new file. How many bytes
+ * were given back. */
+static uint64_t give_back_tails(Binlog *b)
+{
+    uint64_t freed = 0;
+
+    for (size_t i = 0; i < b->nfiles; i++) {
+        BlFile *f = &b->files[i];
+        char path[4096];
+        struct stat st;
+        int fd;
+
+        if (!f->tail)
+            continue;
+        bl_file_name(b, f->index, path, sizeof path);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (ftruncate(fd, (off_t)f->tail) == 0 && fstat(fd, &st) == 0) {
+            uint64_t now = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
+                               ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            if (now < f->bytes) {
+                freed += f->bytes - now;
+                b->disk_bytes -= f->bytes - now;
+                f->bytes = now;
+            }
+            f->tail = 0;
+        }
+        close(fd);
+    }
+    if (freed)
+        log_warn("binlog: the disk is full: gave back %llu bytes of preallocated room "
+                 "that a crash left in the old files", (unsigned long long)freed);
+    return freed;
+}
+
 int binlog_open(Engine *e, char *err, size_t errlen)
 {
     Binlog *b = bl(e);
@@ -1278,6 +1343,8 @@ int binlog_open(Engine *e, char *err, size_t errlen)
         log_warn("binlog: out of memory for the read-ahead of spilled jobs: they are read when needed");
     /* The new current file: the numbering goes on after the newest. */
     b->cur_fd = create_file(b, first, 0);
+    if (b->cur_fd < 0 && errno == ENOSPC && give_back_tails(b))
+        b->cur_fd = create_file(b, first, 0);
     if (b->cur_fd < 0 || bl_files_push(b, first) < 0) {
         snprintf(err, errlen, "cannot create %s/binlog.%u: %s", b->dir, first, strerror(errno));
         return -1;

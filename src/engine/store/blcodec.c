@@ -135,6 +135,14 @@ int bl_check_header(const char *p, size_t n)
     return 0;
 }
 
+uint32_t bl_header_newer(const char *p, size_t n)
+{
+    if (n < BL_HEADER_SIZE || memcmp(p, BL_MAGIC, 8) != 0 || get32(p + 8) <= BL_VERSION ||
+        get32(p + 12) != crc32c(0, p, 12))
+        return 0;
+    return get32(p + 8);
+}
+
 /* Logged states: ready (0), delayed (2), buried (3); never reserved. */
 static int state_valid(uint8_t st)
 {

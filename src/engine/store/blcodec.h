@@ -96,6 +96,9 @@ void bl_encode(const BlRecord *r, char *out);
 void bl_encode_header(char out[BL_HEADER_SIZE]);
 /* 0: valid header; 1: all zeros (never written); -1: anything else. */
 int bl_check_header(const char *p, size_t n);
+/* The format version of a header that is tubed's, intact, and newer than
+ * this binary reads (a file written by a later tubed); else 0. */
+uint32_t bl_header_newer(const char *p, size_t n);
 
 /* Decode the record at p, with n bytes available: its total length (> 0),
  * BL_END at a zero length field (or fewer than 4 bytes, all zero),

@@ -128,13 +128,16 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* N of "binlog.N", or 0 when name is not one (or N is 0 or past 2^32). */
+/* N of "binlog.N", or 0 when name is not one (or N is 0 or past 2^32).
+ * N is written as tubed writes it, without leading zeros: "binlog.01" (a
+ * copy an operator made, say) is not file 1, which would be opened by its
+ * own name (replayed twice, or not found). */
 static uint64_t file_number(const char *name)
 {
     uint64_t v = 0;
     const char *d = name + 7;
 
-    if (strncmp(name, "binlog.", 7) || !*d)
+    if (strncmp(name, "binlog.", 7) || !*d || *d == '0')
         return 0;
     for (; *d; d++) {
         if (*d < '0' || *d > '9' || (v = v * 10 + (uint64_t)(*d - '0')) > UINT32_MAX)

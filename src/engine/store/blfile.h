@@ -28,6 +28,8 @@ typedef struct BlFile {
     uint64_t live_jobs;
     uint64_t live_bytes;
     uint64_t bytes;        /* on disk */
+    uint64_t tail;         /* replayed with zeros from here to its end (a
+                              preallocated tail a crash left); 0: none */
 } BlFile;
 
 typedef struct Binlog {

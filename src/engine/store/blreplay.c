@@ -376,7 +376,8 @@ static size_t resync(const char *p, size_t size, size_t off)
 enum { FILE_OK, FILE_TORN, FILE_BAD };
 
 /* Replay the records of one mapped file. Sets *cut to the offset where a
- * torn tail starts (FILE_TORN). */
+ * torn tail starts (FILE_TORN), or where the records end before zeros
+ * (FILE_OK: a preallocated tail a crash left). */
 static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index,
                           int newest, size_t *cut)
 {
@@ -386,6 +387,7 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
     while (off < size) {
         BlRecord r;
         long n = bl_decode(p + off, size - off, &r);
+        size_t end;
 
         if (n > 0) {
             if (apply(rp, &r, index, off) < 0)
@@ -393,9 +395,16 @@ static int replay_records(Replay *rp, const char *p, size_t size, uint32_t index
             off += (size_t)n;
             continue;
         }
-        if (n == BL_END && all_zero(p + off, size - off))
+        if (n == BL_END && all_zero(p + off, size - off)) {
+            *cut = off;
             return FILE_OK;
-        if (newest && all_zero(p + damaged_end(p, size, off), size - damaged_end(p, size, off))) {
+        }
+        end = damaged_end(p, size, off);
+        /* A torn tail is the last thing written: a valid record after it
+         * (inside what a damaged length field claims; past that end there
+         * are only zeros) means damage in the middle, and cutting there
+         * would drop the records that follow, acknowledged ones too. */
+        if (newest && all_zero(p + end, size - end) && resync(p, end, off) == end) {
             *cut = off;
             return FILE_TORN;
         }
@@ -423,7 +432,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     char path[4096];
     struct stat st;
     char *p = NULL;
-    size_t cut = 0;
+    size_t cut = 0, tail = 0;
     int fd, hdr, rc = 0, unwritten = 0;
 
     bl_file_name(b, index, path, sizeof path);
@@ -450,6 +459,15 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
                  "with --import-beanstalkd %s (doc/operations.md); refusing to start",
                  path, b->dir);
         rc = -1;
+    } else if (hdr < 0 && bl_header_newer(p, (size_t)st.st_size)) {
+        /* Intact, of a later format: not damage, and never "recovered"
+         * away (--recover would drop every job in it). */
+        snprintf(rp->err, rp->errlen, "%s was written by a newer tubed (binlog format "
+                 "version %u; this one reads versions %d to %d); refusing to start, "
+                 "even with --recover (it would drop the file's jobs). Start the newer "
+                 "tubed on %s", path, bl_header_newer(p, (size_t)st.st_size),
+                 BL_VERSION_MIN, BL_VERSION, b->dir);
+        rc = -1;
     } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
         /* Made, then a crash before its header: it holds nothing. It goes,
          * or once a newer file follows it would read as damage. */
@@ -467,6 +485,8 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         }
     } else {
         int r = replay_records(rp, p, (size_t)st.st_size, index, newest, &cut);
+        if (r == FILE_OK && cut < (size_t)st.st_size)
+            tail = cut;
         if (r == FILE_TORN) {
             log_warn("binlog: %s: torn record at offset %zu (a crash mid-write); "
                      "cut off there", path, cut);
@@ -489,11 +509,13 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         log_warn("binlog: remove %s: %s", path, strerror(errno)); /* kept, as before */
     }
     if (rc == 0 && fstat(fd, &st) == 0) {
-        if (bl_files_push(b, index) < 0)
+        if (bl_files_push(b, index) < 0) {
             rc = -1;
-        else
+        } else {
             cur_file(b)->bytes = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
                                      ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            cur_file(b)->tail = tail;
+        }
     }
     close(fd);
     return rc;
