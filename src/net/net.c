@@ -98,8 +98,9 @@ int net_listen(const char *addr, int port, char *err, size_t errlen)
 
     if (addr && strncmp(addr, "unix:", 5) == 0)
         return listen_unix(addr + 5, err, errlen);
-    if (addr && !*addr)
-        addr = NULL;
+    /* NULL (no -l): every IPv4 address. An empty -l "" goes to the name
+     * lookup like any other name, as in beanstalkd, and fails there: it
+     * does not mean every address. */
     hints.ai_family = addr ? AF_UNSPEC : AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;

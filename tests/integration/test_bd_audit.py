@@ -1,0 +1,38 @@
+"""Differences from beanstalkd 1.12 found by a side-by-side audit (command
+line, protocol, binlog, signals). Every test here runs against both
+servers: `run.py --bin /usr/bin/beanstalkd --reference -k test_bd_audit`
+passes, and each one failed on tubed before its fix."""
+
+import subprocess
+
+from harness import check, eq, fail, no_server
+
+
+def _run(binary, args, timeout=5):
+    try:
+        return subprocess.run([binary] + args, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail("%s %s still running after %ds" % (binary, " ".join(repr(a) for a in args),
+                                                timeout))
+
+
+@no_server
+def test_bd_audit_listen_empty_address_refused(binary):
+    """`-l ''` (an empty variable in a unit file's command line) goes to
+    getaddrinfo in beanstalkd, which refuses it: the start fails (status
+    111; tubed's status for an address it cannot listen on is 1). tubed
+    read the empty address as "every IPv4 address" and ran, listening on
+    0.0.0.0."""
+    p = subprocess.Popen([binary, "-l", "", "-p", "0"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        fail("-l '' started a server (it listens on every address) instead of failing")
+    finally:
+        p.stdout.close()
+        p.stderr.close()
+    check(rc > 0, "-l '': exit status %d, want a failure" % rc)
