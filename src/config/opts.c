@@ -343,7 +343,7 @@ static int parse_short(Config *cfg, int argc, char **argv, int *i, FILE *out,
             break;
         case 'c': case 'n': break; /* obsolete in beanstalkd too */
         case 'v': fprintf(out, "tubed %s\n", TUBED_VERSION); return OPTS_EXIT_OK;
-        case 'h': opts_usage(out, prog); return OPTS_EXIT_OK;
+        case 'h': return OPTS_HELP; /* usage on stderr, as beanstalkd */
         case 'b': case 'f': case 'l': case 'p': case 'u': case 'z': case 's':
             if (w[1]) {
                 if (apply(cfg, flag, w + 1, err, errlen) < 0)

@@ -18,6 +18,19 @@ def _run(binary, args, timeout=5):
 
 
 @no_server
+def test_bd_audit_h_usage_on_stderr(binary):
+    """beanstalkd -h writes its usage to stderr and exits 0: stdout stays
+    empty (a script's `beanstalkd -h > file` gets an empty file). tubed
+    printed the usage on stdout."""
+    for args in (["-h"], ["-Vh"], ["-h", "-x"]):
+        p = _run(binary, args)
+        eq(p.returncode, 0, "exit status of %s" % " ".join(args))
+        eq(p.stdout, b"", "stdout of %s" % " ".join(args))
+        check(b"-p PORT" in p.stderr, "%s: no usage on stderr: %r" % (" ".join(args),
+                                                                     p.stderr[:200]))
+
+
+@no_server
 def test_bd_audit_listen_empty_address_refused(binary):
     """`-l ''` (an empty variable in a unit file's command line) goes to
     getaddrinfo in beanstalkd, which refuses it: the start fails (status
