@@ -466,6 +466,15 @@ static void read_eof(Conn *c)
 {
     c->flags |= CONN_EOF;
     conn_resume(c);
+    /* Nothing left to send: close now, not after the batch of events, as
+     * beanstalkd (one event per wake-up) does. Its reserved jobs are back
+     * before the next connection's request in the same batch runs: a
+     * worker's close followed at once by another's reserve finds them, and
+     * stats no longer counts it. Replies still queued (a half-close after
+     * requests) keep the deferred close, written after the binlog commit. */
+    if (!(c->flags & CONN_DEAD) && c->state == CONN_CLOSING && !out_pending(c) &&
+        !c->nholds)
+        conn_close(c);
 }
 
 static void conn_read(Conn *c)

@@ -49,3 +49,34 @@ def test_bd_audit_listen_empty_address_refused(binary):
         p.stdout.close()
         p.stderr.close()
     check(rc > 0, "-l '': exit status %d, want a failure" % rc)
+
+
+def test_bd_audit_closed_connection_gone_before_next_request(srv):
+    """A client that connects and closes, then another that connects and
+    asks at once: beanstalkd handles the first one's end before the second
+    one's request (one event per wake-up), so `stats` counts only the
+    asker. tubed closed a connection whose peer had gone only after the
+    whole batch of events, so the second client's `stats` still counted
+    the first (current-connections: 2), and a worker's reserved jobs were
+    not yet back for a `reserve` that arrived with its close."""
+    for i in range(20):
+        a = srv.client()
+        a.close()
+        b = srv.client()
+        eq(b.stats()["current-connections"], "1",
+           "current-connections just after another client closed (round %d)" % i)
+        b.close()
+    b = srv.client()
+    for i in range(20):
+        a = srv.client()
+        a.send("put 0 0 100 1\r\nx\r\nreserve\r\n")
+        a.read_line()
+        jid = a.read_line().split()[1]
+        a.read_exact(3)
+        a.close()
+        b.send("reserve-with-timeout 0\r\n")
+        line = b.read_line()
+        eq(line.split()[:2], [b"RESERVED", jid],
+           "reserve just after the holder of job %s closed (round %d)" % (jid, i))
+        b.read_exact(3)
+        b.expect("delete %s" % jid.decode(), "DELETED")
