@@ -466,12 +466,16 @@ static void read_eof(Conn *c)
 {
     c->flags |= CONN_EOF;
     conn_resume(c);
-    /* Nothing left to send: close now, not after the batch of events, as
-     * beanstalkd (one event per wake-up) does. Its reserved jobs are back
-     * before the next connection's request in the same batch runs: a
-     * worker's close followed at once by another's reserve finds them, and
-     * stats no longer counts it. Replies still queued (a half-close after
-     * requests) keep the deferred close, written after the binlog commit. */
+}
+
+/* A connection that is done (its peer closed, or it sent quit) and has
+ * nothing left to send is closed now, not after the batch of events, as
+ * beanstalkd (one event per wake-up) does: its reserved jobs are back and
+ * stats no longer counts it when the next connection's request in the
+ * same batch runs. Replies still queued keep the deferred close, after the
+ * binlog commit. Called once the protocol's handlers have returned. */
+static void close_if_done(Conn *c)
+{
     if (!(c->flags & CONN_DEAD) && c->state == CONN_CLOSING && !out_pending(c) &&
         !c->nholds)
         conn_close(c);
@@ -490,6 +494,7 @@ static void conn_read(Conn *c)
             size_t used = consume(c, s->scratch, (size_t)n);
             if (!(c->flags & CONN_DEAD))
                 keep_leftover(c, s->scratch + used, (size_t)n - used);
+            close_if_done(c);
             return;
         }
     } else {
@@ -501,12 +506,14 @@ static void conn_read(Conn *c)
         if (n > 0) {
             c->in.len += (size_t)n;
             conn_resume(c);
+            close_if_done(c);
             return;
         }
     }
-    if (n == 0)
+    if (n == 0) {
         read_eof(c);
-    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        close_if_done(c);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         conn_close(c);
 }
 

@@ -58,7 +58,9 @@ def test_bd_audit_closed_connection_gone_before_next_request(srv):
     asker. tubed closed a connection whose peer had gone only after the
     whole batch of events, so the second client's `stats` still counted
     the first (current-connections: 2), and a worker's reserved jobs were
-    not yet back for a `reserve` that arrived with its close."""
+    not yet back for a `reserve` that arrived with its close. The same
+    after `quit`: tubed counted the quitting client in a `stats` sent just
+    after its quit (current-connections: 2 in most tries)."""
     for i in range(20):
         a = srv.client()
         a.close()
@@ -80,3 +82,13 @@ def test_bd_audit_closed_connection_gone_before_next_request(srv):
            "reserve just after the holder of job %s closed (round %d)" % (jid, i))
         b.read_exact(3)
         b.expect("delete %s" % jid.decode(), "DELETED")
+    # quit closes at once too: a stats sent right after another client's
+    # quit does not count it.
+    for i in range(20):
+        a = srv.client()
+        a.expect("list-tube-used", "USING default")
+        a.send("quit\r\n")
+        eq(b.stats()["current-connections"], "1",
+           "current-connections just after another client's quit (round %d)" % i)
+        a.expect_closed()
+        a.close()
