@@ -3,9 +3,11 @@ line, protocol, binlog, signals). Every test here runs against both
 servers: `run.py --bin /usr/bin/beanstalkd --reference -k test_bd_audit`
 passes, and each one failed on tubed before its fix."""
 
+import socket
 import subprocess
 
-from harness import check, eq, fail, no_server
+import harness
+from harness import Client, check, eq, fail, no_server
 
 
 def _run(binary, args, timeout=5):
@@ -92,3 +94,32 @@ def test_bd_audit_closed_connection_gone_before_next_request(srv):
            "current-connections just after another client's quit (round %d)" % i)
         a.expect_closed()
         a.close()
+
+
+@no_server
+def test_bd_audit_listen_ipv6_socket_is_dual_stack(binary):
+    """beanstalkd binds -l's IPv6 socket with the system's default
+    (IPV6_V6ONLY off on Linux): `-l ::` serves IPv4 clients too, and
+    `-l ::ffff:127.0.0.1` is 127.0.0.1. tubed set IPV6_V6ONLY on it, so
+    `-l ::` refused every IPv4 client and `-l ::ffff:127.0.0.1` did not
+    start ("bind: Invalid argument"). The test stays on 127.0.0.1."""
+    try:
+        with open("/proc/sys/net/ipv6/bindv6only") as f:
+            if f.read().strip() != "0":
+                raise harness.Skip("net.ipv6.bindv6only is set: no dual stack here")
+    except OSError:
+        raise harness.Skip("no IPv6 on this machine")
+    res = harness.PortReservation()
+    p = None
+    try:
+        p = harness.spawn_on([res], lambda: [binary, "-l", "::ffff:127.0.0.1",
+                                             "-p", str(res.port)],
+                             "server on -l ::ffff:127.0.0.1")
+        c = Client("127.0.0.1", res.port)
+        c.expect("list-tube-used", "USING default")
+        c.close()
+    finally:
+        if p is not None:
+            p.terminate()
+            p.wait(timeout=10)
+        res.close()
