@@ -126,8 +126,15 @@ int net_accept(int lfd)
     int one = 1;
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-    if (fd >= 0)
+    /* As beanstalkd's (it sets both on its listening socket, and the
+     * accepted ones inherit them): TCP keepalive, so that a client whose
+     * host vanished is closed in the end (its wait and its reservations
+     * with it) instead of being held for ever. Both fail harmlessly on a
+     * Unix socket. */
+    if (fd >= 0) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    }
     return fd;
 }
 

@@ -10,8 +10,8 @@
  * v6only 0 leaves the system's default, as beanstalkd does for -l: on
  * Linux (net.ipv6.bindv6only = 0) "::" then takes IPv4 clients too, and
  * "::ffff:127.0.0.1" is 127.0.0.1. net_accept() returns a non-blocking client fd with
- * TCP_NODELAY set where it applies, or -1 with errno (EAGAIN when none is
- * pending).
+ * TCP_NODELAY and SO_KEEPALIVE set where they apply (as beanstalkd's), or
+ * -1 with errno (EAGAIN when none is pending).
  */
 #ifndef TUBED_NET_H
 #define TUBED_NET_H

@@ -123,3 +123,26 @@ def test_bd_audit_listen_ipv6_socket_is_dual_stack(binary):
             p.terminate()
             p.wait(timeout=10)
         res.close()
+
+
+def test_bd_audit_client_sockets_keepalive(srv):
+    """beanstalkd sets SO_KEEPALIVE on its listening socket, so every
+    client connection has TCP keepalive: a client whose host vanished
+    (power loss, a cut link) is closed after the kernel's probes (about
+    2 h 11 min by default), with its waiting reserve and its connection
+    count. tubed's client sockets had no keepalive and such a client
+    stayed for ever. Seen from outside with `ss -o` (timer:(keepalive...))."""
+    import shutil
+    if shutil.which("ss") is None:
+        raise harness.Skip("no ss (iproute2) to read the server's socket timers")
+    c = srv.client()
+    c.expect("list-tube-used", "USING default")
+    mine = "127.0.0.1:%d" % c.sock.getsockname()[1]
+    out = subprocess.run(["ss", "-tnoH", "state", "established",
+                          "( dport = :%d )" % c.sock.getsockname()[1]],
+                         capture_output=True, text=True, timeout=10).stdout
+    lines = [ln for ln in out.splitlines() if mine in ln]
+    check(lines, "ss shows no server socket for client %s: %r" % (mine, out))
+    check(all("keepalive" in ln for ln in lines),
+          "the server's socket for client %s has no TCP keepalive: %r" % (mine, lines))
+    c.close()
