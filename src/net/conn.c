@@ -675,6 +675,12 @@ static void conn_event(EvSource *src, uint32_t events)
     if (c->flags & CONN_DEAD)
         return;
     if (events & EPOLLERR) {
+        /* A reset (the peer closed with replies unread, or with SO_LINGER
+         * 0) still leaves what it sent before readable: run it, as
+         * beanstalkd does (it reads before it sees the error), so a
+         * producer's last put is not lost; then close. */
+        if ((events & EPOLLIN) && conn_takes_input(c) && !(c->flags & CONN_EOF))
+            conn_read(c);
         conn_close(c);
         return;
     }

@@ -5,6 +5,7 @@ passes, and each one failed on tubed before its fix."""
 
 import socket
 import subprocess
+import time
 
 import harness
 from harness import Client, check, eq, fail, no_server
@@ -146,3 +147,36 @@ def test_bd_audit_client_sockets_keepalive(srv):
     check(all("keepalive" in ln for ln in lines),
           "the server's socket for client %s has no TCP keepalive: %r" % (mine, lines))
     c.close()
+
+
+def test_bd_audit_put_before_reset_is_kept(srv):
+    """A producer that sends a put, does not read the reply, sends another
+    put and closes: its unread reply makes the close a reset (RST), which
+    arrives right behind the second put. beanstalkd reads the put before
+    it sees the error and keeps the job (40 of 40 jobs in 20 rounds);
+    tubed closed on the error without reading and lost the last put of
+    nearly every round (21 or 22 of 40). The same for a close with
+    SO_LINGER 0."""
+    import struct
+    b = srv.client()
+    for i in range(10):
+        a = srv.client()
+        a.send("put 0 0 100 1\r\na\r\n")
+        harness.wait_for(lambda: b.stats()["current-jobs-ready"] == str(2 * i + 1),
+                         "the first put of round %d" % i)
+        time.sleep(0.02)                   # its INSERTED is in a's buffer
+        a.send("put 0 0 100 1\r\nb\r\n")   # INSERTED of the first one unread
+        a.close()                          # -> RST
+        harness.wait_for(lambda: b.stats()["current-connections"] == "1",
+                         "the producer's connection closed")
+        eq(b.stats()["current-jobs-ready"], str(2 * i + 2),
+           "jobs after a put followed by a reset (round %d)" % i)
+    for i in range(5):
+        a = srv.client()
+        a.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        a.send("put 0 0 100 1\r\nc\r\n")
+        a.close()
+        harness.wait_for(lambda: b.stats()["current-connections"] == "1",
+                         "the producer's connection closed")
+        eq(b.stats()["current-jobs-ready"], str(21 + i),
+           "jobs after a put and a close with SO_LINGER 0 (round %d)" % i)
