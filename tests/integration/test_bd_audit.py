@@ -180,3 +180,64 @@ def test_bd_audit_put_before_reset_is_kept(srv):
                          "the producer's connection closed")
         eq(b.stats()["current-jobs-ready"], str(21 + i),
            "jobs after a put and a close with SO_LINGER 0 (round %d)" % i)
+
+
+def _free_service():
+    """A TCP service name of the services database whose port (above 1024)
+    is free on 127.0.0.1 now, or None."""
+    try:
+        with open("/etc/services") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for ln in lines:
+        parts = ln.split("#")[0].split()
+        if len(parts) < 2 or not parts[1].endswith("/tcp"):
+            continue
+        port = int(parts[1].split("/")[0])
+        if port <= 1024 or not parts[0].replace("-", "").isalnum():
+            continue
+        try:
+            if socket.getservbyname(parts[0], "tcp") != port:
+                continue
+        except OSError:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        return parts[0], port
+    return None
+
+
+@no_server
+def test_bd_audit_port_by_service_name(binary):
+    """beanstalkd gives -p to getaddrinfo as the service, so a name from
+    /etc/services is a port (`-p http-alt` listens on 8080). tubed refused
+    it: "invalid value for -p: 'http-alt' (want a number up to 65535)",
+    status 2."""
+    found = _free_service()
+    if found is None:
+        raise harness.Skip("no free TCP service port above 1024 in /etc/services")
+    name, port = found
+    p = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", name], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        got = None
+        deadline = time.monotonic() + 10
+        while got is None and time.monotonic() < deadline and p.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                    s.sendall(b"list-tube-used\r\n")
+                    got = s.recv(100)
+            except OSError:
+                time.sleep(0.05)
+        check(p.poll() is None, "-p %s: exited with status %s" % (name, p.returncode))
+        eq(got, b"USING default\r\n", "reply on port %d (-p %s)" % (port, name))
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=10)
