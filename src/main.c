@@ -74,6 +74,10 @@ int main(int argc, char **argv)
     r = opts_parse(&cfg, argc, argv, stdout, err, sizeof err);
     if (r == OPTS_EXIT_OK)
         return 0;
+    if (r == OPTS_HELP) { /* beanstalkd's -h: usage on stderr, status 0 */
+        opts_usage(stderr, argv[0]);
+        return 0;
+    }
     if (r == OPTS_ERROR) {
         fprintf(stderr, "tubed: %s\n", err);
         opts_usage(stderr, argv[0]);

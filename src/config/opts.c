@@ -1,6 +1,8 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,8 +232,15 @@ static int apply(Config *cfg, const char *flag, const char *val, char *err,
             return -1;
         cfg->metrics_port = (int)v;
     } else if (!strcmp(flag, "-p")) {
-        if (beanstalkd_number(flag, val, 65535, &v, err, errlen) < 0)
-            return -1;
+        /* beanstalkd hands -p to getaddrinfo as the service: a name from
+         * the services database (-p http-alt) is its port there too. */
+        const struct servent *se = NULL;
+        if (beanstalkd_number(flag, val, 65535, &v, err, errlen) < 0) {
+            se = *val ? getservbyname(val, "tcp") : NULL;
+            if (!se)
+                return -1;
+            v = ntohs((uint16_t)se->s_port);
+        }
         cfg->port = (int)v;
         cfg->addr_given = 1;
     } else if (!strcmp(flag, "-z")) {
@@ -343,7 +352,7 @@ static int parse_short(Config *cfg, int argc, char **argv, int *i, FILE *out,
             break;
         case 'c': case 'n': break; /* obsolete in beanstalkd too */
         case 'v': fprintf(out, "tubed %s\n", TUBED_VERSION); return OPTS_EXIT_OK;
-        case 'h': opts_usage(out, prog); return OPTS_EXIT_OK;
+        case 'h': return OPTS_HELP; /* usage on stderr, as beanstalkd */
         case 'b': case 'f': case 'l': case 'p': case 'u': case 'z': case 's':
             if (w[1]) {
                 if (apply(cfg, flag, w + 1, err, errlen) < 0)

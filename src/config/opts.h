@@ -5,8 +5,11 @@
  * take attached or separate arguments ("-VV", "-p11300", "-p 11300",
  * "-Vp11300"); tubed's own additions are long options ("--name VALUE" or
  * "--name=VALUE"). It returns OPTS_RUN to start the server, OPTS_EXIT_OK
- * after -h or -v have printed their text, or OPTS_ERROR after writing a
- * clear message to err; the caller prints usage and exits non-zero.
+ * after -v or --help have printed their text to out, OPTS_HELP for -h
+ * (nothing printed: the caller prints the usage on standard error and
+ * exits 0, as beanstalkd does, whose -h leaves standard output empty), or
+ * OPTS_ERROR after writing a clear message to err; the caller prints
+ * usage and exits non-zero.
  *
  * --config FILE loads the config file (conf.h) once argv is read; every
  * server key the file sets and the command line does not give is merged
@@ -86,7 +89,7 @@ typedef struct Config {
 
 /* OPTS_CONFIG_ERROR: the config file (or the merged configuration) is bad;
  * err holds "FILE:LINE: what". Exit 2, without the usage text. */
-enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR, OPTS_CONFIG_ERROR };
+enum { OPTS_RUN, OPTS_EXIT_OK, OPTS_ERROR, OPTS_CONFIG_ERROR, OPTS_HELP };
 
 void opts_defaults(Config *cfg);
 int opts_parse(Config *cfg, int argc, char **argv, FILE *out, char *err,

@@ -468,6 +468,19 @@ static void read_eof(Conn *c)
     conn_resume(c);
 }
 
+/* A connection that is done (its peer closed, or it sent quit) and has
+ * nothing left to send is closed now, not after the batch of events, as
+ * beanstalkd (one event per wake-up) does: its reserved jobs are back and
+ * stats no longer counts it when the next connection's request in the
+ * same batch runs. Replies still queued keep the deferred close, after the
+ * binlog commit. Called once the protocol's handlers have returned. */
+static void close_if_done(Conn *c)
+{
+    if (!(c->flags & CONN_DEAD) && c->state == CONN_CLOSING && !out_pending(c) &&
+        !c->nholds)
+        conn_close(c);
+}
+
 static void conn_read(Conn *c)
 {
     Server *s = c->srv;
@@ -481,6 +494,7 @@ static void conn_read(Conn *c)
             size_t used = consume(c, s->scratch, (size_t)n);
             if (!(c->flags & CONN_DEAD))
                 keep_leftover(c, s->scratch + used, (size_t)n - used);
+            close_if_done(c);
             return;
         }
     } else {
@@ -492,12 +506,14 @@ static void conn_read(Conn *c)
         if (n > 0) {
             c->in.len += (size_t)n;
             conn_resume(c);
+            close_if_done(c);
             return;
         }
     }
-    if (n == 0)
+    if (n == 0) {
         read_eof(c);
-    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        close_if_done(c);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         conn_close(c);
 }
 
@@ -659,6 +675,12 @@ static void conn_event(EvSource *src, uint32_t events)
     if (c->flags & CONN_DEAD)
         return;
     if (events & EPOLLERR) {
+        /* A reset (the peer closed with replies unread, or with SO_LINGER
+         * 0) still leaves what it sent before readable: run it, as
+         * beanstalkd does (it reads before it sees the error), so a
+         * producer's last put is not lost; then close. */
+        if ((events & EPOLLIN) && conn_takes_input(c) && !(c->flags & CONN_EOF))
+            conn_read(c);
         conn_close(c);
         return;
     }

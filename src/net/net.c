@@ -69,7 +69,7 @@ static int listen_unix(const char *path, char *err, size_t errlen)
     return fd;
 }
 
-static int listen_ai(const struct addrinfo *ai, char *err, size_t errlen)
+static int listen_ai(const struct addrinfo *ai, int v6only, char *err, size_t errlen)
 {
     int one = 1;
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -80,7 +80,7 @@ static int listen_ai(const struct addrinfo *ai, char *err, size_t errlen)
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ai->ai_family == AF_INET6)
+    if (ai->ai_family == AF_INET6 && v6only)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, BACKLOG) < 0) {
         snprintf(err, errlen, "bind: %s", strerror(errno));
@@ -92,14 +92,20 @@ static int listen_ai(const struct addrinfo *ai, char *err, size_t errlen)
 
 int net_listen(const char *addr, int port, char *err, size_t errlen)
 {
+    return net_listen_v6(addr, port, 1, err, errlen);
+}
+
+int net_listen_v6(const char *addr, int port, int v6only, char *err, size_t errlen)
+{
     struct addrinfo hints = {0}, *res, *ai;
     char portstr[16];
     int rc, fd = -1;
 
     if (addr && strncmp(addr, "unix:", 5) == 0)
         return listen_unix(addr + 5, err, errlen);
-    if (addr && !*addr)
-        addr = NULL;
+    /* NULL (no -l): every IPv4 address. An empty -l "" goes to the name
+     * lookup like any other name, as in beanstalkd, and fails there: it
+     * does not mean every address. */
     hints.ai_family = addr ? AF_UNSPEC : AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
@@ -110,7 +116,7 @@ int net_listen(const char *addr, int port, char *err, size_t errlen)
         return -1;
     }
     for (ai = res; ai && fd < 0; ai = ai->ai_next)
-        fd = listen_ai(ai, err, errlen);
+        fd = listen_ai(ai, v6only, err, errlen);
     freeaddrinfo(res);
     return fd;
 }
@@ -120,8 +126,15 @@ int net_accept(int lfd)
     int one = 1;
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-    if (fd >= 0)
+    /* As beanstalkd's (it sets both on its listening socket, and the
+     * accepted ones inherit them): TCP keepalive, so that a client whose
+     * host vanished is closed in the end (its wait and its reservations
+     * with it) instead of being held for ever. Both fail harmlessly on a
+     * Unix socket. */
+    if (fd >= 0) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    }
     return fd;
 }
 

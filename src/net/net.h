@@ -3,11 +3,15 @@
  * failure in the caller's buffer; the caller decides whether to exit.
  *
  * Contract: net_listen() opens a non-blocking, close-on-exec listening
- * socket for "HOST" + port (IPv4 or IPv6 literal or name; NULL or "" means
- * all IPv4 addresses) or for "unix:/path" (an existing socket file at that
- * path is replaced). net_accept() returns a non-blocking client fd with
- * TCP_NODELAY set where it applies, or -1 with errno (EAGAIN when none is
- * pending).
+ * socket for "HOST" + port (IPv4 or IPv6 literal or name; NULL means all
+ * IPv4 addresses; "" is a name like any other, which the lookup refuses)
+ * or for "unix:/path" (an existing socket file at that path is replaced).
+ * Its IPv6 sockets take IPv6 only (IPV6_V6ONLY); net_listen_v6() with
+ * v6only 0 leaves the system's default, as beanstalkd does for -l: on
+ * Linux (net.ipv6.bindv6only = 0) "::" then takes IPv4 clients too, and
+ * "::ffff:127.0.0.1" is 127.0.0.1. net_accept() returns a non-blocking client fd with
+ * TCP_NODELAY and SO_KEEPALIVE set where they apply (as beanstalkd's), or
+ * -1 with errno (EAGAIN when none is pending).
  */
 #ifndef TUBED_NET_H
 #define TUBED_NET_H
@@ -15,6 +19,7 @@
 #include <stddef.h>
 
 int net_listen(const char *addr, int port, char *err, size_t errlen);
+int net_listen_v6(const char *addr, int port, int v6only, char *err, size_t errlen);
 int net_accept(int lfd);
 /* Human-readable local address of a socket, for logs. */
 void net_describe(int fd, char *out, size_t outlen);

@@ -217,7 +217,9 @@ int server_listen(Server *s, const Proto *p, const char *name, int port)
     }
     if (n > 0 && !name)
         return 0; /* every inherited socket is named for another listener */
-    fd = net_listen(s->cfg.listen_addr, port, err, sizeof err);
+    /* -l (or listen =) as beanstalkd binds it: an IPv6 socket keeps the
+     * system's dual-stack default, so "-l ::" serves IPv4 clients too. */
+    fd = net_listen_v6(s->cfg.listen_addr, port, 0, err, sizeof err);
     if (fd < 0) {
         log_err("cannot listen for %s: %s", p->name, err);
         return -1;
