@@ -382,3 +382,43 @@ def stat_int(st, key):
 
 def job_state(c, jid):
     return unq(c.stats_job(jid)["state"])
+
+
+class Tmpfs:
+    """A tmpfs of `size` mounted on a fresh directory; unmounted on exit."""
+
+    def __init__(self, parent, size):
+        self.path = os.path.join(parent, "mnt")
+        self.size = size
+        self.mounted = False
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            raise harness.Skip("needs root to mount a tmpfs")
+        os.mkdir(self.path)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % self.size,
+                            "tubed-test", self.path], capture_output=True,
+                           text=True, timeout=20)
+        if r.returncode != 0:
+            raise harness.Skip("cannot mount a tmpfs: %s" % r.stderr.strip()[:200])
+        self.mounted = True
+        return self
+
+    def remount(self, size):
+        r = subprocess.run(["mount", "-o", "remount,size=%s" % size, self.path],
+                           capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "remount %s size=%s failed: %s"
+              % (self.path, size, r.stderr.strip()))
+
+    def free(self):
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def __exit__(self, *a):
+        if self.mounted:
+            r = subprocess.run(["umount", self.path], capture_output=True,
+                               timeout=20)
+            if r.returncode != 0:
+                subprocess.run(["umount", "-l", self.path], capture_output=True,
+                               timeout=20)
+        return False

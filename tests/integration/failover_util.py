@@ -80,6 +80,17 @@ def ocf_skip_reason():
     return None
 
 
+def repl_stats(host, port):
+    """stats-replication of the tubed at host:port, as {key: unquoted value}."""
+    c = harness.Client(host, port)
+    try:
+        _, body = c.cmd_body("stats-replication")
+        return {k: harness.unq(v) for k, v in
+                harness.parse_yaml_dict(body).items()}
+    finally:
+        c.close()
+
+
 class OcfNode:
     """One instance of the clone: a node name and its tubed's files."""
 
@@ -212,13 +223,7 @@ class OcfNode:
         return harness.Client("127.0.0.1", self.port, timeout=timeout)
 
     def repl(self):
-        c = self.client()
-        try:
-            _, body = c.cmd_body("stats-replication")
-            return {k: harness.unq(v) for k, v in
-                    harness.parse_yaml_dict(body).items()}
-        finally:
-            c.close()
+        return repl_stats("127.0.0.1", self.port)
 
     def score(self, node=None):
         """The promotion score set for a node (default this one), or None."""

@@ -14,50 +14,8 @@ import time
 import harness
 from harness import Skip, check, eq, fail, no_server, slow, unq
 from binlog_util import (Servers, TempDir, binlog_bytes, binlog_files,
-                         check_dir_clean, kill9, peek_many, put_raw, sigterm,
-                         stat_int)
-
-
-# ---------------------------------------------------------------- tmpfs
-
-class Tmpfs:
-    """A tmpfs of `size` mounted on a fresh directory; unmounted on exit."""
-
-    def __init__(self, parent, size):
-        self.path = os.path.join(parent, "mnt")
-        self.size = size
-        self.mounted = False
-
-    def __enter__(self):
-        if os.geteuid() != 0:
-            raise Skip("needs root to mount a tmpfs")
-        os.mkdir(self.path)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % self.size,
-                            "tubed-test", self.path], capture_output=True,
-                           text=True, timeout=20)
-        if r.returncode != 0:
-            raise Skip("cannot mount a tmpfs: %s" % r.stderr.strip()[:200])
-        self.mounted = True
-        return self
-
-    def remount(self, size):
-        r = subprocess.run(["mount", "-o", "remount,size=%s" % size, self.path],
-                           capture_output=True, text=True, timeout=20)
-        check(r.returncode == 0, "remount %s size=%s failed: %s"
-              % (self.path, size, r.stderr.strip()))
-
-    def free(self):
-        st = os.statvfs(self.path)
-        return st.f_bavail * st.f_frsize
-
-    def __exit__(self, *a):
-        if self.mounted:
-            r = subprocess.run(["umount", self.path], capture_output=True,
-                               timeout=20)
-            if r.returncode != 0:
-                subprocess.run(["umount", "-l", self.path], capture_output=True,
-                               timeout=20)
-        return False
+                         Tmpfs, check_dir_clean, kill9, peek_many, put_raw,
+                         sigterm, stat_int)
 
 
 def _write_filler(path, nbytes):

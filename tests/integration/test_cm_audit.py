@@ -13,18 +13,15 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import time
 
 import harness
 from harness import Skip, check, eq, no_server, slow, tubed_only
-from failover_netns import Lab
-from failover_util import SHELLFUNCS, OcfSite, ocf_skip_reason
+from failover_util import SHELLFUNCS, OcfSite, ocf_skip_reason, repl_stats
 from repl_util import wait_for
-from test_failover_keepalived import (FAILOVER_CEILING, PORT, VIP, Ledger,
-                                      Trio, _bring_up, _check_ledger, _cleanup,
-                                      _fill, _need, _put_via_vip,
-                                      _wait_primary)
+from test_failover_keepalived import (FAILOVER_CEILING, PORT, VIP,
+                                      _check_ledger, _fill, _keepalived_trio,
+                                      _put_via_vip, _wait_primary)
 
 SERVER = "none"
 EXT = "failover is a tubed extension"
@@ -47,28 +44,19 @@ def test_keepalived_tubed_restarted_on_the_master_node(binary):
     address answered DRAINING.  A node holding the address whose tubed is
     a replica must not pass its check: keepalived goes FAULT and the next
     MASTER (this node again, or another) promotes after its peer check."""
-    _need()
-    tmp = tempfile.mkdtemp(prefix="tubed-cma-")
-    try:
-        with Lab(tmp) as lab:
-            trio = Trio(binary, lab, tmp)
-            _bring_up(trio)
-            ledger = Ledger()
-            _fill(trio, ledger, b"before")
-            # systemctl restart: SIGTERM (a clean stop), then a start with
-            # the same command line at once.
-            trio.tubed[0].kill(signal.SIGTERM)
-            trio.start_tubed(0)
-            _put_via_vip(trio, ledger, b"after-restart",
-                         time.monotonic() + FAILOVER_CEILING)
-            wait_for(lambda: sum((trio.status(i) or {}).get("role") == "primary"
-                                 for i in range(3)) == 1,
-                     lambda: "one primary after the restart\n" + trio.logs(),
-                     timeout=FAILOVER_CEILING, interval=0.2)
-            _fill(trio, ledger, b"after")
-            _check_ledger(trio, ledger, "after tubed restarted on the MASTER node")
-    finally:
-        _cleanup(tmp)
+    with _keepalived_trio(binary, b"before", prefix="tubed-cma-") as (lab, trio, ledger):
+        # systemctl restart: SIGTERM (a clean stop), then a start with
+        # the same command line at once.
+        trio.tubed[0].kill(signal.SIGTERM)
+        trio.start_tubed(0)
+        _put_via_vip(trio, ledger, b"after-restart",
+                     time.monotonic() + FAILOVER_CEILING)
+        wait_for(lambda: sum((trio.status(i) or {}).get("role") == "primary"
+                             for i in range(3)) == 1,
+                 lambda: "one primary after the restart\n" + trio.logs(),
+                 timeout=FAILOVER_CEILING, interval=0.2)
+        _fill(trio, ledger, b"after")
+        _check_ledger(trio, ledger, "after tubed restarted on the MASTER node")
 
 
 # -- the OCF resource agent ---------------------------------------------------------
@@ -250,45 +238,31 @@ def test_keepalived_lone_survivor_restarted_with_sync_replicas_0(binary):
     a replica of the address (of itself); the check gives the address up,
     keepalived makes the node MASTER again, and it promotes: puts through
     the address are acknowledged by the survivor alone."""
-    _need()
-    tmp = tempfile.mkdtemp(prefix="tubed-cma-")
-    try:
-        with Lab(tmp) as lab:
-            trio = Trio(binary, lab, tmp)
-            _bring_up(trio)
-            ledger = Ledger()
-            _fill(trio, ledger, b"three")
-            for i in (1, 2):
-                trio.stop_keepalived(i)
-                trio.tubed[i].kill()
-            trio.write_env(0, "TUBED_QUORUM=1\n")
-            # Alone, with sync_replicas = 1: nothing is acknowledged.
-            c = lab.connect(VIP, PORT, timeout=5)
-            try:
-                c.send(b"put 5 0 60 4\r\nheld\r\n")
-                check(not c.has_data(1.0), "the survivor acknowledged a put alone")
-            finally:
-                c.close()
-            trio.tubed[0].kill(signal.SIGTERM)
-            trio.tubed[0] = lab.start(0, [
-                trio.binary, "-l", "0.0.0.0", "-p", str(PORT),
-                "-b", os.path.join(trio.dir(0), "binlog"), "-f", "0",
-                "--replica-of", "%s:%d" % (VIP, PORT)], "tubed")
-            _put_via_vip(trio, ledger, b"alone", time.monotonic() + 2 * FAILOVER_CEILING)
-            _wait_primary(trio, 0)
-            _check_ledger(trio, ledger, "on the lone survivor")
-    finally:
-        _cleanup(tmp)
+    with _keepalived_trio(binary, b"three", prefix="tubed-cma-") as (lab, trio, ledger):
+        for i in (1, 2):
+            trio.stop_keepalived(i)
+            trio.tubed[i].kill()
+        trio.write_env(0, "TUBED_QUORUM=1\n")
+        # Alone, with sync_replicas = 1: nothing is acknowledged.
+        c = lab.connect(VIP, PORT, timeout=5)
+        try:
+            c.send(b"put 5 0 60 4\r\nheld\r\n")
+            check(not c.has_data(1.0), "the survivor acknowledged a put alone")
+        finally:
+            c.close()
+        trio.tubed[0].kill(signal.SIGTERM)
+        trio.tubed[0] = lab.start(0, [
+            trio.binary, "-l", "0.0.0.0", "-p", str(PORT),
+            "-b", os.path.join(trio.dir(0), "binlog"), "-f", "0",
+            "--replica-of", "%s:%d" % (VIP, PORT)], "tubed")
+        _put_via_vip(trio, ledger, b"alone", time.monotonic() + 2 * FAILOVER_CEILING)
+        _wait_primary(trio, 0)
+        _check_ledger(trio, ledger, "on the lone survivor")
 
 
 def _repl_v6(n):
     """stats-replication of an OCF node listening on ::1."""
-    c = harness.Client("::1", n.port)
-    try:
-        _, body = c.cmd_body("stats-replication")
-        return {k: harness.unq(v) for k, v in harness.parse_yaml_dict(body).items()}
-    finally:
-        c.close()
+    return repl_stats("::1", n.port)
 
 
 @no_server

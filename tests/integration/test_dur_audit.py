@@ -6,6 +6,7 @@ and removes what it made.  Tests that need an LD_PRELOAD shim skip when
 there is no C compiler (shim_util.build).
 """
 
+import contextlib
 import os
 import re
 import select
@@ -18,8 +19,8 @@ import harness
 import shim_util
 from harness import check, eq, no_server, tubed_only
 from server import Tubed
-from binlog_util import (REC_HDR, Servers, TempDir, crc32c, mentions_offset,
-                         parse_dir, peek_many, run_refusing)
+from binlog_util import (REC_HDR, Servers, TempDir, Tmpfs, crc32c,
+                         mentions_offset, parse_dir, peek_many, run_refusing)
 
 EXT = "the binlog's damage handling and health are tubed's"
 
@@ -33,6 +34,15 @@ def _put_all(c, bodies):
     return ids
 
 
+@contextlib.contextmanager
+def _started_with(binary, bodies, *args):
+    """A tubed (with args) on a fresh directory, `bodies` put through it:
+    yields (the directory, its Servers, the server, the jobs' ids)."""
+    with TempDir() as d, Servers(binary) as ss:
+        srv = ss.start(d, *args)
+        yield d, ss, srv, _put_all(srv.client(), bodies)
+
+
 def _bad_length(binary, delta):
     """20 puts acknowledged under -f 0, kill -9, then the length field of
     the 6th record of the newest file is damaged (+delta).  Records follow
@@ -40,11 +50,8 @@ def _bad_length(binary, delta):
     refuse (naming the file and offset) and --recover must keep the other
     19 jobs.  (It took the record for a torn tail and cut the file there:
     14 acknowledged jobs gone, with a warning about 'a crash mid-write'.)"""
-    with TempDir() as d, Servers(binary) as ss:
-        srv = ss.start(d, "-f", "0")
-        c = srv.client()
-        bodies = [b"len-damage-%03d" % i for i in range(20)]
-        ids = _put_all(c, bodies)
+    bodies = [b"len-damage-%03d" % i for i in range(20)]
+    with _started_with(binary, bodies, "-f", "0") as (d, ss, srv, ids):
         srv.kill9()
         files = [(n, p) for n, p in parse_dir(d) if p.records]
         check(files, "no binlog file holds records: %s" % os.listdir(d))
@@ -93,10 +100,8 @@ def test_newer_format_file_refuses_even_with_recover(binary):
     (a downgrade): the start refuses saying so.  It said 'is damaged: bad
     header ... Start with --recover to drop it', and --recover then removed
     the file with every job in it."""
-    with TempDir() as d, Servers(binary) as ss:
-        srv = ss.start(d)
-        c = srv.client()
-        _put_all(c, [b"newer-%d" % i for i in range(5)])
+    bodies = [b"newer-%d" % i for i in range(5)]
+    with _started_with(binary, bodies) as (d, ss, srv, _):
         srv.sigterm()
         files = [(n, p) for n, p in parse_dir(d) if p.records]
         _, p = files[-1]
@@ -130,11 +135,8 @@ def test_stray_zero_padded_copy_is_not_a_binlog_file(binary):
     ('binlog.2..0 missing'), removed the real binlog.1 and left the copy,
     and every later start failed 'cannot open binlog.1'.  Such a name is not
     a binlog file: it is passed over like any other stray file."""
-    with TempDir() as d, Servers(binary) as ss:
-        srv = ss.start(d, "-f", "0")
-        c = srv.client()
-        bodies = [b"stray-%d" % i for i in range(4)]
-        ids = _put_all(c, bodies)
+    bodies = [b"stray-%d" % i for i in range(4)]
+    with _started_with(binary, bodies, "-f", "0") as (d, ss, srv, ids):
         srv.sigterm()
         shutil.copy(os.path.join(d, "binlog.1"), os.path.join(d, "binlog.01"))
         for _ in range(2):
@@ -212,6 +214,28 @@ def _no_reply(c, data, seconds):
     return line
 
 
+def _wait_binlog_healthy(t, c, what, within=5):
+    """Polls c's stats until binlog-healthy is true; after `within` seconds
+    fails with `what` and the tail of t's log."""
+    deadline = time.monotonic() + within
+    while harness.unq(c.stats()["binlog-healthy"]) != "true":
+        check(time.monotonic() < deadline, "%s: %r" % (what, t.stderr()[-400:]))
+        time.sleep(0.1)
+
+
+def _put_after_kill9_restart(t, c, kept, what):
+    """Puts b"after" on c (recorded in kept, {id: body}), kills t with -9,
+    restarts it and checks every job in kept is still there, else fails
+    with `what` and the ids lost."""
+    jid = c.put(b"after")
+    kept[jid] = b"after"
+    t.kill9()
+    t.restart()
+    got = peek_many(t.bs(), list(kept))
+    lost = [j for j in kept if got[j] != kept[j]]
+    check(not lost, "%s: %s" % (what, lost))
+
+
 def _fsync_fails_for_a_while(binary, args, conf, tube):
     with EioTubed(binary, *args, conf=conf) as t:
         c = t.bs()
@@ -234,21 +258,11 @@ def _fsync_fails_for_a_while(binary, args, conf, tube):
                                      t.stderr()[-300:]))
         t.eio(False)
         c2 = t.bs()
-        deadline = time.monotonic() + 5
-        while harness.unq(c2.stats()["binlog-healthy"]) != "true":
-            check(time.monotonic() < deadline, "no recovery 5 s after the "
-                  "disk synced again: %r" % t.stderr()[-400:])
-            time.sleep(0.1)
+        _wait_binlog_healthy(t, c2, "no recovery 5 s after the disk synced again")
         if tube != "default":
             c2.use(tube)
-        jid = c2.put(b"after")
-        kept[jid] = b"after"
-        t.kill9()
-        t.restart()
-        got = peek_many(t.bs(), list(kept))
-        lost = [j for j in kept if got[j] != kept[j]]
-        check(not lost, "acknowledged jobs lost after the fsync failure "
-              "and kill -9: %s" % lost)
+        _put_after_kill9_restart(t, c2, kept, "acknowledged jobs lost after "
+                                 "the fsync failure and kill -9")
 
 
 @no_server
@@ -300,40 +314,6 @@ def test_unhealthy_binlog_recovers_while_idle(binary):
 
 # ----------------------------------------- a restart on a nearly full disk
 
-class _Tmpfs:
-    """A tmpfs of `size` on DIR/mnt (root only; skips otherwise), unmounted
-    on exit."""
-
-    def __init__(self, parent, size):
-        self.path = os.path.join(parent, "mnt")
-        self.size = size
-        self.mounted = False
-
-    def __enter__(self):
-        if os.geteuid() != 0:
-            raise harness.Skip("needs root to mount a tmpfs")
-        os.mkdir(self.path)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % self.size,
-                            "tubed-test", self.path], capture_output=True,
-                           text=True, timeout=20)
-        if r.returncode != 0:
-            raise harness.Skip("cannot mount a tmpfs: %s" % r.stderr.strip()[:200])
-        self.mounted = True
-        return self
-
-    def free(self):
-        st = os.statvfs(self.path)
-        return st.f_bavail * st.f_frsize
-
-    def __exit__(self, *a):
-        if self.mounted:
-            r = subprocess.run(["umount", self.path], capture_output=True, timeout=20)
-            if r.returncode != 0:
-                subprocess.run(["umount", "-l", self.path], capture_output=True,
-                               timeout=20)
-        return False
-
-
 @no_server
 @tubed_only(EXT)
 def test_restart_after_a_crash_on_a_nearly_full_disk(binary):
@@ -344,7 +324,7 @@ def test_restart_after_a_crash_on_a_nearly_full_disk(binary):
     left on device'), so the workers could not drain the queue either; the
     crashed files' zero tails now go back to the disk first, the server
     starts with its jobs, and deletes and puts work."""
-    with TempDir() as d, _Tmpfs(d, "2m") as mnt, Servers(binary) as ss:
+    with TempDir() as d, Tmpfs(d, "2m") as mnt, Servers(binary) as ss:
         bdir = os.path.join(mnt.path, "bl")
         args = ["-f", "0", "-s", "262144", "-z", "2048"]
         srv = ss.start(bdir, *args)
@@ -396,19 +376,9 @@ def test_removed_binlog_directory_is_a_failed_sync(binary):
         eq(harness.unq(c.stats()["binlog-healthy"]), "false",
            "binlog-healthy with the directory gone")
         os.mkdir(t.bdir)
-        deadline = time.monotonic() + 5
-        while harness.unq(c.stats()["binlog-healthy"]) != "true":
-            check(time.monotonic() < deadline, "no recovery into the new "
-                  "directory: %r" % t.stderr()[-400:])
-            time.sleep(0.1)
-        jid = c.put(b"after")
-        acked[jid] = b"after"
-        t.kill9()
-        t.restart()
-        got = peek_many(t.bs(), list(acked))
-        lost = [j for j in acked if got[j] != acked[j]]
-        check(not lost, "jobs lost after the directory came back, kill -9 "
-              "and a restart: %s" % lost)
+        _wait_binlog_healthy(t, c, "no recovery into the new directory")
+        _put_after_kill9_restart(t, c, acked, "jobs lost after the directory "
+                                 "came back, kill -9 and a restart")
 
 
 # ------------------------------- a memcache take whose record is lost (open)
@@ -447,10 +417,7 @@ def test_take_whose_delete_is_lost_keeps_the_item(binary):
         check(line == b"", "a take whose fsync failed was answered %r" % line)
         t.eio(False)
         c = t.bs()
-        deadline = time.monotonic() + 5
-        while harness.unq(c.stats()["binlog-healthy"]) != "true":
-            check(time.monotonic() < deadline, "no recovery: %r" % t.stderr()[-400:])
-            time.sleep(0.1)
+        _wait_binlog_healthy(t, c, "no recovery")
         m2 = t.mc()
         got = []
         for _ in range(4):

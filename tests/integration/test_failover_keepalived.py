@@ -34,6 +34,7 @@ Skipped, with the reason printed, where namespaces cannot be made or
 keepalived is missing.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -299,66 +300,76 @@ def _bring_up(trio):
                  timeout=FAILOVER_CEILING, interval=0.2)
 
 
+@contextlib.contextmanager
+def _keepalived_trio(binary, first, prefix="tubed-kad-", **trio_args):
+    """The lab most keepalived tests start from: (after _need()) a Lab in a
+    fresh temporary directory with a Trio (trio_args as Trio takes them)
+    brought up by _bring_up, and a Ledger of the puts _fill made through
+    the address with the label `first`.  Yields (lab, trio, ledger); the
+    directory is removed (_cleanup) however the body ends."""
+    _need()
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        with Lab(tmp) as lab:
+            trio = Trio(binary, lab, tmp, **trio_args)
+            _bring_up(trio)
+            ledger = Ledger()
+            _fill(trio, ledger, first)
+            yield lab, trio, ledger
+    finally:
+        _cleanup(tmp)
+
+
 @slow
 @no_server
 @tubed_only(EXT)
 def test_keepalived_failover(binary):
-    _need()
-    tmp = tempfile.mkdtemp(prefix="tubed-kad-")
-    try:
-        with Lab(tmp) as lab:
-            trio = Trio(binary, lab, tmp)
-            _bring_up(trio)
-            ledger = Ledger()
-            _fill(trio, ledger, b"first")
+    with _keepalived_trio(binary, b"first") as (lab, trio, ledger):
+        # -- kill -9 of the primary's tubed ----------------------------
+        trio.tubed[0].kill()
+        t = _put_via_vip(trio, ledger, b"after-tubed-kill",
+                         time.monotonic() + FAILOVER_CEILING)
+        report("keepalived: kill -9 of the primary's tubed -> first "
+               "acknowledged put through the address: %.2f s" % t)
+        _wait_primary(trio, 1)
+        _check_ledger(trio, ledger, "after kill -9 of tubed on node 0")
+        # systemd restarts it: a replica of the address; nopreempt.
+        trio.start_tubed(0)
+        _wait_replica(trio, 0)
+        _fill(trio, ledger, b"second")
+        eq(trio.vip_holder(), [1], "holder of %s once node 0 is back (nopreempt)" % VIP)
+        eq((trio.status(0) or {}).get("primary"), "%s:%d" % (VIP, PORT),
+           "node 0 follows the floating address")
 
-            # -- kill -9 of the primary's tubed ----------------------------
-            trio.tubed[0].kill()
-            t = _put_via_vip(trio, ledger, b"after-tubed-kill",
-                             time.monotonic() + FAILOVER_CEILING)
-            report("keepalived: kill -9 of the primary's tubed -> first "
-                   "acknowledged put through the address: %.2f s" % t)
-            _wait_primary(trio, 1)
-            _check_ledger(trio, ledger, "after kill -9 of tubed on node 0")
-            # systemd restarts it: a replica of the address; nopreempt.
-            trio.start_tubed(0)
-            _wait_replica(trio, 0)
-            _fill(trio, ledger, b"second")
-            eq(trio.vip_holder(), [1], "holder of %s once node 0 is back (nopreempt)" % VIP)
-            eq((trio.status(0) or {}).get("primary"), "%s:%d" % (VIP, PORT),
-               "node 0 follows the floating address")
-
-            # -- kill -9 of the primary's keepalived -----------------------
-            trio.keep[1].kill()
-            t0 = time.monotonic()
-            wait_for(lambda: any(i != 1 and (trio.status(i) or {}).get("role") == "primary"
-                                 for i in range(3)),
-                     lambda: "a new primary after keepalived died on node 1\n" + trio.logs(),
-                     timeout=FAILOVER_CEILING, interval=0.2)
-            new = [i for i in (0, 2) if (trio.status(i) or {}).get("role") == "primary"]
-            eq(len(new), 1, "primaries among nodes 0 and 2")
-            t = _put_via_vip(trio, ledger, b"after-keepalived-kill",
-                             time.monotonic() + FAILOVER_CEILING)
-            report("keepalived: kill -9 of the primary's keepalived -> first "
-                   "acknowledged put through the address: %.2f s"
-                   % (time.monotonic() - t0))
-            # The cut-off node 1 still runs as a primary, still holds the
-            # address (no keepalived removed it): it must acknowledge
-            # nothing, its replicas having moved on.
-            stale = trio.status(1) or {}
-            eq(stale.get("role"), "primary", "node 1's tubed, cut off")
-            c = lab.connect(lab.addr(1), PORT, timeout=5)
-            try:
-                c.send(b"put 5 0 60 5\r\nstale\r\n")
-                if c.has_data(3.0):
-                    fail("the cut-off primary acknowledged a put: %r" % c.read_line())
-            finally:
-                c.close()
-            _check_ledger(trio, ledger, "after kill -9 of keepalived on node 1")
-            _fill(trio, ledger, b"third")
-            _check_ledger(trio, ledger, "after more puts")
-    finally:
-        _cleanup(tmp)
+        # -- kill -9 of the primary's keepalived -----------------------
+        trio.keep[1].kill()
+        t0 = time.monotonic()
+        wait_for(lambda: any(i != 1 and (trio.status(i) or {}).get("role") == "primary"
+                             for i in range(3)),
+                 lambda: "a new primary after keepalived died on node 1\n" + trio.logs(),
+                 timeout=FAILOVER_CEILING, interval=0.2)
+        new = [i for i in (0, 2) if (trio.status(i) or {}).get("role") == "primary"]
+        eq(len(new), 1, "primaries among nodes 0 and 2")
+        t = _put_via_vip(trio, ledger, b"after-keepalived-kill",
+                         time.monotonic() + FAILOVER_CEILING)
+        report("keepalived: kill -9 of the primary's keepalived -> first "
+               "acknowledged put through the address: %.2f s"
+               % (time.monotonic() - t0))
+        # The cut-off node 1 still runs as a primary, still holds the
+        # address (no keepalived removed it): it must acknowledge
+        # nothing, its replicas having moved on.
+        stale = trio.status(1) or {}
+        eq(stale.get("role"), "primary", "node 1's tubed, cut off")
+        c = lab.connect(lab.addr(1), PORT, timeout=5)
+        try:
+            c.send(b"put 5 0 60 5\r\nstale\r\n")
+            if c.has_data(3.0):
+                fail("the cut-off primary acknowledged a put: %r" % c.read_line())
+        finally:
+            c.close()
+        _check_ledger(trio, ledger, "after kill -9 of keepalived on node 1")
+        _fill(trio, ledger, b"third")
+        _check_ledger(trio, ledger, "after more puts")
 
 
 def _lagging_scenario(binary, peer_check):
@@ -366,89 +377,80 @@ def _lagging_scenario(binary, peer_check):
     ledger must hold; without it (TUBED_PEERS empty) node 1 promotes
     itself, node 2 follows it and discards what only it had: the ledger
     check must report the loss (the test proves it can see one)."""
-    _need()
-    tmp = tempfile.mkdtemp(prefix="tubed-kad-")
-    try:
-        with Lab(tmp) as lab:
-            trio = Trio(binary, lab, tmp,
-                        env_extra="" if peer_check else "TUBED_PEERS=''\n")
-            _bring_up(trio)
-            ledger = Ledger()
-            _fill(trio, ledger, b"both")
-            # Node 1 (the next priority) loses its way to the primary:
-            # only node 2 gets, and acknowledges, what follows.
-            trio.tubed[1].kill()
-            lab.run(1, "ip", "route", "add", "blackhole", VIP + "/32")
-            trio.start_tubed(1)
-            _fill(trio, ledger, b"only-node2")
-            _wait_replica(trio, 2)
-            s1, s2 = trio.status(1), trio.status(2)
-            check(int(s1["position"]) < int(s2["position"]),
-                  "node 1 should lag node 2: %s %s" % (s1, s2))
-            # Node 1 must be a candidate when the primary dies.
-            wait_for(lambda: _keepalived_settled_backup(trio, 1),
-                     lambda: "node 1's keepalived back in BACKUP\n" + trio.logs(),
-                     timeout=FAILOVER_CEILING, interval=0.2)
-            # ... and the only one.  Once node 0 gives the address up, a
-            # BACKUP's master-down timer ends (256 - priority) / 256 s after
-            # node 0's last word: node 1's 0.61 s, node 2's 0.80 s, so a
-            # node 1 late by 0.2 s (a loaded machine) lost to node 2, which
-            # has every record: no step back to see, and without the peer
-            # check no loss.  So node 2's keepalived is not running while
-            # node 1 is elected: stopped (kill -9; it holds no address)
-            # before the primary dies, started again once node 1's log
-            # shows it entered MASTER.  Its tubed is left alone throughout:
-            # it keeps its records, still replicates and answers node 1's
-            # peer check.  Started again, node 2 is a BACKUP that hears node
-            # 1's adverts and takes the address only once node 1 gives it
-            # up, stepping back (or, without the peer check, never).
-            #
-            # Not held out through its check (the step-back mark) with a
-            # wait for its log's 'Entering FAULT STATE' (7eb9b75, reverted):
-            # keepalived starts in FAULT without saying so, and a check that
-            # fails before it ever passed leaves it there without the line.
-            # Under ASan and load node 2's first checks were that slow (or
-            # failed), and the wait timed out.  A stopped keepalived is known
-            # out without reading its log.
-            eq(trio.vip_holder(), [0], "holder of %s before the primary dies" % VIP)
-            trio.stop_keepalived(2)
-            masters = _keepalived_masters(trio, 1)
-            trio.tubed[0].kill()
-            wait_for(lambda: _keepalived_masters(trio, 1) > masters,
-                     lambda: "node 1's keepalived to enter MASTER (node 2's "
-                     "stopped)\n" + trio.logs(),
-                     timeout=2 * FAILOVER_CEILING, interval=0.1)
-            trio.start_keepalived(2)
-            if not peer_check:
-                _wait_primary(trio, 1)
-                lab.run(1, "ip", "route", "del", "blackhole", VIP + "/32")
-                _put_via_vip(trio, ledger, b"after", time.monotonic() + FAILOVER_CEILING)
-                try:
-                    _check_ledger(trio, ledger, "without the peer check")
-                except harness.TestFailure as e:
-                    report("keepalived: without the peer check the ledger "
-                           "caught: %s" % str(e).split("\n")[0][:200])
-                    return
-                fail("node 1 promoted without the peer check and the ledger "
-                     "saw no loss: the scenario or the checker is broken")
-            # Node 1, MASTER, sees node 2 ahead and steps back; node 2
-            # takes the address and promotes.
-            _wait_primary(trio, 2, timeout=2 * FAILOVER_CEILING)
-            with open(os.path.join(trio.dir(1), "notify.log")) as f:
-                log1 = f.read()
-            check("not promoting" in log1, "node 1 did not step back: %s" % log1)
-            eq((trio.status(1) or {}).get("role"), "replica", "node 1 after stepping back")
-            # Its way back open, node 1 follows node 2: the pair takes puts.
+    env_extra = "" if peer_check else "TUBED_PEERS=''\n"
+    with _keepalived_trio(binary, b"both", env_extra=env_extra) as (lab, trio, ledger):
+        # Node 1 (the next priority) loses its way to the primary:
+        # only node 2 gets, and acknowledges, what follows.
+        trio.tubed[1].kill()
+        lab.run(1, "ip", "route", "add", "blackhole", VIP + "/32")
+        trio.start_tubed(1)
+        _fill(trio, ledger, b"only-node2")
+        _wait_replica(trio, 2)
+        s1, s2 = trio.status(1), trio.status(2)
+        check(int(s1["position"]) < int(s2["position"]),
+              "node 1 should lag node 2: %s %s" % (s1, s2))
+        # Node 1 must be a candidate when the primary dies.
+        wait_for(lambda: _keepalived_settled_backup(trio, 1),
+                 lambda: "node 1's keepalived back in BACKUP\n" + trio.logs(),
+                 timeout=FAILOVER_CEILING, interval=0.2)
+        # ... and the only one.  Once node 0 gives the address up, a
+        # BACKUP's master-down timer ends (256 - priority) / 256 s after
+        # node 0's last word: node 1's 0.61 s, node 2's 0.80 s, so a
+        # node 1 late by 0.2 s (a loaded machine) lost to node 2, which
+        # has every record: no step back to see, and without the peer
+        # check no loss.  So node 2's keepalived is not running while
+        # node 1 is elected: stopped (kill -9; it holds no address)
+        # before the primary dies, started again once node 1's log
+        # shows it entered MASTER.  Its tubed is left alone throughout:
+        # it keeps its records, still replicates and answers node 1's
+        # peer check.  Started again, node 2 is a BACKUP that hears node
+        # 1's adverts and takes the address only once node 1 gives it
+        # up, stepping back (or, without the peer check, never).
+        #
+        # Not held out through its check (the step-back mark) with a
+        # wait for its log's 'Entering FAULT STATE' (7eb9b75, reverted):
+        # keepalived starts in FAULT without saying so, and a check that
+        # fails before it ever passed leaves it there without the line.
+        # Under ASan and load node 2's first checks were that slow (or
+        # failed), and the wait timed out.  A stopped keepalived is known
+        # out without reading its log.
+        eq(trio.vip_holder(), [0], "holder of %s before the primary dies" % VIP)
+        trio.stop_keepalived(2)
+        masters = _keepalived_masters(trio, 1)
+        trio.tubed[0].kill()
+        wait_for(lambda: _keepalived_masters(trio, 1) > masters,
+                 lambda: "node 1's keepalived to enter MASTER (node 2's "
+                 "stopped)\n" + trio.logs(),
+                 timeout=2 * FAILOVER_CEILING, interval=0.1)
+        trio.start_keepalived(2)
+        if not peer_check:
+            _wait_primary(trio, 1)
             lab.run(1, "ip", "route", "del", "blackhole", VIP + "/32")
             _put_via_vip(trio, ledger, b"after", time.monotonic() + FAILOVER_CEILING)
-            _check_ledger(trio, ledger, "after the failover past a lagging replica")
-            _wait_replica(trio, 1)
-            trio.start_tubed(0)
-            _wait_replica(trio, 0)
-            _fill(trio, ledger, b"end")
-            _check_ledger(trio, ledger, "at the end")
-    finally:
-        _cleanup(tmp)
+            try:
+                _check_ledger(trio, ledger, "without the peer check")
+            except harness.TestFailure as e:
+                report("keepalived: without the peer check the ledger "
+                       "caught: %s" % str(e).split("\n")[0][:200])
+                return
+            fail("node 1 promoted without the peer check and the ledger "
+                 "saw no loss: the scenario or the checker is broken")
+        # Node 1, MASTER, sees node 2 ahead and steps back; node 2
+        # takes the address and promotes.
+        _wait_primary(trio, 2, timeout=2 * FAILOVER_CEILING)
+        with open(os.path.join(trio.dir(1), "notify.log")) as f:
+            log1 = f.read()
+        check("not promoting" in log1, "node 1 did not step back: %s" % log1)
+        eq((trio.status(1) or {}).get("role"), "replica", "node 1 after stepping back")
+        # Its way back open, node 1 follows node 2: the pair takes puts.
+        lab.run(1, "ip", "route", "del", "blackhole", VIP + "/32")
+        _put_via_vip(trio, ledger, b"after", time.monotonic() + FAILOVER_CEILING)
+        _check_ledger(trio, ledger, "after the failover past a lagging replica")
+        _wait_replica(trio, 1)
+        trio.start_tubed(0)
+        _wait_replica(trio, 0)
+        _fill(trio, ledger, b"end")
+        _check_ledger(trio, ledger, "at the end")
 
 
 @slow
@@ -469,44 +471,35 @@ def test_keepalived_ledger_sees_loss_without_peer_check(binary):
 @no_server
 @tubed_only(EXT)
 def test_keepalived_isolated_replica_does_not_promote(binary):
-    _need()
-    tmp = tempfile.mkdtemp(prefix="tubed-kad-")
-    try:
-        with Lab(tmp) as lab:
-            trio = Trio(binary, lab, tmp)
-            _bring_up(trio)
-            ledger = Ledger()
-            _fill(trio, ledger, b"before")
-            lab.isolate(2)
-            notify = os.path.join(trio.dir(2), "notify.log")
+    with _keepalived_trio(binary, b"before") as (lab, trio, ledger):
+        lab.isolate(2)
+        notify = os.path.join(trio.dir(2), "notify.log")
 
-            def stepped_back():
-                try:
-                    with open(notify) as f:
-                        return "fewer than the quorum" in f.read()
-                except OSError:
-                    return False
-            wait_for(stepped_back, lambda: "node 2 to step back for want of a "
-                     "quorum\n" + trio.logs(), timeout=FAILOVER_CEILING, interval=0.2)
-            # The majority side goes on: puts acknowledged through node 0.
-            _fill(trio, ledger, b"during")
-            eq((trio.status(0) or {}).get("role"), "primary", "node 0 during the partition")
-            # Asked on its own side of the cut: still a replica.
-            s2 = lab.run(2, trio.cli, "-h", "127.0.0.1", "-p", str(PORT), "--json",
-                         "replication")
-            check('"role":"replica"' in s2, "the isolated node 2: %s" % s2)
-            lab.rejoin(2)
-            _wait_replica(trio, 2)
-            eq((trio.status(2) or {}).get("role"), "replica", "node 2 after the partition")
-            # Both claim the address until node 2 hears node 0's adverts.
-            wait_for(lambda: trio.vip_holder() == [0],
-                     lambda: "only node 0 to hold %s after the partition: %s"
-                     % (VIP, trio.vip_holder()), timeout=FAILOVER_CEILING)
-            with open(notify) as f:
-                log2 = f.read()
-            check("tubed-cli promote" not in log2,
-                  "the isolated node 2 promoted itself: %s" % log2)
-            _fill(trio, ledger, b"after")
-            _check_ledger(trio, ledger, "after the partition healed")
-    finally:
-        _cleanup(tmp)
+        def stepped_back():
+            try:
+                with open(notify) as f:
+                    return "fewer than the quorum" in f.read()
+            except OSError:
+                return False
+        wait_for(stepped_back, lambda: "node 2 to step back for want of a "
+                 "quorum\n" + trio.logs(), timeout=FAILOVER_CEILING, interval=0.2)
+        # The majority side goes on: puts acknowledged through node 0.
+        _fill(trio, ledger, b"during")
+        eq((trio.status(0) or {}).get("role"), "primary", "node 0 during the partition")
+        # Asked on its own side of the cut: still a replica.
+        s2 = lab.run(2, trio.cli, "-h", "127.0.0.1", "-p", str(PORT), "--json",
+                     "replication")
+        check('"role":"replica"' in s2, "the isolated node 2: %s" % s2)
+        lab.rejoin(2)
+        _wait_replica(trio, 2)
+        eq((trio.status(2) or {}).get("role"), "replica", "node 2 after the partition")
+        # Both claim the address until node 2 hears node 0's adverts.
+        wait_for(lambda: trio.vip_holder() == [0],
+                 lambda: "only node 0 to hold %s after the partition: %s"
+                 % (VIP, trio.vip_holder()), timeout=FAILOVER_CEILING)
+        with open(notify) as f:
+            log2 = f.read()
+        check("tubed-cli promote" not in log2,
+              "the isolated node 2 promoted itself: %s" % log2)
+        _fill(trio, ledger, b"after")
+        _check_ledger(trio, ledger, "after the partition healed")

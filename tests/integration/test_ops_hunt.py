@@ -18,7 +18,7 @@ import time
 
 import harness
 from harness import Skip, check, eq, fail, no_server, tubed_only
-from failover_util import OcfSite, ocf_skip_reason
+from failover_util import OcfSite, ocf_skip_reason, repl_stats
 from repl_util import wait_for
 
 SERVER = "none"
@@ -322,15 +322,6 @@ def _tubed(binary, tmp, name, listen, port, *args):
     return box["p"]
 
 
-def _repl(host, port):
-    c = harness.Client(host, port)
-    try:
-        _, body = c.cmd_body("stats-replication")
-        return {k: harness.unq(v) for k, v in harness.parse_yaml_dict(body).items()}
-    finally:
-        c.close()
-
-
 @no_server
 @tubed_only(EXT)
 def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
@@ -383,20 +374,20 @@ def test_keepalived_notify_ipv6_peer_vip_prefix_and_spaces(binary):
         rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150",
                       extra={"TUBED_QUORUM": "two"})
         eq(rc, 0, "notify MASTER, TUBED_QUORUM=two: %s" % out)
-        eq(_repl("127.0.0.1", pl)["role"], "replica",
+        eq(repl_stats("127.0.0.1", pl)["role"], "replica",
            "MASTER with TUBED_QUORUM=two promoted: %s" % out)
         mark = os.path.join(d, "state dir", "defer")
         check(os.path.exists(mark), "no step-back mark: %s" % out)
         os.unlink(mark)
         rc, out = run(notify, "INSTANCE", "tubed", "MASTER", "150")
         eq(rc, 0, "notify MASTER: %s" % out)
-        eq(_repl("127.0.0.1", pl)["role"], "primary",
+        eq(repl_stats("127.0.0.1", pl)["role"], "primary",
            "MASTER with its one peer reachable at [::1] (quorum 2 of 2): %s" % out)
         rc, out = run(check_script)
         eq(rc, 0, "check of a healthy primary: %s" % out)
         rc, out = run(notify, "INSTANCE", "tubed", "BACKUP", "150")
         eq(rc, 0, "notify BACKUP: %s" % out)
-        st = _repl("127.0.0.1", pl)
+        st = repl_stats("127.0.0.1", pl)
         eq((st["role"], st["primary"]), ("replica", "%s:%d" % (vip, pl)),
            "BACKUP follows the VIP without its prefix: %s" % out)
         rc, out = run(check_script)
@@ -1065,8 +1056,9 @@ def test_keepalived_stop_hands_off_before_following(binary):
         procs.append(_tubed(binary, tmp, "replica", "127.0.0.1", ports[1],
                             "--replica-of", "127.0.0.1:%d" % pp))
         pr = ports[1].port
-        wait_for(lambda: _repl("127.0.0.1", pr)["connected"] == "true"
-                 and _repl("127.0.0.1", pr)["position"] == _repl("127.0.0.1", pp)["position"],
+        wait_for(lambda: repl_stats("127.0.0.1", pr)["connected"] == "true"
+                 and (repl_stats("127.0.0.1", pr)["position"]
+                      == repl_stats("127.0.0.1", pp)["position"]),
                  "the replica to catch up", timeout=20)
         os.kill(procs[1].pid, signal.SIGSTOP)
         # More than the loopback socket buffers hold (the part the kernel
@@ -1090,7 +1082,7 @@ def test_keepalived_stop_hands_off_before_following(binary):
             resume.join()
             os.kill(procs[1].pid, signal.SIGCONT)
         eq(r.returncode, 0, "notify STOP: %s" % r.stderr)
-        p, rep = _repl("127.0.0.1", pp), _repl("127.0.0.1", pr)
+        p, rep = repl_stats("127.0.0.1", pp), repl_stats("127.0.0.1", pr)
         eq((p["role"], p["primary"]), ("replica", "%s:%d" % (vip, pp)),
            "the former primary follows the address")
         eq(rep["position"], p["position"],
