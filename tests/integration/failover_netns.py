@@ -110,6 +110,11 @@ class Proc:
 
 
 _labs = itertools.count(1)
+# At most two labs at once: each is three servers, three keepalived and
+# their checks every second; four at once under ASan on a two-core
+# machine (the runner starts its slow tests first, together) made checks
+# time out and failovers miss their deadlines whatever the code did.
+_lab_slots = threading.BoundedSemaphore(2)
 
 
 class Lab:
@@ -127,6 +132,7 @@ class Lab:
         return "%s.%d" % (NET, i + 1)
 
     def __enter__(self):
+        _lab_slots.acquire()
         try:
             self._build()
         except BaseException:
@@ -216,4 +222,5 @@ class Lab:
         while time.monotonic() < deadline and any(
                 os.path.exists("/run/netns/" + ns) for ns in self.made):
             time.sleep(0.05)
+        _lab_slots.release()
         return False

@@ -187,9 +187,10 @@ def test_bd_audit_put_before_reset_is_kept(srv):
     arrives right behind the second put. beanstalkd reads the put before
     it sees the error and keeps the job (40 of 40 jobs in 20 rounds);
     tubed closed on the error without reading and lost the last put of
-    nearly every round (21 or 22 of 40). The same for a close with
-    SO_LINGER 0."""
-    import struct
+    nearly every round (21 or 22 of 40). (A close with SO_LINGER 0 right
+    after the put is not checked: its reset can reach a connection not
+    yet accepted, and whether its data is still there is the kernel's
+    race, under ASan lost one round in five.)"""
     b = srv.client()
     for i in range(10):
         a = srv.client()
@@ -203,15 +204,6 @@ def test_bd_audit_put_before_reset_is_kept(srv):
                          "the producer's connection closed")
         eq(b.stats()["current-jobs-ready"], str(2 * i + 2),
            "jobs after a put followed by a reset (round %d)" % i)
-    for i in range(5):
-        a = srv.client()
-        a.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        a.send("put 0 0 100 1\r\nc\r\n")
-        a.close()
-        harness.wait_for(lambda: b.stats()["current-connections"] == "1",
-                         "the producer's connection closed")
-        eq(b.stats()["current-jobs-ready"], str(21 + i),
-           "jobs after a put and a close with SO_LINGER 0 (round %d)" % i)
 
 
 def _free_service():
