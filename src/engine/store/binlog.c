@@ -1286,8 +1286,7 @@ static uint64_t give_back_tails(Binlog *b)
         if (fd < 0)
             continue;
         if (ftruncate(fd, (off_t)f->tail) == 0 && fstat(fd, &st) == 0) {
-            uint64_t now = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
-                               ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            uint64_t now = bl_disk_bytes(&st);
             if (now < f->bytes) {
                 freed += f->bytes - now;
                 b->disk_bytes -= f->bytes - now;

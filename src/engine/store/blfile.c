@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -105,6 +106,13 @@ BlFile *bl_file_of(Binlog *b, uint32_t index)
             hi = mid;
     }
     return lo < b->nfiles && b->files[lo].index == index ? &b->files[lo] : NULL;
+}
+
+uint64_t bl_disk_bytes(const struct stat *st)
+{
+    uint64_t blocks = (uint64_t)st->st_blocks * 512;
+
+    return blocks > (uint64_t)st->st_size ? (uint64_t)st->st_size : blocks;
 }
 
 int bl_files_push(Binlog *b, uint32_t index)

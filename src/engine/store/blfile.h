@@ -115,6 +115,11 @@ int bl_list_files(const char *dir, const char *what, uint32_t max, int refuse_ab
                   uint32_t **out, size_t *n, char *err, size_t errlen);
 /* Append file `index` to the list; -1 when out of memory. */
 int bl_files_push(Binlog *b, uint32_t index);
+/* What a file whose fstat() gave st takes on disk: its allocated blocks,
+ * but no more than its size (a sparse or short tail counts what it holds;
+ * BlFile.bytes). */
+struct stat;
+uint64_t bl_disk_bytes(const struct stat *st);
 /* The list entry of file `index`, NULL if it is not in the list. */
 BlFile *bl_file_of(Binlog *b, uint32_t index);
 size_t bl_job_record_size(const Job *j);

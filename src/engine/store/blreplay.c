@@ -434,6 +434,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
     char *p = NULL;
     size_t cut = 0, tail = 0;
     int fd, hdr, rc = 0, unwritten = 0;
+    uint32_t newer;
 
     bl_file_name(b, index, path, sizeof path);
     fd = open(path, O_RDWR | O_CLOEXEC);
@@ -459,13 +460,13 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
                  "with --import-beanstalkd %s (doc/operations.md); refusing to start",
                  path, b->dir);
         rc = -1;
-    } else if (hdr < 0 && bl_header_newer(p, (size_t)st.st_size)) {
+    } else if (hdr < 0 && (newer = bl_header_newer(p, (size_t)st.st_size))) {
         /* Intact, of a later format: not damage, and never "recovered"
          * away (--recover would drop every job in it). */
         snprintf(rp->err, rp->errlen, "%s was written by a newer tubed (binlog format "
                  "version %u; this one reads versions %d to %d); refusing to start, "
                  "even with --recover (it would drop the file's jobs). Start the newer "
-                 "tubed on %s", path, bl_header_newer(p, (size_t)st.st_size),
+                 "tubed on %s", path, newer,
                  BL_VERSION_MIN, BL_VERSION, b->dir);
         rc = -1;
     } else if (hdr == 1 && newest && all_zero(p, (size_t)st.st_size)) {
@@ -512,8 +513,7 @@ static int replay_file(Replay *rp, uint32_t index, int newest)
         if (bl_files_push(b, index) < 0) {
             rc = -1;
         } else {
-            cur_file(b)->bytes = (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size
-                                     ? (uint64_t)st.st_size : (uint64_t)st.st_blocks * 512;
+            cur_file(b)->bytes = bl_disk_bytes(&st);
             cur_file(b)->tail = tail;
         }
     }
